@@ -1,0 +1,3 @@
+from provision.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from provision.agent.protocol import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""`provision` entry point: one sub-module per command, imported only when used."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from provision import __version__
+from provision.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, add_common_options, console, setup_logging
+from provision.errors import ConfigError, ProvisionError
+
+# command name -> module in provision.cli; each module has `describe`, `add_arguments(parser)`, `run(args) -> int`
+COMMANDS = {
+    "up": "up",
+    "facts": "facts",
+    "inventory": "inventory",
+    "run": "run",
+    "check": "check",
+    "install": "install",
+    "lock": "lock",
+    "stage": "stage",
+    "bench": "bench",
+    "report": "report",
+    "health": "health",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="provision",
+        description="Make a rented GPU server fast: facts, matched PyTorch, LMDB staging, benchmarks, reports.",
+    )
+    parser.add_argument("--version", action="version", version=f"provision {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"provision.cli.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"provision.cli.{module_name}":
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=module.describe, description=module.describe)
+        module.add_arguments(p)
+        add_common_options(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    setup_logging(args.verbose)
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        return EXIT_USAGE
+    except ProvisionError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return EXIT_INTERRUPTED

@@ -1,0 +1,83 @@
+"""Host-key verification, which Fabric leaves off (it auto-adds every key, loads no known_hosts).
+
+Files read: ~/.ssh/known_hosts, then the project's own (state dir, or PROVISION_KNOWN_HOSTS).
+`accept-new` records first-seen keys in the project's file only: the user's ssh file is theirs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from pathlib import Path
+
+import paramiko
+
+from provision.paths import state_dir
+
+log = logging.getLogger("provision.hostkeys")
+POLICIES = ("strict", "accept-new", "off")
+
+
+def project_known_hosts() -> Path:
+    override = os.environ.get("PROVISION_KNOWN_HOSTS")
+    return Path(override) if override else state_dir() / "known_hosts"
+
+
+def user_known_hosts() -> Path:
+    return Path(os.path.expanduser("~/.ssh/known_hosts"))
+
+
+class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """Like OpenSSH's StrictHostKeyChecking=accept-new: record unknown keys, refuse changed ones
+    (paramiko raises BadHostKeyException for changed keys before a policy is asked)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # many hosts connect in parallel threads/processes
+            fh.write(line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        log.info("recorded new host key for %s in %s", hostname, self.path)
+
+
+class _WarnAcceptPolicy(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        log.warning("host key checking is OFF: accepting %s key for %s unverified", key.get_name(), hostname)
+
+
+def apply_policy(client: paramiko.SSHClient, policy: str, extra_files: list[str] | None = None) -> None:
+    """Configure a paramiko client for one of `strict`, `accept-new`, `off`."""
+    if policy not in POLICIES:
+        raise ValueError(f"--known-hosts must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if policy == "off":
+        client.set_missing_host_key_policy(_WarnAcceptPolicy())
+        return
+    files = [user_known_hosts(), project_known_hosts(), *(Path(f) for f in extra_files or [])]
+    for path in files:
+        if path.is_file():
+            # system keys: consulted, never rewritten by paramiko
+            client.load_system_host_keys(str(path))
+    if policy == "strict":
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    else:
+        client.set_missing_host_key_policy(_AcceptNewPolicy(project_known_hosts()))
+
+
+def known_hosts_name(address: str, port: int) -> str:
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def changed_key_message(address: str, port: int, exc: paramiko.BadHostKeyException) -> str:
+    name = known_hosts_name(address, port)
+    return (
+        f"host key for {name} CHANGED: offered {exc.key.get_name()} {exc.key.get_fingerprint().hex()}, "
+        f"known {exc.expected_key.get_name()} {exc.expected_key.get_fingerprint().hex()}. "
+        "This is a man-in-the-middle risk, or the rental's IP:port was given to a new server. "
+        f"If you trust the new server: ssh-keygen -R '{name}' -f {project_known_hosts()} "
+        f"(and -f {user_known_hosts()}), or use --known-hosts off for throwaway hosts."
+    )

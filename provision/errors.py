@@ -1,0 +1,39 @@
+"""Error types every layer shares. Each message says what, where, and what to do."""
+
+from __future__ import annotations
+
+
+class ProvisionError(Exception):
+    """Base for errors shown to the user as one clear message (no traceback)."""
+
+
+class ConfigError(ProvisionError):
+    """Bad input on the controller: inventory, playbook, target string, option value.
+
+    Exit code 2. The message names the file:line or the offending value.
+    """
+
+
+class HostError(ProvisionError):
+    """A step failed on one host; the other hosts go on."""
+
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(f"{host}: {message}")
+        self.host = host
+        self.detail = message
+
+
+class UnreachableError(HostError):
+    """The host could not be connected to (network, timeout, refused)."""
+
+
+class AuthError(HostError):
+    """The host answered but refused our credentials."""
+
+
+class HostKeyError(HostError):
+    """The host's key is unknown (strict) or changed since it was recorded."""
+
+
+class AgentError(HostError):
+    """The remote agent failed or is not runnable (no python3, crashed, bad reply)."""

@@ -1,0 +1,66 @@
+"""The resolved picture of hosts and groups every command works from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+@dataclass
+class Host:
+    """One target. `name` is what the user calls it; `address` is what we connect to.
+
+    Connection fields are resolved from (highest first) command-line options, inventory host
+    vars (`ansible_host`, `ansible_port`, ...), group vars, ssh_config.
+    """
+
+    name: str
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    key_file: str | None = None
+    proxy_jump: str | None = None
+    python: str | None = None  # ansible_python_interpreter
+    local: bool = False  # `localhost` runs without SSH unless ansible_connection says otherwise
+    groups: list[str] = field(default_factory=list)
+    vars: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def connect_address(self) -> str:
+        return self.address or self.name
+
+    @property
+    def display(self) -> str:
+        """user@addr:port as ssh shows it, for messages."""
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port and self.port != 22 else ""
+        return f"{user}{self.connect_address}{port}"
+
+
+@dataclass
+class Inventory:
+    hosts: dict[str, Host] = field(default_factory=dict)
+    # group name -> direct member host names; children expanded by `group_hosts`
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    group_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def group_hosts(self, group: str) -> list[str]:
+        """All hosts in a group, its children included, in inventory order."""
+        if group == "all":
+            return list(self.hosts)
+        seen: list[str] = []
+        stack = [group]
+        visited: set[str] = set()
+        while stack:
+            g = stack.pop(0)
+            if g in visited:
+                continue
+            visited.add(g)
+            for h in self.groups.get(g, []):
+                if h not in seen:
+                    seen.append(h)
+            stack.extend(self.children.get(g, []))
+        return seen

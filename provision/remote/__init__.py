@@ -1,0 +1,1 @@
+"""Controller-side handles onto host-side code (the agent)."""

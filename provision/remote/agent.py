@@ -1,0 +1,157 @@
+"""Ship the agent zipapp once per content hash and call it: one round trip per step.
+
+The zipapp is built in memory from provision/agent/ (plus the import-free provision/__init__.py),
+so its hash changes exactly when host-side code changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import sys
+import threading
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from provision.connection.base import Connection
+from provision.errors import AgentError
+
+log = logging.getLogger("provision.agent")
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_MISSING_AGENT = 97
+_MISSING_PYTHON = 98
+EventCallback = Callable[[dict[str, Any]], None]
+
+_build_lock = threading.Lock()
+_built: tuple[bytes, str] | None = None
+
+
+def agent_zipapp() -> tuple[bytes, str]:
+    """(zip bytes, short content hash), built once per controller process."""
+    global _built
+    with _build_lock:
+        if _built is None:
+            files = [_PACKAGE_DIR / "__init__.py", *sorted((_PACKAGE_DIR / "agent").rglob("*.py"))]
+            buf = io.BytesIO()
+            digest = hashlib.sha256()
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+                main = b"import sys\nfrom provision.agent.protocol import main\nsys.exit(main())\n"
+                for path in files:
+                    arc = "provision/" + path.relative_to(_PACKAGE_DIR).as_posix()
+                    data = path.read_bytes()
+                    digest.update(arc.encode() + b"\0" + data)
+                    info = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    zf.writestr(info, data)
+                info = zipfile.ZipInfo("__main__.py", date_time=(2020, 1, 1, 0, 0, 0))
+                zf.writestr(info, main)
+            _built = (buf.getvalue(), digest.hexdigest()[:16])
+        return _built
+
+
+class Agent:
+    """The agent on one host, over that host's one connection."""
+
+    def __init__(self, connection: Connection, python: str | None = None) -> None:
+        self.connection = connection
+        host = connection.host
+        default = sys.executable if host.local else "python3"
+        self.python = python or host.python or default
+        self.uploads = 0
+
+    @property
+    def remote_path(self) -> str:
+        return f"~/.cache/provision/agent-{agent_zipapp()[1]}.pyz"
+
+    def _command(self, command: str, python: str) -> str:
+        import shlex
+
+        path = '"$HOME"/.cache/provision/' + f"agent-{agent_zipapp()[1]}.pyz"
+        py = shlex.quote(python)
+        return (
+            f"command -v {py} >/dev/null 2>&1 || exit {_MISSING_PYTHON}; "
+            f"test -r {path} || exit {_MISSING_AGENT}; "
+            f"exec {py} {path} {shlex.quote(command)}"
+        )
+
+    def upload(self) -> None:
+        data, digest = agent_zipapp()
+        log.info("%s: uploading agent %s (%d bytes)", self.connection.host.name, digest, len(data))
+        self.connection.put(data, self.remote_path, mode=0o644)
+        self.uploads += 1
+
+    def call(
+        self,
+        command: str,
+        request: dict[str, Any] | None = None,
+        *,
+        payload: Iterable[bytes] | IO[bytes] | None = None,
+        on_event: EventCallback | None = None,
+        python: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run one agent command; returns its result data or raises AgentError with its message."""
+        host = self.connection.host.name
+        py = python or self.python
+        for attempt in range(2):
+            outcome: dict[str, Any] = {}
+
+            def handle(line: str, outcome: dict[str, Any] = outcome) -> None:
+                if not line.startswith("{"):
+                    log.debug("%s agent: %s", host, line)
+                    return
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    log.debug("%s agent: %s", host, line)
+                    return
+                kind = event.get("event")
+                if kind in ("result", "error"):
+                    outcome.update(event)
+                elif on_event is not None:
+                    on_event(event)
+                elif kind == "log":
+                    log.info("%s: %s", host, event.get("message"))
+
+            request_line = (json.dumps(request or {}) + "\n").encode()
+            result = self.connection.stream(
+                self._command(command, py),
+                source=_prepend(request_line, payload),
+                on_stdout_line=handle,
+                timeout=timeout,
+            )
+            if result.exit_code == _MISSING_AGENT and attempt == 0:
+                self.upload()
+                continue
+            if result.exit_code == _MISSING_PYTHON:
+                raise AgentError(
+                    host,
+                    f"no Python interpreter {py!r} on the host. Install python3 (apt-get install -y python3) "
+                    "or point ansible_python_interpreter at one.",
+                )
+            if outcome.get("event") == "result":
+                return outcome.get("data") or {}
+            if outcome.get("event") == "error":
+                if outcome.get("traceback"):
+                    log.debug("%s agent traceback:\n%s", host, outcome["traceback"])
+                err = AgentError(host, f"{command}: {outcome.get('message')}")
+                err.kind = outcome.get("kind")  # type: ignore[attr-defined]
+                raise err
+            detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[-1]
+            raise AgentError(host, f"agent {command} gave no result ({detail})")
+        raise AgentError(host, "agent upload did not take")  # pragma: no cover
+
+
+def _prepend(first: bytes, rest: Iterable[bytes] | IO[bytes] | None) -> Iterator[bytes]:
+    yield first
+    if rest is None:
+        return
+    if hasattr(rest, "read"):
+        while chunk := rest.read(1 << 20):  # type: ignore[union-attr]
+            yield chunk
+    else:
+        yield from rest  # type: ignore[misc]
