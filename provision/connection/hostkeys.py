@@ -25,7 +25,8 @@ def project_known_hosts() -> Path:
 
 
 def user_known_hosts() -> Path:
-    return Path(os.path.expanduser("~/.ssh/known_hosts"))
+    override = os.environ.get("PROVISION_USER_KNOWN_HOSTS")  # tests isolate from the real file
+    return Path(override) if override else Path(os.path.expanduser("~/.ssh/known_hosts"))
 
 
 class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):

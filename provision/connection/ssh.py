@@ -240,11 +240,16 @@ class SSHConnection(Connection):
             lines.append(line)
             on_stdout_line(line)
         code = 124 if timed_out else chan.recv_exit_status()
+        transport = chan.get_transport()
         chan.close()
         feeder.join(timeout=5)
         err_reader.join(timeout=5)
         if code == -1:
-            raise UnreachableError(self.host.name, "connection lost while running a command")
+            if transport is None or not transport.is_active():
+                raise UnreachableError(self.host.name, "connection lost while running a command")
+            # The command died by a signal (OOM killer, kill -9): sshd sends exit-signal, which
+            # paramiko drops, so no status. 255 like OpenSSH's ssh; the host is still reachable.
+            code = 255
         stdout = "\n".join(lines) if on_stdout_line else out.decode("utf-8", "replace")
         return CommandResult(command, code, stdout, err.decode("utf-8", "replace"), time.monotonic() - start)
 

@@ -46,6 +46,12 @@ class Inventory:
     groups: dict[str, list[str]] = field(default_factory=dict)
     children: dict[str, list[str]] = field(default_factory=dict)
     group_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # host name -> the vars written on the host itself (Host.vars holds the merged result)
+    host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # "file:line" where each host / group was first defined, for error messages
+    host_origins: dict[str, str] = field(default_factory=dict)
+    group_origins: dict[str, str] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)  # the inventory files, in load order
 
     def group_hosts(self, group: str) -> list[str]:
         """All hosts in a group, its children included, in inventory order."""

@@ -1,0 +1,100 @@
+"""`provision facts TARGET...`: a complete picture of one or thirty rented servers."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+
+from provision.cli.common import (
+    connect_options,
+    console,
+    emit_json,
+    exit_code_for,
+)
+from provision.connection.factory import connect
+from provision.inventory.loader import resolve_targets
+from provision.inventory.model import Host
+from provision.parallel import for_each_host
+from provision.remote.agent import Agent
+from provision.remote.facts import gather_facts
+
+describe = "gather facts (GPUs, driver/CUDA, CPU, memory, disks, Python, torch) from hosts"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("targets", nargs="+", metavar="TARGET",
+                        help="inventory host/group, user@host:port, 'ssh -p PORT user@host', ssh_config alias, localhost")
+
+
+def run(args: argparse.Namespace) -> int:
+    options = connect_options(args)
+    hosts = resolve_targets(args.targets, args.inventory, options)
+
+    def work(host: Host) -> dict[str, Any]:
+        with connect(host, options) as conn:
+            return gather_facts(Agent(conn))
+
+    outcomes = for_each_host(hosts, work, forks=args.forks)
+    if args.json:
+        emit_json({"hosts": {
+            name: o.value if o.ok else {"error": o.message, "unreachable": o.unreachable}
+            for name, o in outcomes.items()
+        }})
+    else:
+        for name, o in outcomes.items():
+            if o.ok:
+                console.print(facts_table(name, o.value or {}))
+            else:
+                kind = "unreachable" if o.unreachable else "failed"
+                console.print(f"[bold red]{name}: {kind}[/]: {o.message}")
+    return exit_code_for(outcomes)
+
+
+def _gib(n: Any) -> str:
+    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else "?"
+
+
+def _get(d: Any, *path: str, default: Any = None) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return default
+        d = d[key]
+    return d
+
+
+def facts_table(name: str, facts: dict[str, Any]) -> Table:
+    """One screen per host: the lines a user checks before training."""
+    table = Table(title=f"{name} — {facts.get('hostname', '?')}", show_header=False, title_justify="left",
+                  expand=False, pad_edge=False)
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    os_ = facts.get("os") or {}
+    table.add_row("OS", f"{os_.get('distro', '?')} · kernel {os_.get('kernel', '?')} · {os_.get('virtualization') or os_.get('container') or 'bare metal'}")
+    cpu = facts.get("cpu") or {}
+    mem = facts.get("memory") or {}
+    table.add_row("CPU", f"{cpu.get('model', '?')} · {cpu.get('effective_cpus', cpu.get('logical_cores', '?'))} usable cores")
+    table.add_row("Memory", f"{_gib(mem.get('effective_bytes', mem.get('total_bytes')))} usable, {_gib(mem.get('available_bytes'))} free")
+    nv = facts.get("nvidia") or {}
+    if nv.get("driver_version"):
+        table.add_row("Driver", f"{nv.get('driver_version')} (CUDA ≤ {nv.get('cuda_max', '?')})")
+    gpus = facts.get("gpus") or []
+    for g in gpus:
+        table.add_row(f"GPU {g.get('index')}", f"{g.get('name')} · cc {g.get('compute_capability')} · "
+                      f"{_gib(g.get('memory_total_bytes'))} · PCIe gen{g.get('pcie', {}).get('gen_current', '?')}"
+                      f"x{g.get('pcie', {}).get('width_current', '?')}")
+    if not gpus:
+        table.add_row("GPU", f"none ({nv.get('reason', 'no NVIDIA GPU found')})")
+    dd = facts.get("data_dir") or {}
+    if dd.get("path"):
+        table.add_row("Data dir", f"{dd['path']} · {_gib(dd.get('free_bytes'))} free · {dd.get('fs_type', '?')}"
+                      f"{' · NETWORK' if dd.get('network') else ''}")
+    py = facts.get("python") or {}
+    table.add_row("Python", f"{py.get('version', '?')} ({py.get('executable', '?')})")
+    torch = facts.get("torch") or {}
+    if torch.get("version"):
+        table.add_row("torch", f"{torch['version']} · CUDA {torch.get('cuda') or '-'} · cuDNN {torch.get('cudnn') or '-'}")
+    else:
+        table.add_row("torch", f"not installed ({torch.get('reason', 'not importable')})")
+    return table

@@ -1,0 +1,185 @@
+"""pip command lines for the host, and the few lines of pip's output worth showing on failure.
+
+Every value is shell-quoted. Credentials never reach argv (visible in `ps` to every user of the
+host): an index URL or proxy that carries a user:token travels as `KEY=VALUE` lines on the
+command's stdin and becomes PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / https_proxy in the shell that
+execs pip — the environment of a process is readable only by its owner and root.
+
+pip runs with the host's pip configuration switched off (PIP_CONFIG_FILE=/dev/null, other PIP_*
+variables unset): a pip.conf `find-links` or `extra-index-url` on a rented host (AutoDL ships one)
+would otherwise add sources the plan never chose, which is how the wrong CUDA build sneaks in.
+PIP_CERT / PIP_CLIENT_CERT are kept (TLS setup, not sources) and proxies stay as the host has
+them unless --proxy / --network-turbo say otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from provision.install.mirrors import IndexConfig, has_credentials, scrub, secrets_of
+
+KEEP_PIP_VARS = ("PIP_CERT", "PIP_CLIENT_CERT")
+_NO_PIP_CONFIG = (
+    "for v in $(env | sed -n 's/^\\(PIP_[A-Za-z0-9_]*\\)=.*/\\1/p'); do "
+    'case "$v" in ' + "|".join(KEEP_PIP_VARS) + ') ;; *) unset "$v" ;; esac; done; '
+    "export PIP_CONFIG_FILE=/dev/null; "
+)
+# KEY=VALUE lines on stdin, up to an empty line, become environment variables (values are data:
+# `export "$kv"` never evaluates them).
+_READ_ENV = 'while IFS= read -r kv && [ -n "$kv" ]; do export "$kv"; done; '
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class PipCommand:
+    """A pip run on the host: `script` for the shell, `stdin` carrying secret-bearing env."""
+
+    script: str
+    stdin: bytes
+    display: str  # what logs and reports show (masked)
+    secrets: list[str] = field(default_factory=list)
+
+
+def _env_block(env: dict[str, str]) -> bytes:
+    lines = []
+    for key, value in env.items():
+        if not _ENV_NAME.match(key) or "\n" in value or "\0" in value:
+            raise ValueError(f"bad environment entry {key!r}")
+        lines.append(f"{key}={value}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _prelude(index: IndexConfig | None, env: dict[str, str], pid_file: str | None) -> str:
+    parts = [_NO_PIP_CONFIG, _READ_ENV]
+    if index is not None and index.network_turbo:
+        # AutoDL's academic proxy: sets http(s)_proxy for this shell only
+        parts.append(
+            '[ -r /etc/network_turbo ] || { echo "ERROR: --network-turbo: /etc/network_turbo not found '
+            'on this host (it exists on AutoDL instances)" >&2; exit 3; }; '
+            ". /etc/network_turbo >/dev/null 2>&1; "
+        )
+    if pid_file:
+        # the pid of pip itself after exec: lets an interrupted install stop it on the host
+        parts.append(f"echo $$ > {shlex.quote(pid_file)}; ")
+    return "".join(parts)
+
+
+def index_arguments(index: IndexConfig, env: dict[str, str]) -> list[str]:
+    """pip options for the index config; credential-bearing URLs go to `env` instead."""
+    args: list[str] = []
+    if index.no_index:
+        args.append("--no-index")
+    elif index.index_url:
+        if has_credentials(index.index_url):
+            env["PIP_INDEX_URL"] = index.index_url
+        else:
+            args += ["--index-url", index.index_url]
+    secret_extra = [u for u in index.extra_index_urls if has_credentials(u)]
+    if secret_extra and not index.no_index:
+        env["PIP_EXTRA_INDEX_URL"] = " ".join(secret_extra)
+    for url in index.extra_index_urls:
+        if not has_credentials(url) and not index.no_index:
+            args += ["--extra-index-url", url]
+    secret_links = [u for u in index.find_links if has_credentials(u)]
+    if secret_links:
+        env["PIP_FIND_LINKS"] = " ".join(secret_links)
+    for url in index.find_links:
+        if not has_credentials(url):
+            args += ["--find-links", url]
+    for host in index.trusted_hosts:
+        args += ["--trusted-host", host]
+    if index.proxy:
+        for key in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+            env[key] = index.proxy
+    return args
+
+
+def install_command(
+    python: str,
+    requirements: list[str],
+    index: IndexConfig,
+    *,
+    requirement_files: list[str] = (),  # type: ignore[assignment]
+    report_path: str | None = None,
+    require_hashes: bool = False,
+    no_deps: bool = False,
+    dry_run: bool = False,
+    ignore_installed: bool = False,
+    cache_dir: str | None = None,
+    pid_file: str | None = None,
+    timeout: float = 30,
+    retries: int = 2,
+) -> PipCommand:
+    """`python -m pip install ...` with every value quoted; secrets via stdin only."""
+    env: dict[str, str] = {}
+    args = [
+        python, "-m", "pip", "install",
+        "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
+        "--timeout", f"{timeout:g}", "--retries", str(retries),
+    ]
+    args += index_arguments(index, env)
+    if cache_dir:
+        args += ["--cache-dir", cache_dir]
+    if report_path:
+        args += ["--report", report_path]
+    if require_hashes:
+        args.append("--require-hashes")
+    if no_deps:
+        args.append("--no-deps")
+    if dry_run:
+        args.append("--dry-run")
+    if ignore_installed:
+        args.append("--ignore-installed")
+    for path in requirement_files:
+        args += ["-r", path]
+    args += list(requirements)
+    script = _prelude(index, env, pid_file) + "exec " + shlex.join(args)
+    secrets = secrets_of([index.index_url, *index.extra_index_urls, *index.find_links, index.proxy])
+    display = scrub(shlex.join(args), secrets)
+    if env.get("PIP_INDEX_URL"):
+        display += f"  (index {scrub(env['PIP_INDEX_URL'], secrets)} via PIP_INDEX_URL)"
+    return PipCommand(script=script, stdin=_env_block(env), display=display, secrets=secrets)
+
+
+def freeze_command(python: str) -> str:
+    return f"{shlex.quote(python)} -m pip freeze --all --disable-pip-version-check"
+
+
+# -- failure output -----------------------------------------------------------------------------
+
+_RELEVANT = re.compile(
+    r"(^ERROR:|No matching distribution|Could not find a version|Connection refused|"
+    r"Max retries exceeded|NewConnectionError|Failed to establish|Name or service not known|"
+    r"Temporary failure in name resolution|Read timed out|timed out|HTTP error|40[134] Client Error|"
+    r"5\d\d Server Error|THESE PACKAGES DO NOT MATCH|Expected sha256|Got +[0-9a-f]{64}|"
+    r"Hashes are required|ResolutionImpossible|conflict|Requires-Python|requires a different Python|"
+    r"is not a supported wheel|No space left|Permission denied|SSLError|CERTIFICATE_VERIFY_FAILED|"
+    r"Looking in indexes|Looking in links|network_turbo)",
+    re.IGNORECASE,
+)
+_RETRY = re.compile(r"^WARNING: Retrying")
+
+
+def relevant_lines(output: str, secrets: list[str] = (), limit: int = 12) -> list[str]:  # type: ignore[assignment]
+    """The lines of pip's output that say why it failed, deduplicated, last `limit` kept.
+
+    pip prints pages (progress, "Collecting", tracebacks with --verbose); a user needs the
+    ERROR lines, the index it looked in, and the last network retry."""
+    kept: list[str] = []
+    last_retry = ""
+    for raw in output.splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if _RETRY.match(line):
+            last_retry = line
+            continue
+        if _RELEVANT.search(line) and line not in kept:
+            kept.append(line)
+    if last_retry:
+        kept.insert(0, last_retry)
+    if not kept:
+        kept = [ln for ln in output.strip().splitlines() if ln.strip()][-5:]
+    return [scrub(line, list(secrets))[:400] for line in kept[-limit:]]

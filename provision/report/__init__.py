@@ -1,0 +1,1 @@
+"""Reports: build the versioned document, diagnose, render (console, Markdown, HTML), keep history."""

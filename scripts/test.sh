@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The one command for tests: install what they need, then run pytest (arguments pass through).
+#
+#   bash scripts/test.sh                               # everything
+#   bash scripts/test.sh tests/unit -q                 # a subset
+#   bash scripts/test.sh -m "not fleet"                # no SSH test fleet
+#
+# As root on Debian/Ubuntu it apt-installs the packages below (only when one is missing). Not
+# root: the apt step is skipped and tests marked `fleet` skip. Python: $PYTHON, else python3;
+# when that is a distro Python that refuses pip (PEP 668), a venv is made for it outside the repo.
+# Env: PYTHON, PROVISION_TEST_VENV (venv path), PROVISION_TEST_REINSTALL=1 (force pip install).
+set -euo pipefail
+
+# Other test areas add their system packages here.
+APT_PACKAGES=(
+  openssh-server # the fleet's sshd
+  iproute2       # ip netns, bridge, veth, tc
+  util-linux     # unshare, nsenter
+  openssl        # fleet.set_password hashes passwords
+  procps         # ps/pgrep: the "no secret in the process list" checks
+  python3        # Debian's python3 is the test hosts' python
+  python3-venv
+  chromium       # HTML report rendering tests
+)
+TORCH_PIN="2.13.0"
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO="$(pwd)"
+say() { printf '[test.sh] %s\n' "$*" >&2; }
+
+# -- system packages ------------------------------------------------------------------------
+install_apt_packages() {
+  if [ "$(id -u)" != 0 ]; then
+    say "not root: skipping apt packages (${APT_PACKAGES[*]}); fleet tests will skip"
+    return
+  fi
+  if ! command -v apt-get >/dev/null; then
+    say "no apt-get: install these yourself if tests need them: ${APT_PACKAGES[*]}"
+    return
+  fi
+  local missing=() pkg
+  for pkg in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  if [ "${#missing[@]}" = 0 ]; then
+    return
+  fi
+  say "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q </dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+}
+
+# -- python -----------------------------------------------------------------------------------
+pick_python() {
+  local py="${PYTHON:-python3}"
+  if ! command -v "$py" >/dev/null; then
+    say "no $py found; install python3 (>= 3.10) or set PYTHON"
+    exit 2
+  fi
+  # A distro Python outside a venv refuses `pip install` (PEP 668): use a venv of our own.
+  if "$py" - <<'EOF'
+import os, sys, sysconfig
+managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+sys.exit(0 if managed and sys.prefix == sys.base_prefix else 1)
+EOF
+  then
+    local venv="${PROVISION_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/provision/test-venv}"
+    if [ ! -x "$venv/bin/python" ]; then
+      say "creating venv $venv (the system python3 is externally managed)"
+      "$py" -m venv "$venv"
+    fi
+    py="$venv/bin/python"
+  fi
+  PY="$(command -v "$py")"
+}
+
+install_python_packages() {
+  local pip=("$PY" -m pip install --quiet --disable-pip-version-check)
+  [ "$(id -u)" = 0 ] && pip+=(--root-user-action=ignore)
+  # Reinstall only when pyproject.toml changed or the install is gone/elsewhere: pip's resolver
+  # costs tens of seconds even when nothing is to do.
+  local stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/provision"
+  local stamp
+  stamp="$stamp_dir/test-install-$(printf '%s\n' "$PY" "$REPO" | cat - pyproject.toml | sha256sum | cut -c1-16)"
+  local where
+  where="$("$PY" -c 'import provision, pytest, pytest_timeout, os; print(os.path.dirname(os.path.dirname(provision.__file__)))' 2>/dev/null || true)"
+  if [ "${PROVISION_TEST_REINSTALL:-0}" = 1 ] || [ ! -e "$stamp" ] || [ "$where" != "$REPO" ]; then
+    say "pip install -e '.[test]' into $PY"
+    "${pip[@]}" -e ".[test]"
+    mkdir -p "$stamp_dir" && touch "$stamp"
+  fi
+  if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_PIN' else 1)" 2>/dev/null; then
+    # The CPU build, pinned: an unpinned `torch` would pull the multi-GB CUDA one. Local wheels
+    # and configured indexes first, then PyTorch's CPU index.
+    say "pip install torch==$TORCH_PIN+cpu"
+    "${pip[@]}" "torch==$TORCH_PIN+cpu" 2>/dev/null ||
+      "${pip[@]}" "torch==$TORCH_PIN+cpu" --index-url "$TORCH_CPU_INDEX" --extra-index-url https://pypi.org/simple
+  fi
+}
+
+install_apt_packages
+pick_python
+install_python_packages
+
+say "$PY -m pytest $*"
+rc=0
+"$PY" -m pytest "$@" </dev/null || rc=$?
+if [ "$rc" = 5 ]; then
+  say "pytest collected no tests (exit 5): that is a failure here (wrong path or -k/-m?)"
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,758 @@
+"""A fleet of real OpenSSH test hosts on this machine, one network namespace each.
+
+    controller (root namespace)                        host gpuN (netns pf-RID-gpuN)
+    bridge pfRIDbr  198.x.y.1/24  ──── veth pfRIDhN ──── eth0 198.x.y.(N+1)/24
+                                                          own mount + UTS namespace:
+                                                          hostname gpuN, tmpfs /root (authorized_keys),
+                                                          tmpfs /root/autodl-tmp (the "local SSD"),
+                                                          own /tmp /run /home, sshd -D -e on :22
+
+Why namespaces and not containers: nothing to pull, starts 32 hosts in a couple of seconds, and
+every host is a real sshd with real auth, host keys, PATH and a Debian /usr/bin/python3.
+
+Each host's namespaces are held by a `sleep infinity` "keeper"; sshd is started next to it with
+nsenter, so sshd can be restarted (new host key, password auth) without losing the host's files.
+Children get PR_SET_PDEATHSIG=SIGKILL, and a run whose controller died is cleaned up by the next
+run (lock files under /run/provision-fleet name its namespaces and bridge).
+
+Needs root, iproute2, util-linux (unshare, nsenter) and openssh-server. Usable as a script too:
+`python3 tests/fleet/fleet.py up -n 32` (prints an inventory, waits for Ctrl-C),
+`python3 tests/fleet/fleet.py time -n 32`, `python3 tests/fleet/fleet.py cleanup`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import functools
+import ctypes
+import hashlib
+import json
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SSHD = "/usr/sbin/sshd"
+LOCK_DIR = Path("/run/provision-fleet")
+# 198.18.0.0/15 (RFC 2544, benchmarking) holds 512 /24s: one per run.
+_SUBNETS = [f"198.{18 + i // 256}.{i % 256}" for i in range(512)]
+_MAX_HOSTS = 200  # .2 .. .201; .254 is the dead address
+_DEAD_OCTET = 254
+_UNOWNED_MAC = "02:00:5e:10:00:fe"  # locally administered, owned by nobody on the bridge
+# The PATH sessions get comes from sshd (no PAM, no ~/.bashrc on the hosts' tmpfs /root);
+# spelled out so a pyenv shim can never come first.
+SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class FleetError(RuntimeError):
+    """The fleet could not be started or a helper failed; the message says which host and why."""
+
+
+class ShapingUnavailable(FleetError):
+    """tc netem (delay) is not in this kernel."""
+
+
+@dataclass
+class FleetHost:
+    """One test host. `name`, `address`, `port`, `user`, `key_file` are what a controller needs."""
+
+    name: str
+    index: int
+    address: str
+    key_file: str
+    host_key_fingerprint: str  # SHA256:... as `ssh-keygen -lf` prints it
+    port: int = 22
+    user: str = "root"
+    netns: str = ""
+    veth: str = ""  # root-namespace end of the host's link
+    workdir: Path = field(default_factory=Path)
+    keeper: subprocess.Popen | None = field(default=None, repr=False)
+    sshd: subprocess.Popen | None = field(default=None, repr=False)
+    host_public_key: str = ""  # "ssh-ed25519 AAAA..."
+    password_users: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "sshd.log"
+
+    def as_host(self, **overrides: Any):
+        """This host as provision's inventory Host (imported lazily: the fleet itself needs no
+        provision code)."""
+        from provision.inventory.model import Host
+
+        fields = dict(
+            name=self.name, address=self.address, port=self.port, user=self.user, key_file=self.key_file
+        )
+        fields.update(overrides)
+        return Host(**fields)
+
+    def known_hosts_line(self) -> str:
+        name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"
+        return f"{name} {self.host_public_key}\n"
+
+
+def _pdeathsig() -> None:
+    # Children die with the thread that spawned them, so a SIGKILLed controller leaves no sshd.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _run(cmd: list[str], *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, input=input, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise FleetError(f"{shlex.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def _ed25519_keypair() -> tuple[bytes, str, str]:
+    """(OpenSSH private key, "ssh-ed25519 AAAA...", SHA256 fingerprint) without ssh-keygen."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    blob = base64.b64decode(public.split()[1])
+    fingerprint = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return private, public, fingerprint
+
+
+def generate_keypair(path: str | os.PathLike) -> str:
+    """Write a new ed25519 private key (and PATH.pub); returns its fingerprint. For "wrong key"
+    tests: a key no fleet host authorizes."""
+    private, public, fingerprint = _ed25519_keypair()
+    _write_private(Path(path), private)
+    Path(f"{path}.pub").write_text(public + "\n")
+    return fingerprint
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped (a killed controller can linger as one)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _subnets_in_use() -> set[str]:
+    """First three octets of every 198.18/15 address or route already on this machine."""
+    out = _run(["ip", "-o", "-4", "addr"], check=False).stdout + _run(["ip", "-4", "route"], check=False).stdout
+    used = set()
+    for word in out.replace("/", " ").split():
+        parts = word.split(".")
+        if len(parts) == 4 and parts[0] == "198" and parts[1] in ("18", "19"):
+            used.add(".".join(parts[:3]))
+    return used
+
+
+@functools.cache
+def preflight() -> str | None:
+    """Why the fleet cannot run here, or None when it can (for skip messages). Checked once."""
+    if os.geteuid() != 0:
+        return "fleet tests need root (network namespaces, mounts)"
+    for tool in ("ip", "unshare", "nsenter", "tc"):
+        if shutil.which(tool) is None:
+            return f"fleet tests need `{tool}` (apt-get install iproute2 util-linux)"
+    if not os.access(SSHD, os.X_OK):
+        return f"fleet tests need OpenSSH's {SSHD} (apt-get install openssh-server)"
+    name = f"pfprobe{os.getpid() % 100000}"
+    probe = _run(["ip", "netns", "add", name], check=False)
+    if probe.returncode != 0:
+        return f"network namespaces are not available here: {probe.stderr.strip()}"
+    _run(["ip", "netns", "del", name], check=False)
+    return None
+
+
+def cleanup_stale() -> list[str]:
+    """Remove namespaces/bridges of runs whose controller process is gone. Returns their ids."""
+    cleaned = []
+    if not LOCK_DIR.is_dir():
+        return cleaned
+    for lock in LOCK_DIR.glob("*.json"):
+        try:
+            info = json.loads(lock.read_text())
+        except (OSError, ValueError):
+            continue
+        if _pid_alive(int(info.get("pid", 0))):
+            continue
+        _remove_network(info["rid"], info.get("netns", []))
+        shutil.rmtree(info.get("workdir", "/nonexistent"), ignore_errors=True)
+        lock.unlink(missing_ok=True)
+        cleaned.append(info["rid"])
+    return cleaned
+
+
+def _remove_network(rid: str, netns: list[str]) -> None:
+    """Kill whatever still runs in the run's namespaces, then delete namespaces and bridge."""
+    existing = set(_run(["ip", "netns", "list"], check=False).stdout.split())
+    names = [n for n in existing if n.startswith(f"pf-{rid}-")] + [n for n in netns if n in existing]
+    for ns in set(names):
+        for pid in _run(["ip", "netns", "pids", ns], check=False).stdout.split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+    # deleting the root-side veth ends first makes their removal synchronous (a namespace's
+    # own teardown happens later, in a kernel work queue)
+    links = _run(["ip", "-o", "link", "show"], check=False).stdout
+    veths = {w.split("@")[0] for w in links.split() if w.startswith(f"pf{rid}h")}
+    batch = [f"link del {v}" for v in veths] + [f"netns del {n}" for n in set(names)]
+    if batch:
+        _run(["ip", "-force", "-batch", "-"], input="\n".join(batch) + "\n", check=False)
+    _run(["ip", "link", "del", f"pf{rid}br"], check=False)
+
+
+class Fleet:
+    """N sshd hosts gpu1..gpuN. Use as a context manager, or start()/stop()."""
+
+    def __init__(self, size: int = 8, *, ssd_size: str = "512m", root_size: str = "1g", start_timeout: float = 30.0) -> None:
+        if not 1 <= size <= _MAX_HOSTS:
+            raise ValueError(f"fleet size must be 1..{_MAX_HOSTS}, got {size}")
+        self.size = size
+        self.ssd_size = ssd_size
+        self.root_size = root_size
+        self.start_timeout = start_timeout
+        self.rid = ""
+        self.subnet = ""  # first three octets, e.g. "198.19.37"
+        self.hosts: list[FleetHost] = []
+        self.workdir = Path()
+        self.key_file = ""
+        self.public_key = ""
+        self.start_seconds = 0.0
+        self._lock: Path | None = None
+        self._stopped = True
+        self._dead_neigh = False
+        self._mutex = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def controller_address(self) -> str:
+        """The bridge's address: where hosts reach the controller (e.g. a package index)."""
+        return f"{self.subnet}.1"
+
+    @property
+    def bridge(self) -> str:
+        return f"pf{self.rid}br"
+
+    def __enter__(self) -> Fleet:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Fleet:
+        reason = preflight()
+        if reason:
+            raise FleetError(reason)
+        started = time.monotonic()
+        cleanup_stale()
+        self._stopped = False
+        atexit.register(self.stop)
+        _install_sigterm_handler()
+        try:
+            self._claim_subnet()
+            self._make_keys()
+            self._make_network()
+            self._start_keepers()
+            for host in self.hosts:
+                self._spawn_sshd(host)
+            self._wait_ready(self.hosts)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - started
+        return self
+
+    def _claim_subnet(self) -> None:
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        used = _subnets_in_use()
+        first = (os.getpid() * 7919) % len(_SUBNETS)
+        for step in range(len(_SUBNETS)):
+            subnet = _SUBNETS[(first + step) % len(_SUBNETS)]
+            if subnet in used:
+                continue
+            lock = LOCK_DIR / f"{subnet}.json"
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue  # another live run has it (dead runs were cleaned above)
+            self.rid = secrets.token_hex(2)  # names: pf-RID-gpuN, pfRIDbr, pfRIDh32 (<= 15 chars)
+            self.subnet = subnet
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"provision-fleet-{self.rid}-", dir="/var/tmp"))
+            netns = [f"pf-{self.rid}-gpu{i}" for i in range(1, self.size + 1)]
+            with os.fdopen(fd, "w") as fh:
+                json.dump(
+                    {"pid": os.getpid(), "rid": self.rid, "netns": netns, "workdir": str(self.workdir)}, fh
+                )
+            self._lock = lock
+            return
+        raise FleetError("no free /24 in 198.18.0.0/15 for a test fleet (all 512 taken?)")
+
+    def _make_keys(self) -> None:
+        private, self.public_key, _ = _ed25519_keypair()
+        self.key_file = str(self.workdir / "id_ed25519")
+        _write_private(Path(self.key_file), private)
+        (self.workdir / "id_ed25519.pub").write_text(self.public_key + "\n")
+        for i in range(1, self.size + 1):
+            hostdir = self.workdir / f"gpu{i}"
+            hostdir.mkdir(mode=0o700)
+            host = FleetHost(
+                name=f"gpu{i}",
+                index=i,
+                address=f"{self.subnet}.{i + 1}",
+                key_file=self.key_file,
+                host_key_fingerprint="",
+                netns=f"pf-{self.rid}-gpu{i}",
+                veth=f"pf{self.rid}h{i}",
+                workdir=hostdir,
+            )
+            self._new_host_key(host)
+            self._write_sshd_config(host)
+            self.hosts.append(host)
+
+    def _new_host_key(self, host: FleetHost) -> None:
+        private, public, fingerprint = _ed25519_keypair()
+        _write_private(host.workdir / "ssh_host_ed25519_key", private)
+        (host.workdir / "ssh_host_ed25519_key.pub").write_text(public + "\n")
+        host.host_public_key = public
+        host.host_key_fingerprint = fingerprint
+
+    def _write_sshd_config(self, host: FleetHost, *, password: bool = False, root_password: bool = False) -> None:
+        lines = [
+            "Port 22",
+            "ListenAddress 0.0.0.0",
+            f"HostKey {host.workdir / 'ssh_host_ed25519_key'}",
+            "PidFile none",
+            f"PermitRootLogin {'yes' if root_password else 'prohibit-password'}",
+            "PubkeyAuthentication yes",
+            "AuthorizedKeysFile .ssh/authorized_keys",
+            f"PasswordAuthentication {'yes' if password else 'no'}",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes yes",  # /root is a 0700 tmpfs owned by root: the strict checks pass
+            "UseDNS no",
+            "MaxStartups 200",  # the benchmark opens 32 connections at once
+            "MaxSessions 64",
+            f"SetEnv PATH={SESSION_PATH}",
+            "AcceptEnv LANG LC_*",
+            "Subsystem sftp /usr/lib/openssh/sftp-server",
+            "LogLevel VERBOSE",
+        ]
+        (host.workdir / "sshd_config").write_text("\n".join(lines) + "\n")
+
+    def _make_network(self) -> None:
+        br = self.bridge
+        batch = [f"link add {br} type bridge", f"addr add {self.controller_address}/24 dev {br}", f"link set {br} up"]
+        for host in self.hosts:
+            batch += [
+                f"netns add {host.netns}",
+                f"link add {host.veth} type veth peer name eth0 netns {host.netns}",
+                f"link set {host.veth} master {br} up",
+            ]
+        _run(["ip", "-batch", "-"], input="\n".join(batch) + "\n")
+
+    def _keeper_script(self, host: FleetHost) -> str:
+        q = shlex.quote
+        pub = q(self.public_key)
+        return "\n".join(
+            [
+                "set -e",
+                f"hostname {host.name}",
+                "ip link set lo up",
+                f"ip addr add {host.address}/24 dev eth0",
+                "ip link set eth0 up",
+                f"ip route add default via {self.controller_address}",
+                # a host of its own: nothing of the controller's /root (pyenv, ~/.ssh) shows through
+                f"mount -t tmpfs -o mode=700,size={self.root_size} fleet-root /root",
+                "mkdir -m 700 /root/.ssh /root/autodl-tmp",
+                f"printf '%s\\n' {pub} > /root/.ssh/authorized_keys",
+                "chmod 600 /root/.ssh/authorized_keys",
+                f"mount -t tmpfs -o mode=755,size={self.ssd_size} fleet-ssd /root/autodl-tmp",
+                "mount -t tmpfs -o mode=1777,size=1g fleet-tmp /tmp",
+                "mount -t tmpfs -o mode=755,size=64m fleet-run /run",
+                "mkdir -m 755 /run/sshd",  # sshd's privilege separation directory
+                "mount -t tmpfs -o mode=755,size=256m fleet-home /home",
+                "echo ready",
+                "exec sleep infinity",
+            ]
+        )
+
+    def _start_keepers(self) -> None:
+        for host in self.hosts:
+            host.keeper = subprocess.Popen(
+                ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation", "private",
+                 "/bin/sh", "-c", self._keeper_script(host)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                preexec_fn=_pdeathsig,
+            )
+        for host in self.hosts:
+            assert host.keeper and host.keeper.stdout and host.keeper.stderr
+            line = host.keeper.stdout.readline()
+            if line.strip() != b"ready":
+                err = host.keeper.stderr.read().decode(errors="replace") if host.keeper.poll() is not None else ""
+                raise FleetError(f"{host.name}: setting up its namespaces failed: {err.strip() or line!r}")
+            host.keeper.stdout.close()
+            host.keeper.stderr.close()
+
+    def _spawn_sshd(self, host: FleetHost) -> None:
+        assert host.keeper is not None
+        log = open(host.log_file, "ab")
+        with log:
+            host.sshd = subprocess.Popen(
+                ["nsenter", "-t", str(host.keeper.pid), "-n", "-m", "-u", "--",
+                 SSHD, "-D", "-e", "-f", str(host.workdir / "sshd_config")],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env={"PATH": SESSION_PATH, "LANG": "C.UTF-8"},
+                preexec_fn=_pdeathsig,
+            )
+
+    def _wait_ready(self, hosts: list[FleetHost]) -> None:
+        """Until every sshd sends its banner; bounded by start_timeout."""
+        deadline = time.monotonic() + self.start_timeout
+        pending = list(hosts)
+        while pending:
+            still = []
+            for host in pending:
+                assert host.sshd is not None
+                if host.sshd.poll() is not None:
+                    raise FleetError(
+                        f"{host.name}: sshd exited with {host.sshd.returncode}; its log "
+                        f"({host.log_file}):\n{self._log_tail(host)}"
+                    )
+                try:
+                    with socket.create_connection((host.address, host.port), timeout=1) as sock:
+                        if not sock.recv(64).startswith(b"SSH-"):
+                            still.append(host)
+                except OSError:
+                    still.append(host)
+            pending = still
+            if pending:
+                if time.monotonic() > deadline:
+                    host = pending[0]
+                    raise FleetError(
+                        f"{len(pending)} host(s) did not answer on port 22 within {self.start_timeout:g}s "
+                        f"(first: {host.name} {host.address}); sshd log:\n{self._log_tail(host)}"
+                    )
+                time.sleep(0.05)
+
+    @staticmethod
+    def _log_tail(host: FleetHost, lines: int = 20) -> str:
+        try:
+            return "\n".join(host.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """Kill every process, delete namespaces, veths and bridge. Safe to call twice."""
+        with self._mutex:
+            if self._stopped:
+                return
+            self._stopped = True
+        procs = [p for h in self.hosts for p in (h.sshd, h.keeper) if p is not None]
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        if self.rid:
+            _remove_network(self.rid, [h.netns for h in self.hosts])
+        if self.workdir != Path() and self.workdir.is_dir():
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.unlink(missing_ok=True)
+        with contextlib.suppress(ValueError):
+            atexit.unregister(self.stop)
+
+    # -- helpers for tests -------------------------------------------------------------------
+    def host(self, name: str) -> FleetHost:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(f"no fleet host {name!r}; have {', '.join(h.name for h in self.hosts)}")
+
+    def provision_hosts(self, **overrides: Any) -> list:
+        return [h.as_host(**overrides) for h in self.hosts]
+
+    def write_inventory(self, path: str | os.PathLike, fmt: str = "ini", group: str = "gpus") -> Path:
+        """An Ansible-style inventory of the fleet (`ini` or `yaml`)."""
+        path = Path(path)
+        if fmt == "ini":
+            lines = [f"[{group}]"]
+            for h in self.hosts:
+                lines.append(
+                    f"{h.name} ansible_host={h.address} ansible_port={h.port} ansible_user={h.user} "
+                    f"ansible_ssh_private_key_file={h.key_file}"
+                )
+            path.write_text("\n".join(lines) + "\n")
+        elif fmt == "yaml":
+            import yaml
+
+            doc = {
+                "all": {
+                    "children": {
+                        group: {
+                            "hosts": {
+                                h.name: {
+                                    "ansible_host": h.address,
+                                    "ansible_port": h.port,
+                                    "ansible_user": h.user,
+                                    "ansible_ssh_private_key_file": h.key_file,
+                                }
+                                for h in self.hosts
+                            }
+                        }
+                    }
+                }
+            }
+            path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        else:
+            raise ValueError(f"inventory format must be 'ini' or 'yaml', got {fmt!r}")
+        return path
+
+    def write_known_hosts(self, path: str | os.PathLike) -> Path:
+        """A known_hosts file with every host's current key (for `strict` tests)."""
+        path = Path(path)
+        path.write_text("".join(h.known_hosts_line() for h in self.hosts))
+        return path
+
+    def ns_exec(self, host: FleetHost | str, cmd: str | list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        """Run as root inside the host's network, mount and UTS namespaces, outside SSH."""
+        host = self.host(host) if isinstance(host, str) else host
+        assert host.keeper is not None
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        full = ["nsenter", "-t", str(host.keeper.pid), "-n", "-m", "-u", "--", *argv]
+        proc = subprocess.run(full, input=input, capture_output=True, text=True, env={"PATH": SESSION_PATH})
+        if check and proc.returncode != 0:
+            raise FleetError(f"{host.name}: {cmd!r} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def link_down(self, host: FleetHost | str) -> None:
+        """Pull the host's cable (from inside its namespace): packets to it vanish, connects time out."""
+        self.ns_exec(host, "ip link set eth0 down")
+
+    def link_up(self, host: FleetHost | str) -> None:
+        host = self.host(host) if isinstance(host, str) else host
+        self.ns_exec(host, f"ip link set eth0 up && ip route replace default via {self.controller_address}")
+
+    @property
+    def netem_available(self) -> bool:
+        return _netem_available()
+
+    def shape(self, host: FleetHost | str, rate: str | None = "200mbit", delay: str | None = "10ms") -> None:
+        """Limit the host's link in BOTH directions: the qdisc goes on the root-namespace veth end
+        (controller -> host) and on the host's eth0 (host -> controller). So `delay` is added once
+        each way (RTT grows by 2 x delay). Delay needs tc netem; rate alone uses tbf, which every
+        kernel with traffic control has."""
+        host = self.host(host) if isinstance(host, str) else host
+        if delay:
+            if not _netem_available():
+                raise ShapingUnavailable(
+                    "tc netem is not available in this kernel (CONFIG_NET_SCH_NETEM is off and "
+                    "modules cannot be loaded), so no delay can be added. Rate-only shaping works: "
+                    "fleet.shape(host, rate='200mbit', delay=None)."
+                )
+            qdisc = f"netem delay {delay}" + (f" rate {rate}" if rate else "") + " limit 100000"
+        elif rate:
+            qdisc = f"tbf rate {rate} burst 256kb latency 100ms"
+        else:
+            raise ValueError("shape() needs a rate, a delay or both")
+        _run(["tc", "qdisc", "replace", "dev", host.veth, "root", *qdisc.split()])
+        self.ns_exec(host, f"tc qdisc replace dev eth0 root {qdisc}")
+
+    def unshape(self, host: FleetHost | str) -> None:
+        host = self.host(host) if isinstance(host, str) else host
+        _run(["tc", "qdisc", "del", "dev", host.veth, "root"], check=False)
+        self.ns_exec(host, "tc qdisc del dev eth0 root", check=False)
+
+    def restart_sshd(self, host: FleetHost | str) -> None:
+        """Stop and start the host's sshd; files on the host (its tmpfs) are kept."""
+        host = self.host(host) if isinstance(host, str) else host
+        if host.sshd is not None:
+            host.sshd.kill()
+            host.sshd.wait(timeout=5)
+        # the listener is gone once the process is; wait for a new banner, not the old one
+        self._spawn_sshd(host)
+        self._wait_ready([host])
+
+    def replace_host_key(self, host: FleetHost | str) -> str:
+        """Give the host a new host key (as a re-imaged rental would) and restart its sshd.
+        Returns the new fingerprint."""
+        host = self.host(host) if isinstance(host, str) else host
+        self._new_host_key(host)
+        self.restart_sshd(host)
+        return host.host_key_fingerprint
+
+    def dead_address(self) -> str:
+        """An address in the fleet subnet where connects TIME OUT (not refused): it has a
+        permanent neighbour entry to a MAC nobody owns, so SYNs go out and nothing answers.
+        (For "connection refused", use a fleet host's address with a port nothing listens on.)"""
+        address = f"{self.subnet}.{_DEAD_OCTET}"
+        if not self._dead_neigh:
+            _run(["ip", "neigh", "replace", address, "lladdr", _UNOWNED_MAC, "dev", self.bridge, "nud", "permanent"])
+            self._dead_neigh = True
+        return address
+
+    def set_password(self, host: FleetHost | str, user: str, password: str) -> None:
+        """Enable password auth for `user` on this host only. The machine's /etc/passwd and
+        /etc/shadow are untouched: the host gets private copies, bind-mounted in its own mount
+        namespace. A user that does not exist is created (home in the host's own /home).
+        The password reaches openssl on stdin, never argv."""
+        host = self.host(host) if isinstance(host, str) else host
+        hashed = _run(["openssl", "passwd", "-6", "-stdin"], input=password + "\n").stdout.strip()
+        files = {name: host.workdir / name for name in ("passwd", "shadow", "group")}
+        first = not files["passwd"].exists()
+        if first:
+            for name, path in files.items():
+                shutil.copyfile(f"/etc/{name}", path)
+            os.chmod(files["shadow"], 0o600)
+        passwd = files["passwd"].read_text().splitlines()
+        shadow = files["shadow"].read_text().splitlines()
+        group = files["group"].read_text().splitlines()
+        if not any(line.split(":")[0] == user for line in passwd):
+            uids = [int(line.split(":")[2]) for line in passwd if line.count(":") >= 6]
+            uid = max([u for u in uids if 1000 <= u < 60000], default=999) + 1
+            passwd.append(f"{user}:x:{uid}:{uid}::/home/{user}:/bin/bash")
+            group.append(f"{user}:x:{uid}:")
+            shadow.append(f"{user}:!:19000:0:99999:7:::")
+            home = f"/home/{user}"
+            setup_home = f"mkdir -p {home}/.ssh && chown -R {uid}:{uid} {home} && chmod 700 {home}"
+        else:
+            setup_home = ""
+        shadow = [
+            ":".join([f[0], hashed, *f[2:]]) if f[0] == user else line
+            for line in shadow
+            for f in [line.split(":")]
+        ]
+        # rewrite in place: a bind mount follows the inode, a new file would not be seen
+        for name, lines in (("passwd", passwd), ("shadow", shadow), ("group", group)):
+            with open(files[name], "r+") as fh:
+                fh.truncate(0)
+                fh.write("\n".join(lines) + "\n")
+        if first:
+            mounts = " && ".join(f"mount --bind {files[n]} /etc/{n}" for n in ("passwd", "shadow", "group"))
+            self.ns_exec(host, mounts)
+        if setup_home:
+            self.ns_exec(host, setup_home)
+        host.password_users[user] = password
+        self._write_sshd_config(host, password=True, root_password="root" in host.password_users)
+        self.restart_sshd(host)
+
+    def remove_python(self, host: FleetHost | str) -> None:
+        """Make python3 vanish from the host (an overlay with whiteouts over /usr/bin, in the
+        host's mount namespace only). Undo with restore_python()."""
+        host = self.host(host) if isinstance(host, str) else host
+        self.ns_exec(
+            host,
+            "set -e; mkdir -p /run/nopython/upper /run/nopython/work; "
+            "for f in /usr/bin/python3 /usr/bin/python3.*; do "
+            '  [ -e "$f" ] || [ -L "$f" ] || continue; mknod "/run/nopython/upper/${f##*/}" c 0 0; done; '
+            "mount -t overlay nopython -o lowerdir=/usr/bin,upperdir=/run/nopython/upper,"
+            "workdir=/run/nopython/work /usr/bin; "
+            "! command -v python3 >/dev/null",
+        )
+
+    def restore_python(self, host: FleetHost | str) -> None:
+        host = self.host(host) if isinstance(host, str) else host
+        # lazy: the shell running this (/bin/sh is /usr/bin/sh) executes from the overlay
+        self.ns_exec(host, "umount -l /usr/bin && rm -rf /run/nopython && command -v python3 >/dev/null")
+
+
+_netem: bool | None = None
+
+
+def _netem_available() -> bool:
+    """Probe once: add a netem qdisc on a throwaway veth in a throwaway namespace."""
+    global _netem
+    if _netem is None:
+        ns = f"pfnetem{os.getpid() % 100000}"
+        _run(["ip", "netns", "add", ns], check=False)
+        try:
+            _run(["ip", "-n", ns, "link", "add", "a", "type", "veth", "peer", "name", "b"], check=False)
+            probe = _run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "a", "root", "netem", "delay", "1ms"], check=False)
+            _netem = probe.returncode == 0
+        finally:
+            _run(["ip", "netns", "del", ns], check=False)
+    return _netem
+
+
+def _install_sigterm_handler() -> None:
+    """SIGTERM (CI timeouts, `kill`) unwinds like Ctrl-C, so atexit/finally tear the fleet down."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+
+        def _exit(signum: int, frame: object) -> None:
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, _exit)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start a fleet, print an inventory, wait for Ctrl-C")
+    up.add_argument("-n", "--size", type=int, default=8)
+    up.add_argument("--inventory", help="also write the inventory (INI) here")
+    timing = sub.add_parser("time", help="start and stop a fleet, print how long start took")
+    timing.add_argument("-n", "--size", type=int, default=8)
+    timing.add_argument("--repeat", type=int, default=1)
+    sub.add_parser("cleanup", help="remove leftovers of fleets whose controller died")
+    args = parser.parse_args(argv)
+    if args.cmd == "cleanup":
+        print("cleaned:", ", ".join(cleanup_stale()) or "nothing")
+        return 0
+    if args.cmd == "time":
+        for _ in range(max(1, min(args.repeat, 10))):
+            fleet = Fleet(args.size).start()
+            stopping = time.monotonic()
+            fleet.stop()
+            print(
+                f"{args.size} hosts: up in {fleet.start_seconds:.2f}s, "
+                f"torn down in {time.monotonic() - stopping:.2f}s",
+                flush=True,
+            )
+        return 0
+    with Fleet(args.size) as fleet:
+        inventory = Path(args.inventory) if args.inventory else fleet.workdir / "inventory.ini"
+        fleet.write_inventory(inventory)
+        print(inventory.read_text(), end="")
+        print(f"# {args.size} hosts up in {fleet.start_seconds:.2f}s; inventory {inventory}; Ctrl-C stops", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""A PEP 503 "simple" package index the tests serve themselves, plus the wheelhouse it serves.
+
+    /simple/                      every project (normalized names, PEP 503)
+    /simple/<project>/            one anchor per file: href=/files/<file>#sha256=<hex>,
+                                  data-requires-python from the wheel's METADATA
+    /files/<file>                 the file, streamed
+
+Bind it to 127.0.0.1 for localhost installs or to the fleet bridge address so the fleet's
+hosts reach it. Failure injection is a knob, not a fake: `hide` drops projects from the index
+(pip: "No matching distribution"), `broken_files` lists files whose download answers 404 (pip:
+the wheel is missing), `auth` demands HTTP basic credentials. Every request is recorded, and a
+`watch_secret` makes the server look through every process's command line on each request, so a
+test can prove a credential never reached `ps` while pip was fetching.
+
+The wheelhouse is the REAL torch 2.13.0 CPU wheel and its Linux x86_64 dependencies, fetched once
+with `pip download` (this machine's find-links hold torch) into a cache outside the repo.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+TORCH_VERSION = "2.13.0"
+TORCH_REQUIREMENT = f"torch=={TORCH_VERSION}+cpu"
+# The fleet's and this machine's Debian python3 is 3.11; the wheel tags the tests need.
+PYTHON_VERSION = "3.11"
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64")
+
+
+def normalize(name: str) -> str:
+    """PEP 503 name normalization."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def project_of(filename: str) -> str:
+    """Distribution name of a wheel or sdist file name."""
+    if filename.endswith(".whl"):
+        return normalize(filename.split("-")[0])
+    stem = re.sub(r"\.(tar\.gz|zip|tar\.bz2)$", "", filename)
+    return normalize(stem.rsplit("-", 1)[0])
+
+
+def sha256_of(path: Path) -> str:
+    """sha256 of a file, remembered beside it (keyed by size and mtime): torch is 190 MB."""
+    stat = path.stat()
+    memo = path.with_name(f".{path.name}.sha256")
+    key = f"{stat.st_size}:{stat.st_mtime_ns}"
+    with contextlib.suppress(OSError, ValueError):
+        stored_key, digest = memo.read_text().split()
+        if stored_key == key:
+            return digest
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    digest = h.hexdigest()
+    with contextlib.suppress(OSError):
+        memo.write_text(f"{key} {digest}\n")
+    return digest
+
+
+def requires_python(path: Path) -> str | None:
+    if not path.name.endswith(".whl"):
+        return None
+    with zipfile.ZipFile(path) as zf:
+        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+        if meta is None:
+            return None
+        for line in zf.read(meta).decode("utf-8", "replace").splitlines():
+            if not line.strip():
+                break
+            if line.lower().startswith("requires-python:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+class PackageIndex:
+    """A running PEP 503 index over the files of `directory`. Use as a context manager."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        hide: Iterable[str] = (),
+        broken_files: Iterable[str] = (),
+        auth: tuple[str, str] | None = None,
+        watch_secret: str | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.hide = {normalize(p) for p in hide}
+        self.broken_files = set(broken_files)
+        self.auth = auth
+        self.watch_secret = watch_secret
+        self.requests: list[str] = []  # "GET /simple/torch/ 200"
+        self.secret_seen_in: list[str] = []  # command lines that held watch_secret
+        self._lock = threading.Lock()
+        self._files: dict[str, list[tuple[str, str, str | None]]] = {}
+        self._scan()
+        self._server = ThreadingHTTPServer((host, port), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    def _scan(self) -> None:
+        for path in sorted(self.directory.iterdir()):
+            if path.name.startswith(".") or not path.is_file():
+                continue
+            if not path.name.endswith((".whl", ".tar.gz", ".zip")):
+                continue
+            entry = (path.name, sha256_of(path), requires_python(path))
+            self._files.setdefault(project_of(path.name), []).append(entry)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        """The simple index URL (no credentials)."""
+        host, port = self.address
+        return f"http://{host}:{port}/simple/"
+
+    def url_with_credentials(self) -> str:
+        assert self.auth, "index started without auth"
+        host, port = self.address
+        return f"http://{self.auth[0]}:{self.auth[1]}@{host}:{port}/simple/"
+
+    def projects(self) -> list[str]:
+        return sorted(self._files)
+
+    def files(self) -> dict[str, list[str]]:
+        return {p: [f for f, _, _ in entries] for p, entries in self._files.items()}
+
+    def start(self) -> PackageIndex:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="package-index")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> PackageIndex:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- serving ---------------------------------------------------------------------------
+    def _check_secret_in_process_list(self) -> None:
+        if not self.watch_secret:
+            return
+        needle = self.watch_secret.encode()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle in cmdline:
+                with self._lock:
+                    self.secret_seen_in.append(cmdline.replace(b"\0", b" ").decode("utf-8", "replace"))
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt: str, *args: object) -> None:  # quiet: tests read .requests
+                pass
+
+            def _record(self, status: int) -> None:
+                with index._lock:
+                    index.requests.append(f"{self.command} {self.path} {status}")
+
+            def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8") -> None:
+                self._record(status)
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                if status == 401:
+                    self.send_header("WWW-Authenticate", 'Basic realm="test-index"')
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _authorized(self) -> bool:
+                if index.auth is None:
+                    return True
+                expected = base64.b64encode(f"{index.auth[0]}:{index.auth[1]}".encode()).decode()
+                return self.headers.get("Authorization", "") == f"Basic {expected}"
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                self.do_GET()
+
+            def do_GET(self) -> None:  # noqa: N802
+                index._check_secret_in_process_list()
+                if not self._authorized():
+                    self._send(401, b"credentials required\n", "text/plain")
+                    return
+                path = unquote(self.path.split("?", 1)[0].split("#", 1)[0])
+                if path in ("/simple", "/simple/"):
+                    links = "".join(
+                        f'<a href="/simple/{p}/">{p}</a>\n' for p in index.projects() if p not in index.hide
+                    )
+                    self._send(200, f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode())
+                    return
+                m = re.fullmatch(r"/simple/([^/]+)/?", path)
+                if m:
+                    project = normalize(m.group(1))
+                    if project != m.group(1):  # PEP 503: redirect to the normalized name
+                        self._record(301)
+                        self.send_response(301)
+                        self.send_header("Location", f"/simple/{project}/")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    entries = [] if project in index.hide else index._files.get(project, [])
+                    if not entries:
+                        self._send(404, b"not found\n", "text/plain")
+                        return
+                    anchors = []
+                    for name, digest, rp in entries:
+                        attr = f' data-requires-python="{html.escape(rp)}"' if rp else ""
+                        anchors.append(f'<a href="/files/{name}#sha256={digest}"{attr}>{html.escape(name)}</a><br/>\n')
+                    body = f"<!DOCTYPE html><html><body>\n{''.join(anchors)}</body></html>\n"
+                    self._send(200, body.encode())
+                    return
+                m = re.fullmatch(r"/files/([^/]+)", path)
+                if m and m.group(1) not in index.broken_files:
+                    file = index.directory / m.group(1)
+                    if file.is_file() and not file.name.startswith("."):
+                        self._send_file(file)
+                        return
+                self._send(404, b"not found\n", "text/plain")
+
+            def _send_file(self, file: Path) -> None:
+                size = file.stat().st_size
+                self._record(200)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                if self.command == "HEAD":
+                    return
+                with file.open("rb") as fh, contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    while chunk := fh.read(1 << 20):
+                        self.wfile.write(chunk)
+
+        return Handler
+
+
+# -- the wheelhouse -----------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """Outside the repo, so repeated test runs (and fresh checkouts) reuse the 190 MB download."""
+    base = os.environ.get("PROVISION_TEST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "provision-tests"
+    )
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _pip(args: list[str]) -> None:
+    cmd = [sys.executable, "-m", "pip", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def torch_requirements(wheel: Path) -> list[str]:
+    """torch's Requires-Dist that apply on Linux x86_64 / CPython 3.11 (no extras)."""
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+
+    env = default_environment()
+    env.update(
+        {
+            "python_version": PYTHON_VERSION,
+            "python_full_version": PYTHON_VERSION + ".2",
+            "sys_platform": "linux",
+            "platform_system": "Linux",
+            "platform_machine": "x86_64",
+            "os_name": "posix",
+            "implementation_name": "cpython",
+            "platform_python_implementation": "CPython",
+            "extra": "",
+        }
+    )
+    out = []
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        for line in zf.read(meta).decode().splitlines():
+            if not line.strip():
+                break
+            if line.startswith("Requires-Dist:"):
+                req = Requirement(line.split(":", 1)[1].strip())
+                if req.marker is None or req.marker.evaluate(env):
+                    out.append(str(req))
+    return out
+
+
+def torch_wheelhouse() -> Path:
+    """A directory with the real torch 2.13.0 CPU wheel and every dependency it needs on Linux
+    x86_64 CPython 3.11. Built once (pip download), reused while its manifest is complete."""
+    root = cache_root() / f"wheelhouse-torch-{TORCH_VERSION}-cpu-cp311"
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = root / ".complete.json"
+    with (cache_root() / ".wheelhouse.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two pytest processes must not download into it at once
+        if manifest.exists():
+            with contextlib.suppress(ValueError, OSError):
+                names = json.loads(manifest.read_text())
+                if all((root / n).is_file() for n in names):
+                    return root
+        _pip(["download", "--no-deps", "--only-binary=:all:", "-d", str(root), TORCH_REQUIREMENT])
+        wheel = next(root.glob(f"torch-{TORCH_VERSION}*.whl"))
+        platform_args = [arg for p in PLATFORMS for arg in ("--platform", p)]
+        _pip(
+            [
+                "download",
+                "--only-binary=:all:",
+                "--python-version",
+                PYTHON_VERSION,
+                "--implementation",
+                "cp",
+                "--abi",
+                "cp311",
+                *platform_args,
+                "-d",
+                str(root),
+                *torch_requirements(wheel),
+            ]
+        )
+        names = sorted(p.name for p in root.iterdir() if p.is_file() and not p.name.startswith("."))
+        for name in names:
+            sha256_of(root / name)
+        manifest.write_text(json.dumps(names))
+        return root
+
+
+def small_wheelhouse(directory: Path) -> Path:
+    """Tiny pure-Python wheels built on the spot (no network): for fast tests of the install
+    machinery that do not need torch. Packages `provtest-alpha` 1.0 and 2.0, `provtest-beta` 1.0."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, version in (("provtest_alpha", "1.0"), ("provtest_alpha", "2.0"), ("provtest_beta", "1.0")):
+        build_wheel(directory, name, version)
+    return directory
+
+
+def build_wheel(directory: Path, name: str, version: str, requires: Iterable[str] = ()) -> Path:
+    """A minimal valid pure-Python wheel `name` with module `name` exposing __version__."""
+    dist = f"{name}-{version}.dist-info"
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    files = {
+        f"{name}/__init__.py": f'__version__ = "{version}"\n'.encode(),
+        f"{dist}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+            + "".join(f"Requires-Dist: {r}\n" for r in requires)
+        ).encode(),
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: provision-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    records = []
+    for arc, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        records.append(f"{arc},sha256={digest},{len(data)}")
+    records.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = ("\n".join(records) + "\n").encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for arc, data in files.items():
+            zf.writestr(zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return path
