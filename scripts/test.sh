@@ -23,7 +23,6 @@ APT_PACKAGES=(
   chromium       # HTML report rendering tests
 )
 TORCH_PIN="2.13.0"
-TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO="$(pwd)"
@@ -94,11 +93,10 @@ install_python_packages() {
     mkdir -p "$stamp_dir" && touch "$stamp"
   fi
   if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_PIN' else 1)" 2>/dev/null; then
-    # The CPU build, pinned: an unpinned `torch` would pull the multi-GB CUDA one. Local wheels
-    # and configured indexes first, then PyTorch's CPU index.
-    say "pip install torch==$TORCH_PIN+cpu"
-    "${pip[@]}" "torch==$TORCH_PIN+cpu" 2>/dev/null ||
-      "${pip[@]}" "torch==$TORCH_PIN+cpu" --index-url "$TORCH_CPU_INDEX" --extra-index-url https://pypi.org/simple
+    # The CPU build, pinned: an unpinned `torch` would pull the multi-GB CUDA one; 2.13.0 is the
+    # CPU wheel this kind of machine carries in its local find-links.
+    say "pip install torch==$TORCH_PIN (CPU build)"
+    "${pip[@]}" "torch==$TORCH_PIN"
   fi
 }
 

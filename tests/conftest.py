@@ -28,7 +28,9 @@ class ProvisionEnv:
 
 
 @pytest.fixture(autouse=True)
-def provision_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> ProvisionEnv:
+def provision_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> ProvisionEnv:
     base = tmp_path_factory.mktemp("provision-env")
     env = ProvisionEnv(
         home=base / "home",

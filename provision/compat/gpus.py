@@ -53,11 +53,17 @@ def gpu_key(name: str) -> GpuKey:
 
 def _spec_key(spec: GpuSpec, name: str) -> GpuKey:
     key = gpu_key(name)
-    memory = key.memory_gb if key.memory_gb is not None else (int(spec.vram_gb) if spec.vram_gb else None)
+    memory = (
+        key.memory_gb
+        if key.memory_gb is not None
+        else (int(spec.vram_gb) if spec.vram_gb else None)
+    )
     return GpuKey(key.model, key.form, memory)
 
 
-def find_gpu(name: str, memory_mib: float | None = None, data: CompatData | None = None) -> GpuSpec | None:
+def find_gpu(
+    name: str, memory_mib: float | None = None, data: CompatData | None = None
+) -> GpuSpec | None:
     """The table row for a GPU name, or None if the model is not in the table.
 
     `memory_mib` (nvidia-smi memory.total) picks the SKU when the name does not say it.

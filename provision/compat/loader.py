@@ -276,8 +276,15 @@ def _load_toolkits(r: _Reader) -> tuple[ToolkitDriver, ...]:
                 parse_driver(str(drv))
             except ValueError as exc:
                 raise r.fail(row, f"CUDA {cuda}: {exc}") from None
-        rows.append(ToolkitDriver(cuda, str(row.get("release", cuda)), None if drv is None else str(drv),
-                                  str(row.get("confidence", r.doc.get("confidence", "high"))), row.get("note")))
+        rows.append(
+            ToolkitDriver(
+                cuda,
+                str(row.get("release", cuda)),
+                None if drv is None else str(drv),
+                str(row.get("confidence", r.doc.get("confidence", "high"))),
+                row.get("note"),
+            )
+        )
     return tuple(rows)
 
 
@@ -290,8 +297,12 @@ def _load_mvc(r: _Reader) -> tuple[dict[int, MvcFamily], dict[str, str]]:
             parse_driver(floor)
         except ValueError as exc:
             raise r.fail(fam, f"CUDA {major}.x: {exc}") from None
-        families[major] = MvcFamily(major, floor, str(fam.get("confidence", "high")), fam.get("note"))
-    limits = {str(x["id"]): " ".join(str(x["text"]).split()) for x in r.doc.get("limitations") or []}
+        families[major] = MvcFamily(
+            major, floor, str(fam.get("confidence", "high")), fam.get("note")
+        )
+    limits = {
+        str(x["id"]): " ".join(str(x["text"]).split()) for x in r.doc.get("limitations") or []
+    }
     return families, limits
 
 
@@ -303,14 +314,16 @@ def _variant(r: _Reader, node: Any, tag: str, where: str, archs_text: Any = None
     archs: tuple[Arch, ...] = ()
     if tag != "cpu":
         if not text:
-            raise r.fail(node, f"{where}: variant {tag} needs `archs` (e.g. \"7.5;8.0;8.6;9.0+PTX\")")
+            raise r.fail(node, f'{where}: variant {tag} needs `archs` (e.g. "7.5;8.0;8.6;9.0+PTX")')
         try:
             archs = parse_archs(text)
         except ValueError as exc:
             raise r.fail(node, f"{where}: variant {tag}: {exc}") from None
     status = str(spec.get("status", "stable"))
     if status not in ("stable", "experimental"):
-        raise r.fail(node, f"{where}: variant {tag}: status must be stable or experimental, got {status!r}")
+        raise r.fail(
+            node, f"{where}: variant {tag}: status must be stable or experimental, got {status!r}"
+        )
     return Variant(tag, status, archs, _opt(spec.get("cudnn")), _opt(spec.get("nccl")))
 
 
@@ -332,39 +345,54 @@ def _load_releases(r: _Reader) -> tuple[TorchRelease, ...]:
                 raise r.fail(node, f"{where}: patch {pv!r} is not a version") from None
             if not pv.startswith(version + "."):
                 raise r.fail(node, f"{where}: patch {pv} does not belong to release {version}")
-            patches.append(Patch(pv, _opt(companions.get("torchvision")), _opt(companions.get("torchaudio"))))
+            patches.append(
+                Patch(pv, _opt(companions.get("torchvision")), _opt(companions.get("torchaudio")))
+            )
         patches.sort(key=lambda p: Version(p.version))
         py = r.need(node, "python", where)
-        variants = {tag: _variant(r, spec, tag, where) for tag, spec in _items(r.need(node, "variants", where))}
+        variants = {
+            tag: _variant(r, spec, tag, where)
+            for tag, spec in _items(r.need(node, "variants", where))
+        }
         default = str(r.need(node, "pypi_default", where))
         if default not in variants:
-            raise r.fail(node, f"{where}: pypi_default {default} is not one of its variants {sorted(variants)}")
+            raise r.fail(
+                node,
+                f"{where}: pypi_default {default} is not one of its variants {sorted(variants)}",
+            )
         a64 = node.get("aarch64") or {}
-        a64_variants = {tag: _variant(r, a64, tag, f"{where} aarch64", archs) for tag, archs in _items(a64.get("variants") or {})}
+        a64_variants = {
+            tag: _variant(r, a64, tag, f"{where} aarch64", archs)
+            for tag, archs in _items(a64.get("variants") or {})
+        }
         pip_index = str(node.get("pip_index", "index"))
         if pip_index not in ("index", "extra"):
             raise r.fail(node, f"{where}: pip_index must be index or extra, got {pip_index!r}")
-        releases.append(TorchRelease(
-            version=version,
-            patches=tuple(patches),
-            python_min=str(r.need(py, "min", f"{where} python")),
-            python_max=str(r.need(py, "max", f"{where} python")),
-            python_experimental=tuple(str(x) for x in py.get("experimental") or ()),
-            python_unconfirmed=tuple(str(x) for x in py.get("unconfirmed") or ()),
-            pypi_default=default,
-            pypi_default_confidence=str(node.get("pypi_default_confidence", "high")),
-            pip_index=pip_index,
-            variants=variants,
-            aarch64_variants=a64_variants,
-            aarch64_pypi_default=_opt(a64.get("pypi_default")),
-            not_offered={k: str(v) for k, v in _items(node.get("not_offered") or {})},
-            arch_confidence=str(node.get("arch_confidence", "high")),
-            notes=" ".join(str(node["notes"]).split()) if node.get("notes") else None,
-            line=int(node.get(_LINE, 0)),
-        ))
+        releases.append(
+            TorchRelease(
+                version=version,
+                patches=tuple(patches),
+                python_min=str(r.need(py, "min", f"{where} python")),
+                python_max=str(r.need(py, "max", f"{where} python")),
+                python_experimental=tuple(str(x) for x in py.get("experimental") or ()),
+                python_unconfirmed=tuple(str(x) for x in py.get("unconfirmed") or ()),
+                pypi_default=default,
+                pypi_default_confidence=str(node.get("pypi_default_confidence", "high")),
+                pip_index=pip_index,
+                variants=variants,
+                aarch64_variants=a64_variants,
+                aarch64_pypi_default=_opt(a64.get("pypi_default")),
+                not_offered={k: str(v) for k, v in _items(node.get("not_offered") or {})},
+                arch_confidence=str(node.get("arch_confidence", "high")),
+                notes=" ".join(str(node["notes"]).split()) if node.get("notes") else None,
+                line=int(node.get(_LINE, 0)),
+            )
+        )
     keys = [Version(x.version) for x in releases]
     if keys != sorted(keys) or len(set(keys)) != len(keys):
-        raise ConfigError(f"{r.path}: releases must be listed oldest first, each once: {[x.version for x in releases]}")
+        raise ConfigError(
+            f"{r.path}: releases must be listed oldest first, each once: {[x.version for x in releases]}"
+        )
     return tuple(releases)
 
 
@@ -380,14 +408,23 @@ def _load_gpus(r: _Reader) -> tuple[GpuSpec, ...]:
         if not re.match(r"^\d+\.\d+$", cc):
             raise r.fail(g, f"{name}: cc {cc!r} is not 'X.Y'")
         try:
-            gpus.append(GpuSpec(
-                name=name, cc=cc, vram_gb=_num(g.get("vram_gb")), bw_gbs=_num(g.get("bw_gbs")),
-                fp32=_num(g.get("fp32")), tf32=_num(g.get("tf32")), fp16=_num(g.get("fp16")),
-                bf16=_num(g.get("bf16")), nvlink=g.get("nvlink"),
-                confidence=str(g.get("confidence", r.doc.get("confidence", "medium"))),
-                aliases=tuple(str(a) for a in g.get("aliases") or ()), notes=g.get("notes"),
-                max_driver_branch=g.get("max_driver_branch"),
-            ))
+            gpus.append(
+                GpuSpec(
+                    name=name,
+                    cc=cc,
+                    vram_gb=_num(g.get("vram_gb")),
+                    bw_gbs=_num(g.get("bw_gbs")),
+                    fp32=_num(g.get("fp32")),
+                    tf32=_num(g.get("tf32")),
+                    fp16=_num(g.get("fp16")),
+                    bf16=_num(g.get("bf16")),
+                    nvlink=g.get("nvlink"),
+                    confidence=str(g.get("confidence", r.doc.get("confidence", "medium"))),
+                    aliases=tuple(str(a) for a in g.get("aliases") or ()),
+                    notes=g.get("notes"),
+                    max_driver_branch=g.get("max_driver_branch"),
+                )
+            )
         except (TypeError, ValueError) as exc:
             raise r.fail(g, f"{name}: numbers must be plain numbers or null ({exc})") from None
     return tuple(gpus)
@@ -405,12 +442,16 @@ def load_compat(data_dir: str | None = None) -> CompatData:
         mvc_limitations=limits,
         releases=_load_releases(readers["torch_releases"]),
         gpus=_load_gpus(readers["gpus"]),
-        index_url=str(readers["torch_releases"].doc.get("index_url", "https://download.pytorch.org/whl/{tag}")),
+        index_url=str(
+            readers["torch_releases"].doc.get("index_url", "https://download.pytorch.org/whl/{tag}")
+        ),
         sources={name: tuple(str(s) for s in rd.doc["source"]) for name, rd in readers.items()},
     )
     for rel in data.releases:  # every CUDA a wheel is built with must have a driver row
         for v in [*rel.variants.values(), *rel.aarch64_variants.values()]:
             if v.cuda and data.min_driver_full(v.cuda) is None:
-                raise ConfigError(f"{readers['torch_releases'].path}:{rel.line}: torch {rel.version} {v.tag}: "
-                                  f"CUDA {v.cuda} has no driver row in {TABLE_FILES['cuda_toolkit_drivers']}")
+                raise ConfigError(
+                    f"{readers['torch_releases'].path}:{rel.line}: torch {rel.version} {v.tag}: "
+                    f"CUDA {v.cuda} has no driver row in {TABLE_FILES['cuda_toolkit_drivers']}"
+                )
     return data

@@ -33,7 +33,14 @@ log = logging.getLogger("provision.ssh")
 _CHUNK = 1 << 18
 # Fast failures worth retrying (sshd restarting, port not yet open); a timeout is not retried:
 # it already cost connect_timeout.
-_TRANSIENT = (ConnectionRefusedError, ConnectionResetError, paramiko.ssh_exception.NoValidConnectionsError, EOFError)
+_TRANSIENT = (ConnectionRefusedError, ConnectionResetError, EOFError)
+
+
+def _is_refused(exc: paramiko.ssh_exception.NoValidConnectionsError) -> bool:
+    """NoValidConnectionsError wraps every address's error: retry only when all were refused
+    (sshd restarting); "no route to host" already cost seconds of ARP and won't heal."""
+    errors = getattr(exc, "errors", {}) or {}
+    return bool(errors) and all(isinstance(e, ConnectionRefusedError) for e in errors.values())
 
 
 def _remote_path_expr(path: str) -> str:
@@ -128,6 +135,12 @@ class SSHConnection(Connection):
                     time.sleep(0.3 * 2**attempt)
                     continue
                 raise UnreachableError(self.host.name, f"{where}: SSH failed: {exc}") from None
+            except paramiko.ssh_exception.NoValidConnectionsError as exc:
+                if attempt + 1 < attempts and _is_refused(exc):
+                    time.sleep(0.3 * 2**attempt)
+                    continue
+                reason = "; ".join(sorted({e.strerror or str(e) for e in (exc.errors or {}).values()})) or str(exc)
+                raise UnreachableError(self.host.name, f"{where}: {reason}") from None
             except _TRANSIENT as exc:
                 if attempt + 1 < attempts:
                     time.sleep(0.3 * 2**attempt)
@@ -270,7 +283,8 @@ class SSHConnection(Connection):
         while chunk := chan.recv(_CHUNK):
             data += chunk
         if chan.recv_exit_status() != 0:
-            raise OSError(f"{self.host.name}: reading {remote_path} failed")
+            reason = chan.makefile_stderr("rb").read().decode("utf-8", "replace").strip()
+            raise OSError(f"{self.host.name}: reading {remote_path} failed: {reason or 'cat failed'}")
         return bytes(data)
 
     def close(self) -> None:

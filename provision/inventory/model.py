@@ -36,7 +36,10 @@ class Host:
         """user@addr:port as ssh shows it, for messages."""
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port and self.port != 22 else ""
-        return f"{user}{self.connect_address}{port}"
+        address = self.connect_address
+        if port and ":" in address:  # IPv6: brackets keep the port apart
+            address = f"[{address}]"
+        return f"{user}{address}{port}"
 
 
 @dataclass

@@ -64,7 +64,9 @@ def ssh_config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def ssh_options(ssh_config_file: Path) -> ConnectOptions:
-    return ConnectOptions(known_hosts="accept-new", connect_timeout=5.0, ssh_config=str(ssh_config_file))
+    return ConnectOptions(
+        known_hosts="accept-new", connect_timeout=5.0, ssh_config=str(ssh_config_file)
+    )
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import functools
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -93,7 +93,11 @@ class FleetHost:
         from provision.inventory.model import Host
 
         fields = dict(
-            name=self.name, address=self.address, port=self.port, user=self.user, key_file=self.key_file
+            name=self.name,
+            address=self.address,
+            port=self.port,
+            user=self.user,
+            key_file=self.key_file,
         )
         fields.update(overrides)
         return Host(**fields)
@@ -108,7 +112,9 @@ def _pdeathsig() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _run(cmd: list[str], *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def _run(
+    cmd: list[str], *, input: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, input=input, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise FleetError(f"{shlex.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -162,7 +168,10 @@ def _pid_alive(pid: int) -> bool:
 
 def _subnets_in_use() -> set[str]:
     """First three octets of every 198.18/15 address or route already on this machine."""
-    out = _run(["ip", "-o", "-4", "addr"], check=False).stdout + _run(["ip", "-4", "route"], check=False).stdout
+    out = (
+        _run(["ip", "-o", "-4", "addr"], check=False).stdout
+        + _run(["ip", "-4", "route"], check=False).stdout
+    )
     used = set()
     for word in out.replace("/", " ").split():
         parts = word.split(".")
@@ -189,6 +198,20 @@ def preflight() -> str | None:
     return None
 
 
+def _free_run_id() -> str:
+    """4 hex digits no namespace or link on this machine uses yet. Names built from it:
+    pf-RID-gpuN (netns), pfRIDbr (bridge), pfRIDh200 (veth): all within IFNAMSIZ (15)."""
+    taken = (
+        _run(["ip", "netns", "list"], check=False).stdout
+        + _run(["ip", "-o", "link"], check=False).stdout
+    )
+    for _ in range(100):
+        rid = secrets.token_hex(2)
+        if f"pf-{rid}-" not in taken and f"pf{rid}" not in taken:
+            return rid
+    raise FleetError("could not find an unused fleet run id (100 tries)")
+
+
 def cleanup_stale() -> list[str]:
     """Remove namespaces/bridges of runs whose controller process is gone. Returns their ids."""
     cleaned = []
@@ -211,7 +234,9 @@ def cleanup_stale() -> list[str]:
 def _remove_network(rid: str, netns: list[str]) -> None:
     """Kill whatever still runs in the run's namespaces, then delete namespaces and bridge."""
     existing = set(_run(["ip", "netns", "list"], check=False).stdout.split())
-    names = [n for n in existing if n.startswith(f"pf-{rid}-")] + [n for n in netns if n in existing]
+    names = [n for n in existing if n.startswith(f"pf-{rid}-")] + [
+        n for n in netns if n in existing
+    ]
     for ns in set(names):
         for pid in _run(["ip", "netns", "pids", ns], check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError, ValueError):
@@ -229,7 +254,14 @@ def _remove_network(rid: str, netns: list[str]) -> None:
 class Fleet:
     """N sshd hosts gpu1..gpuN. Use as a context manager, or start()/stop()."""
 
-    def __init__(self, size: int = 8, *, ssd_size: str = "512m", root_size: str = "1g", start_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        size: int = 8,
+        *,
+        ssd_size: str = "512m",
+        root_size: str = "1g",
+        start_timeout: float = 30.0,
+    ) -> None:
         if not 1 <= size <= _MAX_HOSTS:
             raise ValueError(f"fleet size must be 1..{_MAX_HOSTS}, got {size}")
         self.size = size
@@ -301,13 +333,21 @@ class Fleet:
                 fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
                 continue  # another live run has it (dead runs were cleaned above)
-            self.rid = secrets.token_hex(2)  # names: pf-RID-gpuN, pfRIDbr, pfRIDh32 (<= 15 chars)
+            self.rid = _free_run_id()
             self.subnet = subnet
-            self.workdir = Path(tempfile.mkdtemp(prefix=f"provision-fleet-{self.rid}-", dir="/var/tmp"))
+            self.workdir = Path(
+                tempfile.mkdtemp(prefix=f"provision-fleet-{self.rid}-", dir="/var/tmp")
+            )
             netns = [f"pf-{self.rid}-gpu{i}" for i in range(1, self.size + 1)]
             with os.fdopen(fd, "w") as fh:
                 json.dump(
-                    {"pid": os.getpid(), "rid": self.rid, "netns": netns, "workdir": str(self.workdir)}, fh
+                    {
+                        "pid": os.getpid(),
+                        "rid": self.rid,
+                        "netns": netns,
+                        "workdir": str(self.workdir),
+                    },
+                    fh,
                 )
             self._lock = lock
             return
@@ -342,7 +382,9 @@ class Fleet:
         host.host_public_key = public
         host.host_key_fingerprint = fingerprint
 
-    def _write_sshd_config(self, host: FleetHost, *, password: bool = False, root_password: bool = False) -> None:
+    def _write_sshd_config(
+        self, host: FleetHost, *, password: bool = False, root_password: bool = False
+    ) -> None:
         lines = [
             "Port 22",
             "ListenAddress 0.0.0.0",
@@ -367,7 +409,11 @@ class Fleet:
 
     def _make_network(self) -> None:
         br = self.bridge
-        batch = [f"link add {br} type bridge", f"addr add {self.controller_address}/24 dev {br}", f"link set {br} up"]
+        batch = [
+            f"link add {br} type bridge",
+            f"addr add {self.controller_address}/24 dev {br}",
+            f"link set {br} up",
+        ]
         for host in self.hosts:
             batch += [
                 f"netns add {host.netns}",
@@ -405,8 +451,20 @@ class Fleet:
     def _start_keepers(self) -> None:
         for host in self.hosts:
             host.keeper = subprocess.Popen(
-                ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation", "private",
-                 "/bin/sh", "-c", self._keeper_script(host)],
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    host.netns,
+                    "unshare",
+                    "--mount",
+                    "--uts",
+                    "--propagation",
+                    "private",
+                    "/bin/sh",
+                    "-c",
+                    self._keeper_script(host),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -416,8 +474,14 @@ class Fleet:
             assert host.keeper and host.keeper.stdout and host.keeper.stderr
             line = host.keeper.stdout.readline()
             if line.strip() != b"ready":
-                err = host.keeper.stderr.read().decode(errors="replace") if host.keeper.poll() is not None else ""
-                raise FleetError(f"{host.name}: setting up its namespaces failed: {err.strip() or line!r}")
+                err = (
+                    host.keeper.stderr.read().decode(errors="replace")
+                    if host.keeper.poll() is not None
+                    else ""
+                )
+                raise FleetError(
+                    f"{host.name}: setting up its namespaces failed: {err.strip() or line!r}"
+                )
             host.keeper.stdout.close()
             host.keeper.stderr.close()
 
@@ -426,8 +490,20 @@ class Fleet:
         log = open(host.log_file, "ab")
         with log:
             host.sshd = subprocess.Popen(
-                ["nsenter", "-t", str(host.keeper.pid), "-n", "-m", "-u", "--",
-                 SSHD, "-D", "-e", "-f", str(host.workdir / "sshd_config")],
+                [
+                    "nsenter",
+                    "-t",
+                    str(host.keeper.pid),
+                    "-n",
+                    "-m",
+                    "-u",
+                    "--",
+                    SSHD,
+                    "-D",
+                    "-e",
+                    "-f",
+                    str(host.workdir / "sshd_config"),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -503,7 +579,9 @@ class Fleet:
     def provision_hosts(self, **overrides: Any) -> list:
         return [h.as_host(**overrides) for h in self.hosts]
 
-    def write_inventory(self, path: str | os.PathLike, fmt: str = "ini", group: str = "gpus") -> Path:
+    def write_inventory(
+        self, path: str | os.PathLike, fmt: str = "ini", group: str = "gpus"
+    ) -> Path:
         """An Ansible-style inventory of the fleet (`ini` or `yaml`)."""
         path = Path(path)
         if fmt == "ini":
@@ -545,15 +623,25 @@ class Fleet:
         path.write_text("".join(h.known_hosts_line() for h in self.hosts))
         return path
 
-    def ns_exec(self, host: FleetHost | str, cmd: str | list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+    def ns_exec(
+        self,
+        host: FleetHost | str,
+        cmd: str | list[str],
+        check: bool = True,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run as root inside the host's network, mount and UTS namespaces, outside SSH."""
         host = self.host(host) if isinstance(host, str) else host
         assert host.keeper is not None
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         full = ["nsenter", "-t", str(host.keeper.pid), "-n", "-m", "-u", "--", *argv]
-        proc = subprocess.run(full, input=input, capture_output=True, text=True, env={"PATH": SESSION_PATH})
+        proc = subprocess.run(
+            full, input=input, capture_output=True, text=True, env={"PATH": SESSION_PATH}
+        )
         if check and proc.returncode != 0:
-            raise FleetError(f"{host.name}: {cmd!r} failed ({proc.returncode}): {proc.stderr.strip()}")
+            raise FleetError(
+                f"{host.name}: {cmd!r} failed ({proc.returncode}): {proc.stderr.strip()}"
+            )
         return proc
 
     def link_down(self, host: FleetHost | str) -> None:
@@ -562,13 +650,17 @@ class Fleet:
 
     def link_up(self, host: FleetHost | str) -> None:
         host = self.host(host) if isinstance(host, str) else host
-        self.ns_exec(host, f"ip link set eth0 up && ip route replace default via {self.controller_address}")
+        self.ns_exec(
+            host, f"ip link set eth0 up && ip route replace default via {self.controller_address}"
+        )
 
     @property
     def netem_available(self) -> bool:
         return _netem_available()
 
-    def shape(self, host: FleetHost | str, rate: str | None = "200mbit", delay: str | None = "10ms") -> None:
+    def shape(
+        self, host: FleetHost | str, rate: str | None = "200mbit", delay: str | None = "10ms"
+    ) -> None:
         """Limit the host's link in BOTH directions: the qdisc goes on the root-namespace veth end
         (controller -> host) and on the host's eth0 (host -> controller). So `delay` is added once
         each way (RTT grows by 2 x delay). Delay needs tc netem; rate alone uses tbf, which every
@@ -618,7 +710,20 @@ class Fleet:
         (For "connection refused", use a fleet host's address with a port nothing listens on.)"""
         address = f"{self.subnet}.{_DEAD_OCTET}"
         if not self._dead_neigh:
-            _run(["ip", "neigh", "replace", address, "lladdr", _UNOWNED_MAC, "dev", self.bridge, "nud", "permanent"])
+            _run(
+                [
+                    "ip",
+                    "neigh",
+                    "replace",
+                    address,
+                    "lladdr",
+                    _UNOWNED_MAC,
+                    "dev",
+                    self.bridge,
+                    "nud",
+                    "permanent",
+                ]
+            )
             self._dead_neigh = True
         return address
 
@@ -659,7 +764,9 @@ class Fleet:
                 fh.truncate(0)
                 fh.write("\n".join(lines) + "\n")
         if first:
-            mounts = " && ".join(f"mount --bind {files[n]} /etc/{n}" for n in ("passwd", "shadow", "group"))
+            mounts = " && ".join(
+                f"mount --bind {files[n]} /etc/{n}" for n in ("passwd", "shadow", "group")
+            )
             self.ns_exec(host, mounts)
         if setup_home:
             self.ns_exec(host, setup_home)
@@ -684,7 +791,9 @@ class Fleet:
     def restore_python(self, host: FleetHost | str) -> None:
         host = self.host(host) if isinstance(host, str) else host
         # lazy: the shell running this (/bin/sh is /usr/bin/sh) executes from the overlay
-        self.ns_exec(host, "umount -l /usr/bin && rm -rf /run/nopython && command -v python3 >/dev/null")
+        self.ns_exec(
+            host, "umount -l /usr/bin && rm -rf /run/nopython && command -v python3 >/dev/null"
+        )
 
 
 _netem: bool | None = None
@@ -697,8 +806,28 @@ def _netem_available() -> bool:
         ns = f"pfnetem{os.getpid() % 100000}"
         _run(["ip", "netns", "add", ns], check=False)
         try:
-            _run(["ip", "-n", ns, "link", "add", "a", "type", "veth", "peer", "name", "b"], check=False)
-            probe = _run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "a", "root", "netem", "delay", "1ms"], check=False)
+            _run(
+                ["ip", "-n", ns, "link", "add", "a", "type", "veth", "peer", "name", "b"],
+                check=False,
+            )
+            probe = _run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "tc",
+                    "qdisc",
+                    "add",
+                    "dev",
+                    "a",
+                    "root",
+                    "netem",
+                    "delay",
+                    "1ms",
+                ],
+                check=False,
+            )
             _netem = probe.returncode == 0
         finally:
             _run(["ip", "netns", "del", ns], check=False)
@@ -748,7 +877,10 @@ def main(argv: list[str] | None = None) -> int:
         inventory = Path(args.inventory) if args.inventory else fleet.workdir / "inventory.ini"
         fleet.write_inventory(inventory)
         print(inventory.read_text(), end="")
-        print(f"# {args.size} hosts up in {fleet.start_seconds:.2f}s; inventory {inventory}; Ctrl-C stops", flush=True)
+        print(
+            f"# {args.size} hosts up in {fleet.start_seconds:.2f}s; inventory {inventory}; Ctrl-C stops",
+            flush=True,
+        )
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()
     return 0

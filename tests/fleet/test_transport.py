@@ -40,7 +40,9 @@ def test_eight_hosts_in_parallel_each_answer_with_their_own_hostname(fleet: Flee
     outcomes = for_each_host(fleet.provision_hosts(), _hostname(ssh_options), forks=8)
 
     assert {name: o.message for name, o in outcomes.items() if not o.ok} == {}
-    assert {name: o.value for name, o in outcomes.items()} == {f"gpu{i}": f"gpu{i}" for i in range(1, 9)}
+    assert {name: o.value for name, o in outcomes.items()} == {
+        f"gpu{i}": f"gpu{i}" for i in range(1, 9)
+    }
 
 
 def test_hosts_run_debian_python_not_the_controllers_pyenv(fleet: Fleet, connect):
@@ -49,9 +51,14 @@ def test_hosts_run_debian_python_not_the_controllers_pyenv(fleet: Fleet, connect
     assert result.ok, result.stderr
     path, version = result.stdout.split()
     assert path == "/usr/bin/python3"
-    assert version == subprocess.run(
-        ["/usr/bin/python3", "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True
-    ).stdout.strip()
+    assert (
+        version
+        == subprocess.run(
+            ["/usr/bin/python3", "-c", "import sys; print(sys.version.split()[0])"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     assert conn.run("test -e /root/.pyenv").exit_code == 1  # the controller's /root is not visible
 
 
@@ -78,7 +85,12 @@ def test_run_reports_exit_code_stdout_and_stderr_separately(fleet: Fleet, connec
     conn = connect(fleet.hosts[1].as_host())
 
     result = conn.run("echo out; echo err >&2; exit 3")
-    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (3, "out\n", "err\n", False)
+    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (
+        3,
+        "out\n",
+        "err\n",
+        False,
+    )
 
     ok = conn.run("cat", stdin=b"from stdin\n")
     assert (ok.exit_code, ok.stdout, ok.stderr, ok.ok) == (0, "from stdin\n", "", True)
@@ -140,7 +152,7 @@ def test_stream_hands_over_lines_while_the_command_still_runs(fleet: Fleet, conn
 def test_put_get_round_trip_with_spaces_and_quotes_in_the_path(fleet: Fleet, connect):
     conn = connect(fleet.hosts[3].as_host())
     data = bytes(range(256)) * 4096 + os.urandom(1000)
-    path = "/root/autodl-tmp/dir with spaces/it's \"quoted\" $HOME `x`.bin"
+    path = '/root/autodl-tmp/dir with spaces/it\'s "quoted" $HOME `x`.bin'
 
     conn.put(data, path, mode=0o600)
 
@@ -148,8 +160,10 @@ def test_put_get_round_trip_with_spaces_and_quotes_in_the_path(fleet: Fleet, con
     # checked outside SSH: the literal name exists, nothing was expanded
     listing = fleet.ns_exec(fleet.hosts[3], ["stat", "-c", "%a %s", path]).stdout.split()
     assert listing == ["600", str(len(data))]
-    leftovers = fleet.ns_exec(fleet.hosts[3], ["ls", "-A", "/root/autodl-tmp/dir with spaces"]).stdout
-    assert leftovers.splitlines() == ["it's \"quoted\" $HOME `x`.bin"]  # no temp file left behind
+    leftovers = fleet.ns_exec(
+        fleet.hosts[3], ["ls", "-A", "/root/autodl-tmp/dir with spaces"]
+    ).stdout
+    assert leftovers.splitlines() == ['it\'s "quoted" $HOME `x`.bin']  # no temp file left behind
 
 
 def test_put_to_home_relative_path_and_get_of_missing_file(fleet: Fleet, connect):
@@ -176,8 +190,12 @@ def test_wrong_key_fails_only_that_host(fleet: Fleet, ssh_options, tmp_path):
     }
 
 
-def test_dead_address_is_unreachable_within_the_connect_timeout_others_succeed(fleet: Fleet, ssh_config_file):
-    options = ConnectOptions(known_hosts="accept-new", connect_timeout=2.0, ssh_config=str(ssh_config_file))
+def test_dead_address_is_unreachable_within_the_connect_timeout_others_succeed(
+    fleet: Fleet, ssh_config_file
+):
+    options = ConnectOptions(
+        known_hosts="accept-new", connect_timeout=2.0, ssh_config=str(ssh_config_file)
+    )
     dead = Host(name="dead", address=fleet.dead_address(), user="root", key_file=fleet.key_file)
     hosts = [*fleet.provision_hosts()[:3], dead]
     start = time.monotonic()
@@ -200,7 +218,9 @@ def test_refused_port_is_unreachable(fleet: Fleet, ssh_options):
 
 def test_link_down_mid_session_is_unreachable_not_a_hang(make_fleet, ssh_config_file):
     small = make_fleet(1)
-    options = ConnectOptions(known_hosts="accept-new", connect_timeout=2.0, ssh_config=str(ssh_config_file))
+    options = ConnectOptions(
+        known_hosts="accept-new", connect_timeout=2.0, ssh_config=str(ssh_config_file)
+    )
     with SSHConnection(small.hosts[0].as_host(), options) as conn:
         assert conn.run("hostname").stdout == "gpu1\n"
         small.link_down(small.hosts[0])
@@ -216,7 +236,9 @@ def test_shaping_puts_qdiscs_on_both_ends_of_the_link(make_fleet, connect):
     host = small.hosts[0]
     small.shape(host, rate="50mbit", delay=None)
     try:
-        root_side = subprocess.run(["tc", "qdisc", "show", "dev", host.veth], capture_output=True, text=True).stdout
+        root_side = subprocess.run(
+            ["tc", "qdisc", "show", "dev", host.veth], capture_output=True, text=True
+        ).stdout
         host_side = small.ns_exec(host, "tc qdisc show dev eth0").stdout
         assert "tbf" in root_side and "50Mbit" in root_side
         assert "tbf" in host_side and "50Mbit" in host_side
@@ -226,7 +248,12 @@ def test_shaping_puts_qdiscs_on_both_ends_of_the_link(make_fleet, connect):
         assert conn.get("/root/autodl-tmp/shaped.bin") == payload
     finally:
         small.unshape(host)
-    assert "tbf" not in subprocess.run(["tc", "qdisc", "show", "dev", host.veth], capture_output=True, text=True).stdout
+    assert (
+        "tbf"
+        not in subprocess.run(
+            ["tc", "qdisc", "show", "dev", host.veth], capture_output=True, text=True
+        ).stdout
+    )
     if small.netem_available:
         small.shape(host, rate="100mbit", delay="5ms")
         assert "netem" in small.ns_exec(host, "tc qdisc show dev eth0").stdout
@@ -244,9 +271,13 @@ def test_accept_new_records_the_key_in_the_project_file_only(fleet: Fleet, conne
     assert not provision_env.user_known_hosts.exists()  # the user's ssh file is theirs
 
 
-def test_unknown_key_under_strict_is_refused_until_known(fleet: Fleet, ssh_config_file, provision_env):
+def test_unknown_key_under_strict_is_refused_until_known(
+    fleet: Fleet, ssh_config_file, provision_env
+):
     host = fleet.hosts[5]
-    strict = ConnectOptions(known_hosts="strict", connect_timeout=5.0, ssh_config=str(ssh_config_file))
+    strict = ConnectOptions(
+        known_hosts="strict", connect_timeout=5.0, ssh_config=str(ssh_config_file)
+    )
     with pytest.raises(HostKeyError, match="host key unknown and --known-hosts strict"):
         SSHConnection(host.as_host(), strict).run("true")
     assert not provision_env.known_hosts.exists()  # strict records nothing
@@ -263,7 +294,9 @@ def test_changed_host_key_refused_under_strict_and_accept_new_allowed_under_off(
     host = small.hosts[0]
 
     def options(policy: str) -> ConnectOptions:
-        return ConnectOptions(known_hosts=policy, connect_timeout=5.0, ssh_config=str(ssh_config_file))
+        return ConnectOptions(
+            known_hosts=policy, connect_timeout=5.0, ssh_config=str(ssh_config_file)
+        )
 
     with SSHConnection(host.as_host(), options("accept-new")) as conn:
         assert conn.run("true").ok
@@ -326,7 +359,10 @@ def test_password_auth_from_env_var_leaks_nowhere(make_fleet, ssh_config_file, m
     small.set_password(host, "root", password)
     monkeypatch.setenv("FLEET_TEST_PASSWORD", password)
     options = ConnectOptions(
-        known_hosts="accept-new", connect_timeout=5.0, ssh_config=str(ssh_config_file), password_env="FLEET_TEST_PASSWORD"
+        known_hosts="accept-new",
+        connect_timeout=5.0,
+        ssh_config=str(ssh_config_file),
+        password_env="FLEET_TEST_PASSWORD",
     )
     target = host.as_host(key_file=None)
     caplog.set_level(logging.DEBUG)  # paramiko's and ours, at their chattiest
@@ -343,7 +379,9 @@ def test_password_auth_from_env_var_leaks_nowhere(make_fleet, ssh_config_file, m
     worker = threading.Thread(target=session)
     worker.start()
     for _ in range(100):  # bounded: the session takes about a second
-        snapshots.append(subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout)
+        snapshots.append(
+            subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        )
         if not worker.is_alive():
             break
         time.sleep(0.05)

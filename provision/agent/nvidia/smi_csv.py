@@ -105,6 +105,7 @@ FIELDS: List[Tuple[str, Setter]] = [
     ("persistence_mode", _set(None, "persistence_mode", flag)),
     ("pstate", _set(None, "performance_state", clean)),
     ("fan.speed", _set(None, "fan_pct", number)),
+    ("driver_version", lambda gpu, value: None),  # read per row by parse(), same on every GPU
 ]
 _SETTERS = dict(FIELDS)
 _SETTERS["clocks_throttle_reasons.active"] = _set_reasons
@@ -131,13 +132,14 @@ def next_fields(fields: List[str], rejected: str) -> List[str]:
 
 
 def parse(text: str, fields: List[str]) -> Dict[str, Any]:
-    """{"gpus": [...], "errors": [...]} from noheader,nounits CSV output of `fields`.
+    """{"driver_version", "gpus": [...], "errors": [...]} from noheader,nounits CSV output of `fields`.
 
     Lines that are not rows (nvidia-smi prints "Unable to determine the device handle for
     GPU0000:01:00.0: GPU is lost" among the rows when a GPU fails) become errors, not GPUs.
     """
     gpus: List[Dict[str, Any]] = []
     errors: List[Dict[str, Any]] = []
+    driver = None
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -151,6 +153,8 @@ def parse(text: str, fields: List[str]) -> Dict[str, Any]:
             continue
         gpu = new_gpu("nvidia-smi-csv")
         for name, value in zip(fields, row):
+            if name == "driver_version":
+                driver = clean(value)
             setter = _SETTERS.get(name)
             if setter is not None:
                 setter(gpu, value)
@@ -159,7 +163,7 @@ def parse(text: str, fields: List[str]) -> Dict[str, Any]:
         if gpu["compute_capability"] is None:
             gpu["compute_capability"] = compute_capability_from_name(gpu["name"])
         gpus.append(gpu)
-    return {"gpus": gpus, "errors": errors}
+    return {"driver_version": driver, "gpus": gpus, "errors": errors}
 
 
 def parse_processes(text: str) -> Dict[str, List[Dict[str, Any]]]:

@@ -1,0 +1,97 @@
+"""py-lmdb on the host: import it, or use the copy the controller shipped.
+
+Many hosts' Pythons lack py-lmdb (Debian's python3, a fresh conda base) and some cannot reach a
+package index. So the controller may upload its own, matching, wheel-installed lmdb package as
+`~/.cache/provision/pylib/<tag>.zip` (tag = cpXY-<machine>); this module unpacks it once beside
+the zip (an extension module cannot be imported from inside a zip) and puts it on sys.path.
+"""
+
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import zipfile
+
+PYLIB = os.path.join("~", ".cache", "provision", "pylib")
+
+
+class MissingDependency(ImportError):
+    kind = "missing_lmdb"
+
+
+def python_tag():
+    """What a shipped lmdb must match: CPython minor version and machine."""
+    impl = "cp" if platform.python_implementation() == "CPython" else platform.python_implementation().lower()
+    return "%s%d%d-%s" % (impl, sys.version_info[0], sys.version_info[1], platform.machine())
+
+
+def python_info():
+    return {
+        "executable": sys.executable,
+        "version": platform.python_version(),
+        "tag": python_tag(),
+        "libc": "-".join(platform.libc_ver()),
+    }
+
+
+def _shipped_site():
+    base = os.path.expanduser(os.path.join(PYLIB, python_tag()))
+    zip_path = base + ".zip"
+    site = os.path.join(base, "site")
+    if not os.path.isfile(zip_path):
+        return site if os.path.isdir(site) else None
+    with open(zip_path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    marker = os.path.join(site, ".provision-zip-sha256")
+    try:
+        with open(marker) as fh:
+            if fh.read().strip() == digest:
+                return site
+    except OSError:
+        pass
+    tmp = "%s.tmp-%d" % (site, os.getpid())
+    shutil.rmtree(tmp, ignore_errors=True)
+    with zipfile.ZipFile(zip_path) as zf:
+        for name in zf.namelist():
+            if name.startswith("/") or ".." in name.split("/"):
+                raise MissingDependency("refusing %s: member %r leaves the folder" % (zip_path, name))
+        zf.extractall(tmp)
+    with open(os.path.join(tmp, ".provision-zip-sha256"), "w") as fh:
+        fh.write(digest)
+    shutil.rmtree(site, ignore_errors=True)
+    os.rename(tmp, site)
+    return site
+
+
+def import_lmdb():
+    """The lmdb module, from the host's Python or from the shipped copy; else MissingDependency."""
+    try:
+        import lmdb
+
+        return lmdb
+    except ImportError:
+        pass
+    site = _shipped_site()
+    if site:
+        if site not in sys.path:
+            sys.path.insert(0, site)
+        try:
+            import lmdb
+
+            return lmdb
+        except ImportError as exc:
+            raise MissingDependency(
+                "the py-lmdb shipped to %s does not load in %s: %s" % (site, sys.executable, exc)
+            ) from None
+    raise MissingDependency(
+        "py-lmdb is not importable by %s (Python %s); install it on the host "
+        "(`%s -m pip install lmdb`) or let provision ship it" % (sys.executable, platform.python_version(), sys.executable)
+    )
+
+
+def lmdb_version():
+    try:
+        return import_lmdb().__version__
+    except Exception:  # missing, or a shipped copy that does not load: the caller ships again
+        return None

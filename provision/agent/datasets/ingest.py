@@ -1,0 +1,581 @@
+"""Agent commands `stage`, `dataset_status`, `verify_dataset`: build dataset LMDBs on the host.
+
+stage: the samples arrive as ONE uncompressed tar stream on stdin (from the controller), or are
+read from a folder/archive already on the host, or from an http(s) URL the host downloads. A
+reader thread parses the input while the main thread writes LMDB transactions, so transfer,
+unpacking and writes overlap; the queue between them is bounded in bytes. Nothing is unpacked to
+disk: each sample goes from the stream straight into the LMDB.
+
+Resume: the controller asks `dataset_status` first and streams only samples from the partial's
+committed count on. If the partial moved further meanwhile (the previous agent committed its last
+samples after the status call), the surplus at the head of the stream is read and dropped.
+"""
+
+import errno
+import fcntl
+import json
+import os
+import pkgutil
+import tarfile
+import threading
+import time
+
+from provision.agent.datasets import lmdb_writer, reader
+from provision.agent.datasets.deps import MissingDependency, import_lmdb, lmdb_version, python_info
+from provision.agent.datasets.lmdb_writer import DiskFullError, StageError
+from provision.agent.datasets.manifest import Manifest
+from provision.agent.datasets.sources import iter_tar, open_source
+
+QUEUE_BYTES = 64 * 1024 * 1024
+PROGRESS_INTERVAL = 0.5
+DEFAULT_STALL = 120.0
+READER_MODULE = "provision_lmdb.py"
+_MiB = 1024 * 1024
+
+
+class StreamEnded(StageError):
+    kind = "stream_ended"
+
+
+# -- small helpers ----------------------------------------------------------------------------
+def free_bytes(path):
+    """Free bytes for an unprivileged writer on the filesystem that holds (or will hold) path."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize
+
+
+def _gb(n):
+    return "%.2f GB" % (n / 1e9) if n >= 1e8 else "%.1f MB" % (n / 1e6)
+
+
+def check_space(path, need, extra_note=""):
+    free = free_bytes(os.path.dirname(path))
+    if need > free:
+        raise DiskFullError(
+            errno.ENOSPC,
+            "not enough space for %s: it needs about %s, %s is free on %s.%s Free some space, or "
+            "stage to a bigger disk with --dest DIR"
+            % (os.path.basename(path), _gb(need), _gb(free), os.path.dirname(path), extra_note),
+        )
+    return free
+
+
+class StageLock(object):
+    """One stage of a dataset at a time on this host (flock on a hidden file beside it)."""
+
+    def __init__(self, path, wait):
+        d, base = os.path.split(path)
+        self.path = os.path.join(d, "." + base + ".stage-lock")
+        self.wait = wait
+        self.fd = None
+
+    def __enter__(self):
+        deadline = time.monotonic() + self.wait
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                if time.monotonic() > deadline:
+                    raise StageError(
+                        "another stage of %s is still running on this host (lock %s held for "
+                        "over %ds); wait for it or stop it" % (self.path[:-12], self.path, self.wait)
+                    )
+                time.sleep(0.2)
+                continue
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except OSError:
+                same = False
+            if same:
+                self.fd = fd
+                return self
+            os.close(fd)  # the file was removed by the previous holder: lock the new one
+
+    def __exit__(self, *exc):
+        try:
+            os.remove(self.path)
+        except OSError:
+            pass
+        os.close(self.fd)
+
+
+class Progress(object):
+    """Counts shared by the pipeline; a ticker thread turns them into progress events."""
+
+    def __init__(self, emit, phase, total, total_bytes, start=0, start_bytes=0):
+        self.emit = emit
+        self.phase = phase
+        self.total = total
+        self.total_bytes = total_bytes
+        self.done = start
+        self.bytes = start_bytes
+        self.base_done = start
+        self.base_bytes = start_bytes
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = None
+        self._lock = threading.Lock()
+        self._window = []  # (t, bytes, done) of the last few seconds, for current rates
+
+    def event(self):
+        now = time.monotonic()
+        with self._lock:
+            done, nbytes = self.done, self.bytes
+        self._window.append((now, nbytes, done))
+        while len(self._window) > 2 and now - self._window[0][0] > 5.0:
+            self._window.pop(0)
+        t_old, b_old, d_old = self._window[0]
+        span = now - t_old
+        if span < 0.2:
+            span = max(now - self.t0, 1e-6)
+            b_old, d_old = self.base_bytes, self.base_done
+        rate_b = (nbytes - b_old) / span
+        rate_s = (done - d_old) / span
+        left = max(self.total_bytes - nbytes, 0)
+        eta = left / rate_b if rate_b > 0 else None
+        return {
+            "phase": self.phase,
+            "done": done,
+            "total": self.total,
+            "bytes": nbytes,
+            "total_bytes": self.total_bytes,
+            "samples_per_s": round(rate_s, 1),
+            "bytes_per_s": round(rate_b),
+            "eta_s": round(eta, 1) if eta is not None else None,
+            "elapsed_s": round(now - self.t0, 2),
+        }
+
+    def add(self, samples, nbytes):
+        with self._lock:
+            self.done += samples
+            self.bytes += nbytes
+
+    def tick(self):
+        try:
+            self.emit(**self.event())
+        except Exception:
+            pass  # a lost controller must not stop the writes: the data still gets committed
+
+    def start(self, interval=PROGRESS_INTERVAL):
+        def run():
+            while not self._stop.wait(interval):
+                self.tick()
+
+        self._thread = threading.Thread(target=run, name="progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        self.tick()
+
+
+def _safe_emit(ctx):
+    lock = threading.Lock()
+    state = {"dead": False}
+
+    def emit(**fields):
+        if state["dead"]:
+            return
+        with lock:
+            try:
+                ctx.progress(**fields)
+            except (OSError, ValueError):
+                state["dead"] = True  # stdout gone (controller lost): keep working silently
+
+    def log(msg):
+        if state["dead"]:
+            return
+        with lock:
+            try:
+                ctx.log(msg)
+            except (OSError, ValueError):
+                state["dead"] = True
+
+    return emit, log
+
+
+class BoundedQueue(object):
+    """FIFO bounded in bytes (one oversized item is let in alone)."""
+
+    def __init__(self, limit=QUEUE_BYTES):
+        self.limit = limit
+        self.items = []
+        self.size = 0
+        self.cond = threading.Condition()
+        self.closed = False
+
+    def put(self, item, nbytes):
+        with self.cond:
+            while self.size and self.size + nbytes > self.limit and not self.closed:
+                self.cond.wait()
+            if self.closed:
+                raise StageError("writer stopped")
+            self.items.append((item, nbytes))
+            self.size += nbytes
+            self.cond.notify_all()
+
+    def get(self, timeout):
+        with self.cond:
+            deadline = time.monotonic() + timeout
+            while not self.items:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None, True
+                self.cond.wait(left)
+            item, nbytes = self.items.pop(0)
+            self.size -= nbytes
+            self.cond.notify_all()
+            return item, False
+
+    def close(self):
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+
+_DONE = ("done",)
+
+
+def _produce(items, queue):
+    """Reader thread: move (index, relpath, data) from the source into the queue."""
+    try:
+        for item in items:
+            queue.put(item, len(item[2]))
+        queue.put(_DONE, 0)
+    except BaseException as exc:  # handed to the writer, which reports it after committing
+        try:
+            queue.put(("error", exc), 0)
+        except StageError:
+            pass
+
+
+def stream_items(stdin, manifest, first):
+    """(index, relpath, data) from the controller's tar stream, the first sample being `first`."""
+    try:
+        import fcntl as _f
+
+        _f.fcntl(stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer wake-ups per MB
+    except Exception:
+        pass
+    tf = tarfile.open(fileobj=stdin, mode="r|", bufsize=1 << 20)
+    i = first
+    n = len(manifest)
+    try:
+        for m in iter_tar(tf):
+            if i >= n:
+                raise StageError("the stream holds more than the %d samples of the manifest" % n)
+            if not m.isfile():
+                raise StageError("unexpected %s member %r in the stream" % (m.type, m.name))
+            if m.name != manifest.paths[i]:
+                raise StageError(
+                    "stream member %r arrived where sample %d %r was expected" % (m.name, i, manifest.paths[i])
+                )
+            data = tf.extractfile(m).read()
+            if len(data) != m.size:
+                raise StreamEnded("the stream ended inside sample %d (%r)" % (i, m.name))
+            yield i, m.name, data
+            i += 1
+    except tarfile.ReadError as exc:
+        raise StreamEnded("the stream ended at sample %d of %d (%s)" % (i, n, exc)) from None
+
+
+def run_pipeline(items, writer, manifest, progress, stall_timeout, skip_until=0):
+    """Write items into `writer` as they come; the source is read in its own thread.
+
+    Items with an index below `skip_until` are already committed (a resume that overlapped the
+    previous run's last commit) and are dropped.
+    """
+    queue = BoundedQueue()
+    producer = threading.Thread(target=_produce, args=(items, queue), name="source", daemon=True)
+    producer.start()
+    try:
+        while True:
+            item, timed_out = queue.get(stall_timeout)
+            if timed_out:
+                raise StreamEnded(
+                    "no data for %ds after sample %d of %d: the connection looks lost"
+                    % (stall_timeout, writer.next_index, len(manifest))
+                )
+            if item is _DONE:
+                break
+            if item[0] == "error":
+                raise item[1]
+            i, relpath, data = item
+            if i < skip_until:
+                continue
+            writer.add(i, relpath, manifest.label(i), data)
+            progress.add(1, len(data))
+    finally:
+        queue.close()
+    if writer.next_index != len(manifest):
+        raise StreamEnded(
+            "the input ended after sample %d of %d (connection lost or controller stopped?)"
+            % (writer.next_index, len(manifest))
+        )
+
+
+def write_reader_module(directory):
+    """Put provision_lmdb.py (reader.py: stdlib + lmdb only) beside the datasets."""
+    data = pkgutil.get_data("provision.agent.datasets", "reader.py")
+    target = os.path.join(directory, READER_MODULE)
+    try:
+        with open(target, "rb") as fh:
+            if fh.read() == data:
+                return target
+    except OSError:
+        pass
+    tmp = "%s.tmp-%d" % (target, os.getpid())
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, target)
+    return target
+
+
+# -- the core, shared by every source kind and by `provision stage --local` ---------------------
+def build(path, manifest, items_from, source_desc, emit, log, verify=False, clean=False,
+          stall_timeout=DEFAULT_STALL, start=None, extra_need=0, write_reader=True, extra_meta=None):
+    """Build (or resume, or skip) the LMDB at `path` for `manifest`.
+
+    items_from(first) -> iterator of (index, relpath, data) from sample `first` on.
+    `start`: where the caller's stream begins (stream sources); None: the source can start
+    anywhere, so it starts at the partial's committed count.
+    """
+    t0 = time.monotonic()
+    fingerprint = manifest.fingerprint()
+    final = lmdb_writer.describe(path)
+    if final and final.get("complete") == "1" and final.get("fingerprint") == fingerprint and not clean:
+        result = _finished_result(path, final, skipped=True, seconds=time.monotonic() - t0)
+        if verify:
+            result["verify"] = verify_file(path, manifest, emit)
+        if write_reader:
+            result["reader"] = write_reader_module(os.path.dirname(path))
+        return result
+    writer = lmdb_writer.DatasetWriter(path, manifest, source_desc, emit_log=log, extra_meta=extra_meta)
+    committed = writer.open(clean=clean)
+    try:
+        first = committed if start is None else start
+        if committed < first:
+            raise StageError(
+                "the partial at %s holds %d samples but the stream starts at %d; rerun the stage"
+                % (writer.partial, committed, first)
+            )
+        need = manifest.estimate_lmdb_bytes(committed) + extra_need
+        check_space(writer.partial, need, _old_version_note(final))
+        done_bytes = sum(manifest.sizes[:committed])
+        if committed:
+            log("resuming %s at sample %d of %d" % (os.path.basename(path), committed, len(manifest)))
+        progress = Progress(emit, "stage", len(manifest), manifest.total_bytes, committed, done_bytes).start()
+        try:
+            if committed < len(manifest) or first < len(manifest):
+                run_pipeline(items_from(first), writer, manifest, progress, stall_timeout, skip_until=committed)
+            if verify:
+                progress.phase = "verify"
+            summary = writer.finalize(verify=verify, on_verify=lambda n: emit(phase="verify", done=n, total=len(manifest)))
+        finally:
+            progress.stop()
+    except BaseException:
+        try:
+            writer.close()  # commit what is complete: the next run resumes there
+        except Exception as exc:
+            log("could not commit the last samples: %s" % exc)
+        if clean:
+            lmdb_writer.remove_files(writer.partial)
+        raise
+    result = {
+        "path": path,
+        "count": summary["count"],
+        "bytes": summary["bytes"],
+        "file_bytes": os.path.getsize(path),
+        "checksum": summary["checksum"],
+        "fingerprint": fingerprint,
+        "layout": manifest.layout,
+        "classes": len(manifest.classes),
+        "labelled": manifest.labels is not None,
+        "resumed_from": committed,
+        "skipped": False,
+        "verified": bool(verify),
+        "seconds": round(time.monotonic() - t0, 3),
+    }
+    if write_reader:
+        result["reader"] = write_reader_module(os.path.dirname(path))
+    return result
+
+
+def _old_version_note(final):
+    if final and final.get("file_bytes"):
+        return " (the previous version, %s, stays until the new one is complete.)" % _gb(final["file_bytes"])
+    return ""
+
+
+def _finished_result(path, meta, skipped, seconds):
+    return {
+        "path": path,
+        "count": int(meta.get("count", 0)),
+        "bytes": int(meta.get("bytes", 0)),
+        "file_bytes": meta.get("file_bytes"),
+        "checksum": meta.get("checksum"),
+        "fingerprint": meta.get("fingerprint"),
+        "layout": meta.get("layout"),
+        "classes": len(json.loads(meta.get("classes") or "[]")),
+        "resumed_from": None,
+        "skipped": skipped,
+        "verified": False,
+        "seconds": round(seconds, 3),
+    }
+
+
+def verify_file(path, manifest=None, emit=None):
+    """Re-read every record of a finished dataset against its checksums (and the manifest)."""
+    import_lmdb()
+    t0 = time.monotonic()
+    env, meta = lmdb_writer.open_readonly(path)
+    try:
+        reader.check_format(meta, path)
+        on_progress = (lambda n: emit(phase="verify", done=n, total=int(meta["count"]))) if emit else None
+        checksum, total, problems = lmdb_writer.check_records(env, manifest, full=True, on_progress=on_progress)
+    finally:
+        env.close()
+    if checksum != meta.get("checksum"):
+        problems.append("dataset checksum %s differs from the recorded %s" % (checksum, meta.get("checksum")))
+    if manifest is None and int(meta.get("count", -1)) != int(meta.get("expected_count", meta.get("count", -1))):
+        problems.append("count %s differs from the expected %s" % (meta.get("count"), meta.get("expected_count")))
+    return {
+        "ok": not problems,
+        "problems": problems[:20],
+        "count": int(meta.get("count", 0)),
+        "bytes": total,
+        "checksum": checksum,
+        "seconds": round(time.monotonic() - t0, 3),
+    }
+
+
+# -- agent commands ---------------------------------------------------------------------------
+def _path(request):
+    path = request.get("path")
+    if not path or not isinstance(path, str):
+        raise StageError("the request has no dataset path")
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.basename(path) in ("", ".", ".."):
+        raise StageError("bad dataset path %r" % request.get("path"))
+    return path
+
+
+def status(request, ctx):
+    """What is at the destination: finished / partial datasets, free space, lmdb availability."""
+    path = _path(request)
+    fingerprint = request.get("fingerprint")
+    out = {
+        "path": path,
+        "python": python_info(),
+        "lmdb": lmdb_version(),
+        "free_bytes": free_bytes(os.path.dirname(path)),
+        "final": None,
+        "partial": None,
+        "up_to_date": False,
+        "resume_from": 0,
+    }
+    if out["lmdb"] is None:
+        out["final_exists"] = os.path.exists(path)
+        return out
+    final = lmdb_writer.describe(path)
+    partial = lmdb_writer.describe(lmdb_writer.partial_path(path))
+    keep = ("fingerprint", "count", "committed", "complete", "checksum", "file_bytes", "error", "layout", "expected_count")
+    out["final"] = dict((k, v) for k, v in (final or {}).items() if k in keep) or None
+    out["partial"] = dict((k, v) for k, v in (partial or {}).items() if k in keep) or None
+    if final and final.get("complete") == "1" and final.get("fingerprint") == fingerprint:
+        out["up_to_date"] = True
+    if partial and fingerprint and partial.get("fingerprint") == fingerprint:
+        out["resume_from"] = int(partial.get("committed", 0))
+    return out
+
+
+def verify(request, ctx):
+    path = _path(request)
+    emit, _ = _safe_emit(ctx)
+    manifest = Manifest.from_wire(request["manifest"]) if request.get("manifest") else None
+    return verify_file(path, manifest, emit)
+
+
+def stage(request, ctx):
+    path = _path(request)
+    source = request.get("source") or {}
+    kind = source.get("kind")
+    verify_ = bool(request.get("verify"))
+    clean = bool(request.get("clean"))
+    stall = float(request.get("stall_timeout") or DEFAULT_STALL)
+    emit, log = _safe_emit(ctx)
+    emit(phase="start", pid=os.getpid())
+    import_lmdb()
+    _interrupt_on_signals()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as exc:
+        raise StageError("cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)) from None
+    with StageLock(path, wait=stall + 30):
+        if kind == "stream":
+            manifest = Manifest.from_wire(source["manifest"])
+            start = int(source.get("start", 0))
+            return build(
+                path, manifest, lambda first: stream_items(ctx.stdin, manifest, first),
+                source.get("description") or "controller stream", emit, log,
+                verify=verify_, clean=clean, stall_timeout=stall, start=start,
+            )
+        if kind == "host":
+            return _stage_host_path(path, source, emit, log, verify_, clean, stall)
+        if kind == "url":
+            from provision.agent.datasets.download import stage_url
+
+            return stage_url(path, source, emit, log, verify_, clean, stall)
+    raise StageError("unknown source kind %r (stream, host or url)" % kind)
+
+
+class Interrupted(KeyboardInterrupt):
+    pass
+
+
+def _interrupt_on_signals():
+    """SIGTERM / SIGHUP end the stage like Ctrl-C: the complete samples are committed first."""
+    import signal
+
+    def handler(signum, frame):
+        raise Interrupted("signal %d" % signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass  # not the main thread (in-process use): nothing to do
+
+
+def _stage_host_path(path, source, emit, log, verify_, clean, stall, display=None, extra=None, extra_meta=None):
+    src = os.path.abspath(os.path.expanduser(source.get("path") or ""))
+    if not os.path.exists(src):
+        raise StageError("%s does not exist on this host" % src)
+    if os.path.abspath(src) == os.path.abspath(path):
+        raise StageError("the source and the destination are the same file")
+    emit(phase="list", done=0, total=None)
+    plan = open_source(src, source.get("layout") or "auto", source.get("labels"), display=display or src)
+    for w in plan.warnings:
+        log(w)
+    result = build(
+        path, plan.manifest, plan.iter_samples, display or src, emit, log,
+        verify=verify_, clean=clean, stall_timeout=stall, extra_meta=extra_meta,
+    )
+    result["warnings"] = plan.warnings
+    if extra:
+        result.update(extra)
+    return result
+
+
+__all__ = ["stage", "status", "verify", "build", "verify_file", "MissingDependency"]

@@ -1,0 +1,52 @@
+"""RAM as this process sees it: the host's /proc/meminfo capped by the cgroup limit, plus /dev/shm
+(Docker's default 64 MiB shm is what makes PyTorch DataLoader workers die with "bus error")."""
+
+import os
+from typing import Any, Dict, Optional
+
+from provision.agent.facts import cgroup
+from provision.agent.facts._util import read_text
+
+
+def parse_meminfo(text: str) -> Dict[str, int]:
+    """Field -> bytes (the file says kB, meaning KiB)."""
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            scale = 1024 if len(parts) > 1 and parts[1].lower() == "kb" else 1
+            values[key.strip()] = int(parts[0]) * scale
+    return values
+
+
+def gather(root: str = "/") -> Dict[str, Any]:
+    info = parse_meminfo(read_text(os.path.join(root, "proc/meminfo")) or "")
+    total = info.get("MemTotal")
+    available = info.get("MemAvailable", info.get("MemFree"))
+    limits = cgroup.memory_limit(root)
+    limit = limits["limit_bytes"]
+    effective_total = min(total, limit) if total and limit else (limit or total)
+    effective_available = available
+    if limit is not None and limits["usage_bytes"] is not None:
+        room = max(0, limit - limits["usage_bytes"])
+        effective_available = min(available, room) if available is not None else room
+    return {
+        "total_bytes": total,
+        "available_bytes": available,
+        "swap_total_bytes": info.get("SwapTotal"),
+        "cgroup_limit_bytes": limit,
+        "cgroup_usage_bytes": limits["usage_bytes"],
+        "cgroup_version": limits["version"],
+        "effective_total_bytes": effective_total,
+        "effective_available_bytes": effective_available,
+        "shm": _shm(os.path.join(root, "dev/shm")),
+    }
+
+
+def _shm(path: str) -> Optional[Dict[str, int]]:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return {"total_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}

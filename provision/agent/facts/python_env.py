@@ -1,0 +1,228 @@
+"""Pythons on the host, conda and its environments, the pip index in effect, and proxies.
+
+Everything here reads files; nothing runs `conda` (which takes a second or more to start), so
+conda environments come from `<base>/envs`, `~/.conda/envs` and `~/.conda/environments.txt`,
+the same places `conda info --envs` reads. Credentials in index and proxy URLs are masked.
+"""
+
+import configparser
+import glob
+import os
+import platform
+import re
+import shutil
+import sys
+from typing import Any, Dict, List, Optional
+
+from provision.agent.facts._util import mask_url, read_text
+
+CONDA_BASE_GUESSES = (
+    "~/miniconda3",
+    "~/anaconda3",
+    "~/miniforge3",
+    "~/mambaforge",
+    "/opt/conda",
+    "/opt/miniconda3",
+    "/opt/anaconda3",
+    "/usr/local/miniconda3",
+    "/usr/local/anaconda3",
+    "/root/miniconda3",
+)
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+_PYTHON_NAME = re.compile(r"^python3(\.\d+)?$")
+_VERSION_IN_NAME = re.compile(r"python(\d+\.\d+)")
+_ASSIGNMENT = re.compile(r"\b(%s)=([^\s;&]+)" % "|".join(PROXY_VARIABLES))
+
+
+def gather(env: Optional[Dict[str, str]] = None, home: Optional[str] = None, root: str = "/") -> Dict[str, Any]:
+    env = dict(os.environ) if env is None else env
+    home = home or os.path.expanduser("~")
+    return {
+        "agent": {
+            "executable": sys.executable,
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "prefix": sys.prefix,
+            "virtualenv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+            "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        },
+        "system_pythons": find_pythons(env.get("PATH", "")),
+        "conda": conda(env, home),
+        "pip": pip_config(env, home, root),
+        "proxy": proxy(env, root),
+    }
+
+
+def find_pythons(path_variable: str) -> List[Dict[str, Any]]:
+    """python3 and python3.X executables on PATH (plus /usr/bin, /usr/local/bin), one per real
+    file; the version comes from the file name (python3 -> python3.10), so nothing is run."""
+    seen = set()
+    found = []
+    directories = [d for d in path_variable.split(os.pathsep) if d] + ["/usr/local/bin", "/usr/bin"]
+    for directory in directories:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            if not _PYTHON_NAME.match(name):
+                continue
+            path = os.path.join(directory, name)
+            real = os.path.realpath(path)
+            if real in seen or not os.access(real, os.X_OK) or os.path.isdir(real):
+                continue
+            seen.add(real)
+            version = _VERSION_IN_NAME.search(os.path.basename(real)) or _VERSION_IN_NAME.search(name)
+            found.append({"path": path, "real_path": real, "version": version.group(1) if version else None})
+    return found
+
+
+def conda(env: Dict[str, str], home: str) -> Dict[str, Any]:
+    base = conda_base(env, home)
+    envs = conda_envs(base, home)
+    channels = []
+    for rc in (os.path.join(home, ".condarc"), os.path.join(base, ".condarc") if base else None):
+        if rc:
+            channels.extend(c for c in condarc_channels(read_text(rc) or "") if c not in channels)
+    return {
+        "base": base,
+        "active_env": env.get("CONDA_PREFIX"),
+        "envs": envs,
+        "channels": [mask_url(c) for c in channels],
+    }
+
+
+def conda_base(env: Dict[str, str], home: str) -> Optional[str]:
+    candidates = []
+    if env.get("CONDA_EXE"):  # set by `conda init` shells: <base>/bin/conda
+        candidates.append(os.path.dirname(os.path.dirname(env["CONDA_EXE"])))
+    found = shutil.which("conda", path=env.get("PATH"))
+    if found:
+        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(found))))
+    candidates.extend(os.path.expanduser(g.replace("~", home, 1)) if g.startswith("~") else g for g in CONDA_BASE_GUESSES)
+    for candidate in candidates:
+        if os.path.isdir(os.path.join(candidate, "conda-meta")) and (
+            os.path.isdir(os.path.join(candidate, "envs")) or os.path.exists(os.path.join(candidate, "bin", "conda"))
+        ):
+            return candidate
+    return None
+
+
+def conda_envs(base: Optional[str], home: str) -> List[Dict[str, Any]]:
+    paths: List[str] = []
+    if base:
+        paths.append(base)
+        paths.extend(sorted(glob.glob(os.path.join(base, "envs", "*"))))
+    paths.extend(sorted(glob.glob(os.path.join(home, ".conda", "envs", "*"))))
+    listed = read_text(os.path.join(home, ".conda", "environments.txt")) or ""
+    paths.extend(line.strip() for line in listed.splitlines() if line.strip())
+    result = []
+    seen = set()
+    for path in paths:
+        real = os.path.realpath(path)
+        if real in seen or not os.path.isdir(os.path.join(path, "conda-meta")):
+            continue
+        seen.add(real)
+        result.append(
+            {
+                "name": "base" if path == base else os.path.basename(path.rstrip("/")),
+                "path": path,
+                "python": conda_python_version(path),
+            }
+        )
+    return result
+
+
+def conda_python_version(prefix: str) -> Optional[str]:
+    # conda records each installed package as conda-meta/<name>-<version>-<build>.json
+    for meta in glob.glob(os.path.join(prefix, "conda-meta", "python-3*.json")):
+        match = re.match(r"python-(\d+\.\d+\.\d+)", os.path.basename(meta))
+        if match:
+            return match.group(1)
+    return None
+
+
+def condarc_channels(text: str) -> List[str]:
+    """Entries of `channels:` and `default_channels:` lists in a .condarc (a YAML subset)."""
+    channels = []
+    in_list = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if re.match(r"^(channels|default_channels)\s*:\s*$", line):
+            in_list = True
+            continue
+        if in_list and stripped.startswith("- "):
+            channels.append(stripped[2:].strip().strip("\"'"))
+            continue
+        if stripped and not line.startswith((" ", "\t", "-")):
+            in_list = False
+    return channels
+
+
+def pip_config_files(env: Dict[str, str], home: str, root: str = "/") -> List[str]:
+    """pip's configuration files in the order pip reads them (later ones win)."""
+    files = [os.path.join(root, "etc/pip.conf")]
+    for directory in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":"):
+        files.append(os.path.join(root, directory.lstrip("/"), "pip/pip.conf"))
+    files.append(os.path.join(home, ".pip/pip.conf"))
+    files.append(os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "pip/pip.conf"))
+    files.append(os.path.join(sys.prefix, "pip.conf"))
+    if env.get("PIP_CONFIG_FILE") and env["PIP_CONFIG_FILE"] != os.devnull:
+        files.append(env["PIP_CONFIG_FILE"])
+    return files
+
+
+def pip_config(env: Dict[str, str], home: str, root: str = "/") -> Dict[str, Any]:
+    index = None
+    index_from = "default"
+    extra: List[str] = []
+    trusted: List[str] = []
+    read = []
+    for path in pip_config_files(env, home, root):
+        text = read_text(path)
+        if text is None:
+            continue
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read_string(text, source=path)
+        except configparser.Error as exc:
+            read.append({"path": path, "error": str(exc).splitlines()[0]})
+            continue
+        read.append({"path": path})
+        for section in ("global", "install"):
+            if not parser.has_section(section):
+                continue
+            for key in ("index-url", "index_url"):
+                if parser.has_option(section, key):
+                    index, index_from = parser.get(section, key).strip(), path
+            for key in ("extra-index-url", "extra_index_url"):
+                if parser.has_option(section, key):
+                    extra = parser.get(section, key).split()
+            for key in ("trusted-host", "trusted_host"):
+                if parser.has_option(section, key):
+                    trusted = parser.get(section, key).split()
+    if env.get("PIP_INDEX_URL"):
+        index, index_from = env["PIP_INDEX_URL"], "PIP_INDEX_URL"
+    if env.get("PIP_EXTRA_INDEX_URL"):
+        extra = env["PIP_EXTRA_INDEX_URL"].split()
+    if env.get("PIP_TRUSTED_HOST"):
+        trusted = env["PIP_TRUSTED_HOST"].split()
+    return {
+        "index_url": mask_url(index) or "https://pypi.org/simple",
+        "index_from": index_from,
+        "extra_index_urls": [mask_url(u) for u in extra],
+        "trusted_hosts": trusted,
+        "config_files": read,
+    }
+
+
+def proxy(env: Dict[str, str], root: str = "/") -> Dict[str, Any]:
+    """Proxy variables in this environment, and what AutoDL's /etc/network_turbo would set
+    (it is sourced by hand, `source /etc/network_turbo`, so a fresh SSH shell lacks it)."""
+    current = {name: mask_url(env[name]) for name in PROXY_VARIABLES if env.get(name)}
+    turbo_path = os.path.join(root, "etc/network_turbo")
+    turbo_text = read_text(turbo_path)
+    turbo: Dict[str, Any] = {"present": turbo_text is not None}
+    if turbo_text is not None:
+        turbo["sets"] = {name: mask_url(value.strip("\"'")) for name, value in _ASSIGNMENT.findall(turbo_text)}
+    return {"environment": current, "network_turbo": turbo}

@@ -1,0 +1,338 @@
+"""`command` and `shell`: one round trip each, no interpreter started on the host.
+
+Values from variables are data, never code:
+
+- `command` never goes through a shell (Ansible semantics): the text is split into words, then
+  every word is quoted. A `{{ var }}` stays ONE word whatever it contains (`o'brien`, spaces,
+  `$(touch /root/PWNED)`); a string that is only `{{ var }}` is split like a command line, and a
+  list (`argv`) is used as is. `$NAME`/`${NAME}` in the text expand like Ansible's
+  `expand_argument_vars`, as parameter expansion only.
+- `shell` runs the text with `sh -c`. Each `{{ }}` value travels in an environment variable and
+  the text refers to it with the quoting its position needs (unquoted, inside "…", inside '…',
+  inside a here-document), so the shell only ever *expands* it — never parses it. `{{ x | safe }}`
+  inserts x as code on purpose.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+from typing import Any
+
+from provision.engine.templating import ShellTemplate
+from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, q, qpath, register
+
+_VAR_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+_COMMON_ARGS = {
+    "cmd": Arg("raw"),
+    "chdir": Arg("path"),
+    "creates": Arg("path"),
+    "removes": Arg("path"),
+    "stdin": Arg("str"),
+    "stdin_add_newline": Arg("bool", default=True),
+    "strip_empty_ends": Arg("bool", default=True),
+}
+_FREE_FORM_KEYS = ("chdir", "creates", "removes", "stdin", "stdin_add_newline", "strip_empty_ends")
+
+
+def _expand_word(word: str) -> str:
+    """Quote one argv word, letting `$NAME` / `${NAME}` expand (only as parameter expansion)."""
+    parts = []
+    pos = 0
+    if word == "~" or word.startswith("~/"):  # like Ansible's expanduser on argv words
+        parts.append('"$HOME"')
+        pos = 1
+    for match in _VAR_REF.finditer(word):
+        if match.start() > pos:
+            parts.append(shlex.quote(word[pos:match.start()]))
+        name = match.group(1).strip("{}")
+        parts.append('"${' + name + '}"')
+        pos = match.end()
+    if pos < len(word) or not parts:
+        parts.append(shlex.quote(word[pos:]))
+    return "".join(parts)
+
+
+def command_argv(cmd: Any) -> tuple[list[str], set[int]]:
+    """argv words for `command`, plus the indexes of words that came (wholly or partly) from
+    variables — those get no `$VAR` expansion."""
+    if isinstance(cmd, ShellTemplate):
+        whole = cmd.placeholder_re.fullmatch(cmd.text.strip())
+        if whole:  # `command: "{{ cmdline }}"`: the variable IS the command line
+            return command_argv(cmd.values[int(whole.group(1))])
+        try:
+            words = shlex.split(cmd.text)
+        except ValueError as exc:
+            raise ModuleFailure(f"cannot split command line: {exc}") from None
+        argv, from_vars = [], set()
+        pattern = cmd.placeholder_re
+        for i, word in enumerate(words):
+            if pattern.search(word):
+                from_vars.add(i)
+                word = pattern.sub(lambda m: _text(cmd.values[int(m.group(1))]), word)
+            argv.append(word)
+        return argv, from_vars
+    if isinstance(cmd, (list, tuple)):
+        return [str(w) for w in cmd], set(range(len(cmd)))
+    try:
+        return shlex.split(str(cmd)), set()
+    except ValueError as exc:
+        raise ModuleFailure(f"cannot split command line: {exc}") from None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return "" if value is None else str(value)
+
+
+# -- shell: where in the shell syntax is each placeholder? -------------------------------------
+
+_PLAIN, _SINGLE, _DOUBLE, _HEREDOC, _QUOTED_HEREDOC = "plain", "single", "double", "heredoc", "qheredoc"
+
+
+def _contexts(text: str, pattern: re.Pattern[str]) -> dict[int, str]:
+    """Start offset of each placeholder -> the quoting context it sits in. A small lexer: quotes,
+    backslashes, $( ), backticks, comments and here-documents. Misjudging a context can only
+    break the command, never run a value: values are never pasted into the text."""
+    starts = {m.start(): m for m in pattern.finditer(text)}
+    found: dict[int, str] = {}
+    stack = [_PLAIN]
+    pending_heredocs: list[tuple[str, bool]] = []  # (delimiter, quoted) waiting for the newline
+    i, n = 0, len(text)
+    at_word_start = True
+    while i < n:
+        state = stack[-1]
+        if i in starts:
+            found[i] = state
+            i = starts[i].end()
+            at_word_start = False
+            continue
+        c = text[i]
+        if state == _SINGLE:
+            if c == "'":
+                stack.pop()
+            i += 1
+            continue
+        if state == _DOUBLE:
+            if c == "\\":
+                i += 2
+                continue
+            if c == '"':
+                stack.pop()
+            elif text.startswith("$(", i):
+                stack.append("subst")
+                i += 2
+                continue
+            elif c == "`":
+                stack.append("backtick")
+            i += 1
+            continue
+        # plain, subst, backtick
+        if c == "\\":
+            i += 2
+            at_word_start = False
+            continue
+        if c == "'":
+            stack.append(_SINGLE)
+        elif c == '"':
+            stack.append(_DOUBLE)
+        elif text.startswith("$(", i):
+            stack.append("subst")
+            i += 2
+            continue
+        elif c == "`":
+            if state == "backtick":
+                stack.pop()
+            else:
+                stack.append("backtick")
+        elif c == ")" and state == "subst":
+            stack.pop()
+        elif c == "#" and at_word_start:
+            end = text.find("\n", i)
+            for start in starts:
+                if i <= start < (n if end < 0 else end):
+                    found[start] = _PLAIN
+            i = n if end < 0 else end
+            continue
+        elif text.startswith("<<", i) and not text.startswith("<<<", i):
+            j = i + 2
+            if j < n and text[j] == "-":
+                j += 1
+            while j < n and text[j] in " \t":
+                j += 1
+            m = re.match(r"""(['"]?)([A-Za-z0-9_.\-]+)\1""", text[j:])
+            if m:
+                pending_heredocs.append((m.group(2), bool(m.group(1))))
+                i = j + m.end()
+                continue
+        elif c == "\n" and pending_heredocs:
+            i += 1
+            for delimiter, quoted in pending_heredocs:
+                # the body runs until a line that is exactly the delimiter (tabs stripped for <<-)
+                body_end = n
+                line_start = i
+                while line_start < n:
+                    line_end = text.find("\n", line_start)
+                    line_end = n if line_end < 0 else line_end
+                    if text[line_start:line_end].lstrip("\t") == delimiter:
+                        body_end = line_start
+                        break
+                    line_start = line_end + 1
+                for start in starts:
+                    if i <= start < body_end:
+                        found[start] = _QUOTED_HEREDOC if quoted else _HEREDOC
+                i = min(n, body_end + len(delimiter) + 1) if body_end < n else n
+            pending_heredocs = []
+            at_word_start = True
+            continue
+        at_word_start = c in " \t\n;&|()"
+        i += 1
+    return found
+
+
+def shell_command(tpl: ShellTemplate) -> tuple[str, dict[str, str]]:
+    """The shell text with each placeholder replaced by a reference to an env var, and the env."""
+    if not tpl.values:
+        return tpl.text, {}
+    pattern = tpl.placeholder_re
+    contexts = _contexts(tpl.text, pattern)
+    env: dict[str, str] = {}
+    tag = secrets.token_hex(2)
+
+    def replace(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        value = _text(tpl.values[index])
+        context = contexts.get(match.start(), _PLAIN)
+        if context == _QUOTED_HEREDOC:
+            if "\n" in value:
+                raise ModuleFailure(
+                    "a multi-line value cannot go into a quoted here-document (<<'EOF') safely; "
+                    "use an unquoted delimiter (<<EOF) so the value is expanded as data"
+                )
+            return value  # nothing expands in a quoted heredoc and one line cannot end it
+        name = f"PV_{tag}_{index}"
+        env[name] = value
+        if context == _SINGLE:
+            return "'\"${" + name + "}\"'"
+        if context in (_DOUBLE, _HEREDOC):
+            return "${" + name + "}"
+        return '"${' + name + '}"'
+
+    return pattern.sub(replace, tpl.text), env
+
+
+def _guard(args: dict[str, Any], marker: str, chdir: bool = True) -> str:
+    """creates/removes checks and chdir, in the same round trip as the command."""
+    parts = []
+    if args.get("creates"):
+        parts.append(f"if [ -e {qpath(args['creates'])} ]; then echo {marker}creates; exit 0; fi")
+    if args.get("removes"):
+        parts.append(f"if [ ! -e {qpath(args['removes'])} ]; then echo {marker}removes; exit 0; fi")
+    if chdir and args.get("chdir"):
+        parts.append(f"cd {qpath(args['chdir'])} || exit 1")
+    return "; ".join(parts) + ("; " if parts else "")
+
+
+def _stdin(args: dict[str, Any]) -> bytes | None:
+    data = args.get("stdin")
+    if data is None:
+        return None
+    text = str(data)
+    if args.get("stdin_add_newline", True) and not text.endswith("\n"):
+        text += "\n"
+    return text.encode()
+
+
+class _CommandBase(Module):
+    supports_check_mode = True  # runs nothing in check mode (skipped), like Ansible
+    free_form = "cmd"
+    free_form_keys = _FREE_FORM_KEYS
+    shell_args = ("cmd",)
+
+    def build(self, ctx: TaskContext) -> tuple[str, dict[str, str]]:
+        raise NotImplementedError
+
+    def run(self, ctx: TaskContext) -> ModuleResult:
+        args = ctx.args
+        script, env = self.build(ctx)
+        marker = "__pv_skip_" + secrets.token_hex(6) + "__"
+        guard = _guard(args, marker)
+        if ctx.check_mode:
+            if args.get("creates") or args.get("removes"):
+                result = ctx.run(_guard(args, marker, chdir=False) + "exit 3")
+                if result.stdout.startswith(marker):
+                    return self._skip_result(result.stdout, args)
+            return ModuleResult(skipped=True, msg="Command would have run if not in check mode")
+        result = ctx.run(guard + script, stdin=_stdin(args), env=env)
+        if result.stdout.startswith(marker):
+            return self._skip_result(result.stdout, args)
+        stdout, stderr = result.stdout, result.stderr
+        if args.get("strip_empty_ends", True):
+            stdout, stderr = stdout.rstrip("\r\n"), stderr.rstrip("\r\n")
+        failed = result.exit_code != 0
+        return ModuleResult(
+            changed=True,
+            failed=failed,
+            rc=result.exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            msg="non-zero return code" if failed else "",
+            data={"cmd": self.display_cmd(ctx), "delta": f"{result.seconds:.3f}s"},
+        )
+
+    def display_cmd(self, ctx: TaskContext) -> Any:
+        return ""
+
+    @staticmethod
+    def _skip_result(stdout: str, args: dict[str, Any]) -> ModuleResult:
+        which = stdout.strip().rsplit("_", 1)[-1]
+        if which == "creates":
+            msg = f"Did not run command since '{args['creates']}' exists"
+        else:
+            msg = f"Did not run command since '{args['removes']}' does not exist"
+        return ModuleResult(changed=False, rc=0, stdout=msg, stderr="", msg=msg)
+
+
+@register
+class Command(_CommandBase):
+    name = "command"
+    args = {**_COMMON_ARGS, "argv": Arg("list")}
+    mutually_exclusive = (("cmd", "argv"),)
+    required_one_of = (("cmd", "argv"),)
+
+    def build(self, ctx: TaskContext) -> tuple[str, dict[str, str]]:
+        cmd = ctx.args.get("argv") or ctx.args.get("cmd")
+        argv, from_vars = command_argv(cmd)
+        if not argv:
+            raise ModuleFailure("no command given")
+        words = [q(w) if i in from_vars else _expand_word(w) for i, w in enumerate(argv)]
+        # `exec`: the command replaces the shell, so its exit code and signals are its own
+        return "exec " + " ".join(words), {}
+
+    def display_cmd(self, ctx: TaskContext) -> Any:
+        return command_argv(ctx.args.get("argv") or ctx.args.get("cmd"))[0]
+
+
+@register
+class Shell(_CommandBase):
+    name = "shell"
+    args = {**_COMMON_ARGS, "executable": Arg("path")}
+    free_form_keys = (*_FREE_FORM_KEYS, "executable")
+    required_one_of = (("cmd",),)
+
+    def build(self, ctx: TaskContext) -> tuple[str, dict[str, str]]:
+        cmd = ctx.args.get("cmd")
+        tpl = cmd if isinstance(cmd, ShellTemplate) else ShellTemplate(str(cmd))
+        text, env = shell_command(tpl)
+        executable = ctx.args.get("executable")
+        if executable:
+            return f"exec {qpath(executable)} -c {q(text)}", env
+        return text, env
+
+    def display_cmd(self, ctx: TaskContext) -> Any:
+        cmd = ctx.args.get("cmd")
+        if isinstance(cmd, ShellTemplate):
+            return cmd.placeholder_re.sub(lambda m: _text(cmd.values[int(m.group(1))]), cmd.text)
+        return str(cmd)
