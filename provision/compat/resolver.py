@@ -475,7 +475,8 @@ def _evaluate(rel: TorchRelease, patch: Patch, ctx: _Context) -> tuple[_Choice |
     if not ok:
         return None, py_note
     variants = rel.variants_for(ctx.arch)
-    if ctx.arch == "aarch64" and ctx.gpus and not any(v.cuda for v in variants.values()):
+    cuda_wanted = ctx.gpus and ctx.request.variant != "cpu"
+    if ctx.arch == "aarch64" and cuda_wanted and not any(v.cuda for v in variants.values()):
         return None, "no aarch64 CUDA builds in the table for this release"
     if ctx.request.mirror == "pypi":
         default = rel.pypi_default_for(ctx.arch)
@@ -631,18 +632,18 @@ def _installed(ctx: _Context, facts: HostFacts) -> tuple[_Choice | None, str, st
     rel = ctx.data.release(public)
     patch = next((p for p in rel.patches if p.version == public), None) if rel else None
     if rel is None or patch is None:
-        return None, f"installed torch {public} is not in the compatibility table", public
+        return None, f"installed torch {facts.torch_version} is not in the compatibility table", public
     if not tag:
         # a plain PyPI wheel whose CUDA the facts did not say
         tag = rel.pypi_default_for(ctx.arch) or ""
     variants = rel.variants_for(ctx.arch)
     if tag not in variants:
-        return None, f"installed torch {public}+{tag}: no such build in the table", public
+        return None, f"installed torch {facts.torch_version} ({tag}): no such build in the table", public
     if tag == "cpu" and ctx.gpus and ctx.request.variant != "cpu":
-        return None, f"installed torch {public}+cpu is a CPU build: the GPUs stay unused", public
+        return None, f"installed torch {facts.torch_version} is a CPU build: the GPUs would stay unused", public
     a = _assess(rel, variants[tag], ctx, explicit=True)
     if not a.ok:
-        return None, f"installed torch {public}+{tag} does not fit: {a.why_not}", public
+        return None, f"installed torch {facts.torch_version} ({tag}) does not fit: {a.why_not}", public
     return _Choice(rel, patch, a), "", public
 
 

@@ -51,9 +51,9 @@ class EnvironmentError_(HostError):
 
 def default_env_path(facts: dict[str, Any], name: str = DEFAULT_NAME) -> str:
     """Where the managed env lives when the user does not say (see the module docstring)."""
-    platform = str((facts.get("platform") or {}).get("name") or facts.get("platform") or "").lower()
+    provider = str(((facts.get("os") or {}).get("provider") or {}).get("name") or "").lower()
     data_dir = facts.get("data_dir") or {}
-    if platform == "runpod" or data_dir.get("path") == "/workspace":
+    if provider == "runpod" or data_dir.get("path") == "/workspace":
         return f"/workspace/.provision/envs/{name}"
     return f"~/.provision/envs/{name}"
 

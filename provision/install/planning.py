@@ -76,7 +76,7 @@ def host_python(connection: Connection, python: str) -> PythonInfo:
     if result.exit_code == 127 or "not found" in result.stderr and not result.stdout:
         raise HostError(host, f"no Python interpreter {python!r} on the host (give one with --python PATH)")
     if not result.ok:
-        raise HostError(host, f"{python} did not run: {(result.stderr.strip() or 'exit %d' % result.exit_code)[-500:]}")
+        raise HostError(host, f"{python} did not run: {(result.stderr.strip() or f'exit {result.exit_code}')[-500:]}")
     try:
         data = json.loads(result.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

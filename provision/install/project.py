@@ -96,7 +96,7 @@ def load_project(path: str | Path) -> Project:
         raise ConfigError(f"{path}:{root.start_mark.line + 1}: provision.yml is a mapping of keys ({', '.join(_KEYS)})")
     loader_data = yaml.safe_load(text) or {}
     base = path.parent
-    for key_node, value_node in root.value:
+    for key_node, _value_node in root.value:
         key = key_node.value
         line = key_node.start_mark.line + 1
         where = f"{path}:{line}"

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.errors import ConfigError
 from provision.inventory.ranges import RangeError, expand_host_range
-from provision.inventory.targets import AddressError, split_host_port
+from provision.inventory.targets import AddressError, is_ip_address, split_host_port
 
 if TYPE_CHECKING:
     from provision.inventory.loader import InventoryBuilder
@@ -104,7 +104,7 @@ def parse_ini(text: str, path: str, builder: InventoryBuilder) -> None:
                 for parent in declared["parents"]:
                     builder.add_child(parent, group, declared["line"])
             continue
-        if line.startswith("["):
+        if line.startswith("[") and line.endswith("]") and not is_ip_address(line[1:-1]):
             raise ConfigError(
                 f"{where}: bad section header {line!r}; write [group], [group:vars] or "
                 "[group:children] with no spaces inside the brackets"

@@ -352,6 +352,10 @@ def build(path, manifest, items_from, source_desc, emit, log, verify=False, clea
     anywhere, so it starts at the partial's committed count.
     """
     t0 = time.monotonic()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as exc:
+        raise StageError("cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)) from None
     fingerprint = manifest.fingerprint()
     final = lmdb_writer.describe(path)
     if final and final.get("complete") == "1" and final.get("fingerprint") == fingerprint and not clean:
@@ -461,8 +465,30 @@ def verify_file(path, manifest=None, emit=None):
 
 
 # -- agent commands ---------------------------------------------------------------------------
+def resolve_path(request):
+    """The dataset file: `path` as given; else `dest` (a folder, or a file ending in .lmdb);
+    else <data_dir>/datasets/NAME.lmdb with data_dir chosen as the `facts` command does."""
+    if request.get("path"):
+        return request["path"]
+    name = request.get("name")
+    if not name:
+        raise StageError("the request names no dataset (name) and no path")
+    dest = request.get("dest")
+    if dest:
+        return dest if dest.endswith(".lmdb") else os.path.join(dest, name + ".lmdb")
+    from provision.agent.facts import data_dir
+
+    chosen = data_dir.choose({"data_dir": request.get("data_dir")} if request.get("data_dir") else {})
+    if not chosen.get("path"):
+        raise StageError(
+            "no data directory for datasets on this host (%s); give one with --dest DIR or the "
+            "data_dir inventory variable" % chosen.get("reason", "none found")
+        )
+    return os.path.join(chosen["path"], "datasets", name + ".lmdb")
+
+
 def _path(request):
-    path = request.get("path")
+    path = resolve_path(request)
     if not path or not isinstance(path, str):
         raise StageError("the request has no dataset path")
     path = os.path.abspath(os.path.expanduser(path))
@@ -519,7 +545,7 @@ def stage(request, ctx):
     import_lmdb()
     _interrupt_on_signals()
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)  # the stage lock lives there
     except OSError as exc:
         raise StageError("cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)) from None
     with StageLock(path, wait=stall + 30):

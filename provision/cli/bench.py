@@ -1,0 +1,112 @@
+"""`provision bench HOST...`: measure the server where training will run, and report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from provision.cli.common import connect_options, console, emit_json, exit_code_for
+from provision.connection.factory import connect
+from provision.errors import ConfigError
+from provision.inventory.loader import resolve_targets
+from provision.inventory.model import Host
+from provision.parallel import for_each_host
+from provision.remote.agent import Agent
+from provision.remote.bench import allreduce_specs, bench_request, run_bench
+from provision.remote.environment import managed_python
+from provision.remote.facts import gather_facts
+from provision.report import history
+from provision.report.document import build_report, write_report
+from provision.report.render import print_console
+
+describe = "benchmark hosts (matmul, AMP, memory, H2D, DataLoader, storage, network, all-reduce) and report"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("targets", nargs="+", metavar="TARGET")
+    parser.add_argument("--quick", action="store_true", help="short run (under a minute on a CPU host)")
+    parser.add_argument("--dataset", action="append", default=[], metavar="NAME|PATH",
+                        help="staged dataset name (<data_dir>/datasets/NAME.lmdb) or a path on the host; repeatable")
+    parser.add_argument("--allreduce", action="store_true",
+                        help="also form one torch.distributed group across the hosts (rendezvous on the first)")
+    parser.add_argument("--sections", help="comma-separated subset: compute,amp,memory,transfer,dataloader,storage,network,distributed")
+    parser.add_argument("--env", help="managed environment path on the host (default: provision's)")
+    parser.add_argument("--index-url", help="package index/mirror to measure download speed and latency against")
+    parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
+
+
+def dataset_sources(names: list[str], facts: dict[str, Any]) -> list[dict[str, Any]]:
+    data_dir = (facts.get("data_dir") or {}).get("path") or "~"
+    out = []
+    for name in names:
+        if "/" in name or name.startswith("~"):
+            fmt = "lmdb" if name.rstrip("/").endswith(".lmdb") else "folder"
+            out.append({"path": name, "format": fmt, "name": Path(name.rstrip("/")).name})
+        else:
+            out.append({"path": f"{data_dir.rstrip('/')}/datasets/{name}.lmdb", "format": "lmdb", "name": name})
+    return out
+
+
+def bench_host(host: Host, args: argparse.Namespace, options: Any, allreduce: dict[str, Any] | None,
+               progress: dict[str, str]) -> dict[str, Any]:
+    with connect(host, options) as conn:
+        agent = Agent(conn)
+        facts = gather_facts(agent)
+        python = managed_python(conn, facts, args.env)
+        request = bench_request(
+            facts, quick=args.quick, datasets=dataset_sources(args.dataset, facts),
+            index_url=args.index_url, allreduce=allreduce,
+            sections=[s.strip() for s in args.sections.split(",")] if args.sections else None,
+        )
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event.get("section"):
+                progress[host.name] = f"{event['section']} {event.get('status', '')}"
+                console.log(f"{host.name}: bench {event['section']} {event.get('status', '')}"
+                            + (f" ({event['seconds']} s)" if event.get("seconds") is not None else ""))
+
+        bench = run_bench(agent, request, python=python, on_event=on_event)
+        install = {"python": python or agent.python, "torch": (bench.get("host") or {}).get("torch"),
+                   "managed": python is not None}
+        datasets = [dict(d, fs_type=(facts.get("data_dir") or {}).get("fs_type")) for d in request["datasets"]]
+        price = host.vars.get("price_per_hour")
+        return build_report(host.name, facts=facts, install=install, datasets=datasets, bench=bench,
+                            price_per_hour=float(price) if price is not None else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = connect_options(args)
+    hosts = resolve_targets(args.targets, args.inventory, options)
+    specs: list[dict[str, Any] | None] = [None] * len(hosts)
+    if args.allreduce:
+        if len(hosts) < 2:
+            raise ConfigError("--allreduce needs at least 2 hosts")
+        if any(h.local for h in hosts):
+            raise ConfigError("--allreduce: localhost can't join a multi-host group; name hosts by address")
+        specs = allreduce_specs([h.connect_address for h in hosts])  # type: ignore[assignment]
+    spec_of = {h.name: s for h, s in zip(hosts, specs, strict=True)}
+    progress: dict[str, str] = {}
+    forks = max(args.forks, len(hosts)) if args.allreduce else args.forks  # all ranks must run at once
+    outcomes = for_each_host(hosts, lambda h: bench_host(h, args, options, spec_of[h.name], progress), forks)
+    reports, paths = [], {}
+    for name, o in outcomes.items():
+        if o.ok and o.value:
+            reports.append(o.value)
+            paths[name] = write_report(o.value, args.out)
+            history.record(o.value)
+    if args.json:
+        emit_json({"hosts": {
+            name: {"report": paths.get(name), "bench": (o.value or {}).get("bench"),
+                   "diagnosis": (o.value or {}).get("diagnosis")}
+            if o.ok else {"error": o.message, "unreachable": o.unreachable}
+            for name, o in outcomes.items()
+        }})
+    else:
+        print_console(reports, console)
+        for name, p in paths.items():
+            console.print(f"{name}: report {p['html']}")
+        for name, o in outcomes.items():
+            if not o.ok:
+                console.print(f"[bold red]{name}: {'unreachable' if o.unreachable else 'failed'}[/]: {o.message}")
+    return exit_code_for(outcomes)

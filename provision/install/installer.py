@@ -1,0 +1,691 @@
+"""Install a matched PyTorch into a managed environment on one host — the one function the CLI
+(`provision install`) and the playbook module (`install_torch`) share.
+
+    facts → interpreter → current env → plan (resolver, or the lock) →
+      already satisfied and verified?  → "unchanged", in seconds
+      else: index (probe mirrors) → build a new generation aside → pip install → verify on the
+            host → switch the env's symlink (one rename) → prune old generations
+
+Nothing before the switch touches the env users run, so every failure — unreachable index,
+missing wheel, failed verification, Ctrl-C — leaves it exactly as it was; the half-built
+generation is removed and pip's relevant lines are reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shlex
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provision import __version__
+from provision.connection.base import Connection
+from provision.errors import AgentError, ConfigError, HostError
+from provision.install import relay as relay_mod
+from provision.install.environment import (
+    PIP_PID_FILE,
+    EnvState,
+    ManagedEnv,
+    default_env_path,
+    default_pip_cache,
+)
+from provision.install.lockfile import Lock, LockedPackage, packages_from_report, platform_problems
+from provision.install.mirrors import (
+    KIND_PYPI,
+    IndexConfig,
+    IndexOptions,
+    build_index_config,
+    index_kind,
+    mask_url,
+    probe_target,
+    scrub,
+    secrets_of,
+    torch_index_candidates,
+)
+from provision.install.pip import _READ_ENV, _env_block, install_command, relevant_lines
+from provision.install.planning import (
+    NoPlanError,
+    Plan,
+    PythonInfo,
+    fingerprint,
+    host_python,
+    resolve,
+)
+from provision.remote.agent import Agent
+
+ProgressCallback = Callable[[str], None]
+COMPANIONS = ("torchvision", "torchaudio")
+# Rough size of a finished env, for a free-space warning (CUDA builds pull ~3 GB of nvidia-* libs).
+_ENV_BYTES = {"cpu": 1_200_000_000, "cuda": 7_000_000_000}
+
+
+@dataclass
+class InstallOptions:
+    torch: str = "latest"
+    variant: str | None = None
+    with_: list[str] = field(default_factory=list)  # torchvision, torchaudio
+    extras: list[str] = field(default_factory=list)  # more pip requirements
+    requirements: list[str] = field(default_factory=list)  # requirements files on the controller
+    env: str | None = None  # stable env path on the host; default: environment.default_env_path
+    python: str | None = None  # interpreter to build the venv from (conda: a version)
+    conda: str | None = None  # conda env name: build a conda env instead of a venv
+    index: IndexOptions = field(default_factory=IndexOptions)
+    relay: bool = False
+    locked: Lock | None = None
+    allow_minor_version_compat: bool = True
+    pip_timeout: float = 30.0  # pip's socket timeout
+    pip_retries: int = 2
+    pip_deadline: float = 3600.0  # the whole pip run
+    pip_cache: str | None = None  # None: the data dir's cache when there is one; "off": none
+    keep_generations: int = 2  # current + previous
+
+    def validate(self) -> None:
+        bad = [w for w in self.with_ if w not in COMPANIONS]
+        if bad:
+            raise ConfigError(f"--with takes {', '.join(COMPANIONS)}; got {', '.join(bad)}")
+        if self.conda and self.env:
+            raise ConfigError("--conda NAME and --env PATH both name the environment; give one")
+        if self.locked and (self.torch not in (None, "", "latest") or self.variant):
+            raise ConfigError("--locked installs exactly the lock; drop --torch/--variant")
+        if self.locked and (self.extras or self.requirements or self.with_):
+            raise ConfigError("--locked installs exactly the lock; --extra/-r/--with would change it "
+                              "(add them when locking instead)")
+        for path in self.requirements:
+            if not Path(path).is_file():
+                raise ConfigError(f"-r {path}: no such file on the controller")
+        self.index.validate()
+
+
+@dataclass
+class InstallResult:
+    host: str
+    action: str = "failed"  # installed | unchanged | failed | refused
+    message: str = ""
+    env: str | None = None
+    python: str | None = None
+    generation: str | None = None
+    previous: str | None = None
+    plan: dict[str, Any] | None = None
+    index: dict[str, Any] | None = None
+    packages: dict[str, str] = field(default_factory=dict)  # installed name -> version
+    verify: dict[str, Any] | None = None
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    pip_lines: list[str] = field(default_factory=list)
+    pip_command: str = ""
+    relayed: dict[str, int] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.action in ("installed", "unchanged")
+
+    @property
+    def changed(self) -> bool:
+        return self.action == "installed"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "action": self.action,
+            "changed": self.changed,
+            "message": self.message,
+            "env": self.env,
+            "python": self.python,
+            "generation": self.generation,
+            "previous": self.previous,
+            "plan": self.plan,
+            "index": self.index,
+            "packages": self.packages,
+            "verify": self.verify,
+            "reasons": self.reasons,
+            "warnings": self.warnings,
+            "pip_lines": self.pip_lines,
+            "pip_command": self.pip_command,
+            "relayed": self.relayed,
+            "seconds": {k: round(v, 2) for k, v in self.timings.items()},
+        }
+
+
+class InstallError(HostError):
+    """The install failed or was refused; `.result` holds what is known (pip's lines included)."""
+
+    def __init__(self, host: str, message: str, result: InstallResult) -> None:
+        super().__init__(host, message)
+        self.result = result
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.monotonic() - start
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+
+
+def installed_of(state: EnvState) -> dict[str, Any] | None:
+    """The torch the current managed env holds, from its manifest ({"version", "cuda"})."""
+    if not state.manifest:
+        return None
+    torch = (state.manifest.get("verify") or {}).get("torch") or {}
+    if torch.get("version"):
+        return {"version": torch["version"], "cuda": torch.get("cuda")}
+    packages = state.manifest.get("packages") or {}
+    if packages.get("torch"):
+        return {"version": packages["torch"], "cuda": None}
+    return None
+
+
+def env_fingerprint(plan: Plan, with_: list[str], extras: list[str], requirement_texts: list[bytes],
+                    python: str, lock: Lock | None) -> str:
+    return fingerprint(
+        {
+            "torch": plan.torch,
+            "variant": plan.variant,
+            "with": {name: getattr(plan, name) for name in sorted(with_)},
+            "extras": sorted(extras),
+            "requirements": [hashlib.sha256(t).hexdigest() for t in requirement_texts],
+            "python": python,
+            "locked": sorted(p.sha256 for p in lock.packages) if lock else None,
+        }
+    )
+
+
+def requirements_for(plan: Plan, with_: list[str], extras: list[str], index_kind_: str) -> list[str]:
+    """Exact pins. From a PyTorch wheel index the pin carries the variant (+cu126): it cannot match
+    PyPI's build even when PyPI is an extra index. Elsewhere the plain version, and verification
+    checks the variant that arrived."""
+    suffix = f"+{plan.variant}" if index_kind_ == "pytorch" else ""
+    pins = [f"torch=={plan.torch}{suffix}"]
+    for name in with_:
+        version = getattr(plan, name, None)
+        if not version:
+            raise ConfigError(f"torch {plan.torch} has no matching {name} in the compatibility table")
+        # torchaudio >= 2.11 is one stable-ABI build for every later torch; PyTorch's index still
+        # tags it with the variant
+        pins.append(f"{name}=={version}{suffix}")
+    return pins + list(extras)
+
+
+# -- verification -------------------------------------------------------------------------------
+
+
+@dataclass
+class Verification:
+    ok: bool
+    problems: list[str]
+    data: dict[str, Any]
+
+
+def verify_env(agent: Agent, python: str, plan: Plan | None, gpus: int, timeout: float = 600) -> Verification:
+    """Run the agent's verify_torch under `python` and check the answer against the plan."""
+    request: dict[str, Any] = {"expect_gpus": gpus}
+    if plan is not None:
+        request.update({"expect_version": plan.torch, "expect_variant": plan.variant})
+    try:
+        data = agent.call("verify_torch", request, python=python, timeout=timeout)
+    except AgentError as exc:
+        return Verification(False, [exc.detail], {})
+    problems = [str(p) for p in (data.get("problems") or [])]
+    torch = data.get("torch") or {}
+    version = str(torch.get("version") or "")
+    if plan is not None:
+        public = version.split("+")[0]
+        if public != plan.torch:
+            problems.append(f"torch {version or '(none)'} imported, planned {plan.torch}")
+        variant = torch.get("variant")
+        if variant and variant != plan.variant:
+            problems.append(
+                f"installed build is {variant}, planned {plan.variant} (the index served another build; "
+                "use a PyTorch wheel index: --mirror or --index-url https://download.pytorch.org/whl/"
+                f"{plan.variant})"
+            )
+    if data.get("ok") is False and not problems:
+        problems.append("verification failed")
+    problems = list(dict.fromkeys(problems))
+    return Verification(not problems and data.get("ok", True) is not False, problems, data)
+
+
+# -- probing PyTorch wheel indexes from the host ------------------------------------------------
+
+_PROBE = r"""
+import json, sys, time, urllib.request
+req = json.loads(sys.stdin.readline())
+out = []
+deadline = time.time() + req["budget"]
+for url, needles in req["targets"]:
+    left = deadline - time.time()
+    if left <= 0.2:
+        out.append({"url": url, "ok": False, "detail": "not tried (probe time budget spent)"})
+        continue
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "provision-probe"}),
+                                   timeout=min(req["timeout"], left))
+        body = r.read(64 << 20).decode("utf-8", "replace")
+        ok = any(n in body for n in needles)
+        out.append({"url": url, "ok": ok, "detail": "" if ok else "answers, but does not list the planned wheel"})
+        if ok:
+            break
+    except Exception as e:
+        out.append({"url": url, "ok": False, "detail": (type(e).__name__ + ": " + str(e))[:200]})
+print(json.dumps(out))
+"""
+
+
+def probe_indexes(connection: Connection, python: str, targets: list[tuple[str, list[str]]],
+                  index: IndexOptions) -> list[dict[str, Any]]:
+    """GET each target from the HOST (its network is the one pip will use), in order, until one
+    lists the planned wheel. Bounded: `probe_timeout` per URL and 3x that in all."""
+    if not targets:
+        return []
+    env: dict[str, str] = {}
+    if index.proxy:
+        env.update({k: index.proxy for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")})
+    turbo = ". /etc/network_turbo >/dev/null 2>&1; " if index.network_turbo else ""
+    script = _READ_ENV + turbo + f"exec {shlex.quote(python)} -c {shlex.quote(_PROBE)}"
+    request = {"targets": targets, "timeout": index.probe_timeout, "budget": index.probe_timeout * 3}
+    stdin = _env_block(env) + (json.dumps(request) + "\n").encode()
+    result = connection.run(script, stdin=stdin, timeout=index.probe_timeout * 3 + 30)
+    try:
+        return json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return [{"url": u, "ok": False, "detail": f"probe failed: {result.stderr.strip()[-200:]}"} for u, _ in targets]
+
+
+# -- the install --------------------------------------------------------------------------------
+
+
+def install(
+    connection: Connection,
+    agent: Agent,
+    options: InstallOptions,
+    *,
+    facts: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> InstallResult:
+    """Install (or confirm) the planned torch in the host's managed env. Returns the result;
+    raises InstallError (with .result) on failure or refusal — the previous env untouched."""
+    host = connection.host.name
+    result = InstallResult(host=host)
+    t = result.timings
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        if progress:
+            progress(message)
+
+    def fail(message: str, action: str = "failed") -> InstallError:
+        result.action = action
+        result.message = message
+        t["total"] = time.monotonic() - started
+        return InstallError(host, message, result)
+
+    options.validate()
+    requirement_texts = [Path(p).read_bytes() for p in options.requirements]
+
+    with _timed(t, "facts"):
+        if facts is None:
+            say("gathering facts")
+            from provision.remote.facts import gather_facts
+
+            facts = gather_facts(agent)
+    gpus = len(facts.get("gpus") or [])
+
+    with _timed(t, "inspect"):
+        if options.conda:
+            env, py, conda = _conda_env(connection, options, facts)
+        else:
+            conda = None
+            base = options.python or connection.host.python or ("python3" if not connection.host.local else "python3")
+            py = host_python(connection, base)
+            env = ManagedEnv(connection, options.env or default_env_path(facts))
+        state = env.state()
+    result.env, result.python = env.path, env.python
+    if state.lock_holder:
+        raise fail(f"another install into {env.path} is running ({state.lock_holder}); if none is, "
+                   f"remove the stale lock: rm -r {env.lock_dir}")
+
+    # What is installed in the target env now: our manifest, or (an env we do not manage) ask it.
+    installed = installed_of(state)
+    unmanaged_verify: Verification | None = None
+    if state.exists and not state.managed and state.has_python:
+        unmanaged_verify = verify_env(agent, env.python, None, gpus)
+        torch = unmanaged_verify.data.get("torch") or {}
+        if torch.get("version"):
+            installed = {"version": torch["version"], "cuda": torch.get("cuda")}
+
+    # The plan.
+    with _timed(t, "plan"):
+        kind = index_kind(options.index)
+        lock = options.locked
+        if lock is not None:
+            plan = _plan_from_lock(lock)
+            problems = check_lock(lock, facts, py, host)
+            if problems:
+                result.plan = plan.as_dict()
+                raise fail(f"the lock {lock.source or ''} cannot run here: " + "; ".join(problems), "refused")
+        else:
+            try:
+                plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=kind,
+                               python_version=py.version, installed=installed,
+                               allow_minor_version_compat=options.allow_minor_version_compat, host=host)
+            except NoPlanError as exc:
+                result.reasons = list(getattr(exc, "reasons", []))
+                raise fail(exc.detail, "refused") from None
+    result.plan = plan.as_dict()
+    result.reasons = list(plan.reasons)
+    result.warnings = list(plan.warnings)
+    fp = env_fingerprint(plan, options.with_, options.extras, requirement_texts, py.major_minor, lock)
+
+    # Already there? Same contents (fingerprint) and it still verifies: nothing to do.
+    if state.exists and state.has_python:
+        same = bool(state.manifest) and state.manifest.get("fingerprint") == fp
+        foreign_fits = (not state.managed and plan.action == "keep" and not options.extras
+                        and not options.requirements and not options.with_ and lock is None)
+        if same or foreign_fits:
+            with _timed(t, "verify"):
+                say("verifying the current environment")
+                check = unmanaged_verify if foreign_fits and unmanaged_verify else verify_env(agent, env.python, plan, gpus)
+            if check.ok:
+                result.action = "unchanged"
+                result.verify = check.data
+                result.packages = dict((state.manifest or {}).get("packages") or {})
+                result.generation = state.target
+                result.message = (f"{env.path} already has torch {plan.torch}+{plan.variant}"
+                                  + (f" with {', '.join(options.with_)}" if options.with_ else "")
+                                  + " and it verifies: nothing to do")
+                t["total"] = time.monotonic() - started
+                return result
+            result.warnings.append("the current environment no longer verifies (" + "; ".join(check.problems)
+                                   + "): building a new one")
+    if state.exists and not state.managed:
+        raise fail(env.unmanaged_message(), "refused")
+
+    # Where packages come from.
+    with _timed(t, "index"):
+        index_cfg, plan = _choose_index(connection, agent, options, plan, py, facts, host, result, say)
+    result.plan = plan.as_dict()
+    result.index = index_cfg.as_dict()
+    result.warnings += index_cfg.warnings
+    secrets = secrets_of(index_cfg.urls() + [options.index.proxy] + [options.index.index_url] + options.index.extra_index_urls)
+
+    requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind) if lock is None else []
+    free = env.free_bytes()
+    need = _ENV_BYTES["cpu" if plan.variant == "cpu" else "cuda"]
+    if free is not None and free < need:
+        result.warnings.append(
+            f"only {free / 1e9:.1f} GB free under {env.parent}; a torch {plan.variant} env needs about "
+            f"{need / 1e9:.0f} GB (use --env on a bigger disk if pip runs out of space)"
+        )
+
+    # Build aside, verify, switch.
+    say(f"building a new environment beside {env.path}")
+    env.acquire(_owner())
+    generation = env.new_generation_path()
+    result.generation = generation
+    switched = False
+    try:
+        with _timed(t, "create"):
+            if conda:
+                env.create_conda(conda, py.major_minor, generation)
+            else:
+                env.create_venv(py.executable, generation)
+        gen_python = env.python_of(generation)
+        meta_dir = f"{generation}/.provision"
+        req_files = []
+        for i, text in enumerate(requirement_texts):
+            remote = f"{meta_dir}/requirements-{i}.txt"
+            connection.put(text, remote, mode=0o600)
+            req_files.append(remote)
+        require_hashes = False
+        if lock is not None:
+            remote = f"{meta_dir}/locked-requirements.txt"
+            connection.put(lock.requirements_text().encode(), remote, mode=0o600)
+            req_files.append(remote)
+            require_hashes = True
+        if options.relay:
+            with _timed(t, "relay"):
+                index_cfg, relay_reqs = _relay(connection, env, options, plan, lock, requirements,
+                                               req_files_local=options.requirements, index_cfg=index_cfg,
+                                               py=py, result=result, say=say)
+            remote = f"{meta_dir}/relay-requirements.txt"
+            connection.put(relay_reqs.encode(), remote, mode=0o600)
+            req_files, requirements, require_hashes = [remote], [], True
+            result.index = index_cfg.as_dict()
+        cache = _pip_cache(options, facts)
+        cmd = install_command(
+            gen_python, requirements, index_cfg,
+            requirement_files=req_files, report_path=f"{meta_dir}/pip-report.json",
+            require_hashes=require_hashes, cache_dir=cache, pid_file=f"{generation}/{PIP_PID_FILE}",
+            timeout=options.pip_timeout, retries=options.pip_retries,
+        )
+        result.pip_command = scrub(cmd.display, secrets)
+        say(f"pip install ({index_cfg.describe()})")
+        with _timed(t, "pip"):
+            run = connection.run(cmd.script, stdin=cmd.stdin, timeout=options.pip_deadline)
+        if not run.ok:
+            result.pip_lines = relevant_lines(run.stdout + "\n" + run.stderr, cmd.secrets + secrets)
+            why = "pip timed out" if run.exit_code == 124 else f"pip failed (exit {run.exit_code})"
+            raise fail(f"{why}; {env.path} is unchanged. " + (result.pip_lines[-1] if result.pip_lines else ""))
+        with contextlib.suppress(OSError, ValueError):
+            report = json.loads(connection.get(f"{meta_dir}/pip-report.json"))
+            result.packages = {p.name: p.version for p in packages_from_report(report)}
+
+        say("verifying on the host")
+        with _timed(t, "verify"):
+            check = verify_env(agent, gen_python, plan, gpus)
+        result.verify = check.data
+        if not check.ok:
+            raise fail(f"the new environment failed verification: {'; '.join(check.problems)}; "
+                       f"{env.path} is unchanged")
+
+        env.write_manifest(generation, {
+            "fingerprint": fp,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "provision": __version__,
+            "plan": plan.as_dict(),
+            "with": options.with_,
+            "extras": options.extras,
+            "python": py.version,
+            "base_python": py.executable,
+            "index": result.index,
+            "packages": result.packages,
+            "verify": {"torch": (check.data.get("torch") or {})},
+            "locked": bool(lock),
+        })
+        with _timed(t, "switch"):
+            result.previous = env.switch(generation)
+            switched = True
+        with contextlib.suppress(HostError):
+            env.prune(keep=[generation, result.previous] if options.keep_generations > 1 else [generation])
+    except BaseException:
+        if not switched:
+            with contextlib.suppress(Exception):
+                env.discard(generation)
+            result.generation = None
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            env.release()
+    result.action = "installed"
+    result.message = (f"torch {plan.torch}+{plan.variant} installed in {env.path} and verified"
+                      + (f" (previous environment kept: {result.previous})" if result.previous else ""))
+    t["total"] = time.monotonic() - started
+    return result
+
+
+def _pip_cache(options: InstallOptions, facts: dict[str, Any]) -> str | None:
+    if options.pip_cache == "off":
+        return None
+    return options.pip_cache or default_pip_cache(facts)
+
+
+def _plan_from_lock(lock: Lock) -> Plan:
+    p = lock.plan
+    return Plan(
+        torch=str(p.get("torch")), variant=str(p.get("variant")), index_url=p.get("index_url"),
+        torchvision=p.get("torchvision"), torchaudio=p.get("torchaudio"), cuda=p.get("cuda"),
+        cudnn=p.get("cudnn"), action="install", mode=str(p.get("mode") or ""),
+        reasons=[f"locked in {lock.source or 'the lock file'} ({lock.created or 'undated'})"],
+    )
+
+
+def check_lock(lock: Lock, facts: dict[str, Any], py: PythonInfo, host: str = "") -> list[str]:
+    """Why this host cannot run the lock (empty: it can): Python/platform from the wheels, the
+    driver and GPU architectures from the resolver asked for the lock's exact version+variant."""
+    problems = platform_problems(lock, py.version, py.machine, py.glibc)
+    torch = str(lock.plan.get("torch") or "")
+    variant = str(lock.plan.get("variant") or lock.requires.get("variant") or "")
+    try:
+        resolve(facts, torch=torch, variant=variant or None, python_version=py.version, host=host)
+    except NoPlanError as exc:
+        first = exc.detail.splitlines()[0]
+        problems.append(first)
+        problems += [o.strip() for o in exc.detail.splitlines()[1:]]
+    except ConfigError as exc:
+        problems.append(str(exc))
+    return problems
+
+
+def _choose_index(connection: Connection, agent: Agent, options: InstallOptions, plan: Plan, py: PythonInfo,
+                  facts: dict[str, Any], host: str, result: InstallResult,
+                  say: Callable[[str], None]) -> tuple[IndexConfig, Plan]:
+    """The user's index, or the first PyTorch wheel index that serves the planned wheel from the
+    host; if none does, PyPI's default build when the resolver says it fits."""
+    opts = options.index
+    lock = options.locked
+    if opts.index_url or lock is not None and lock.index.get("index_url") and "****" not in str(lock.index.get("index_url")) and not opts.mirror:
+        user = opts.index_url
+        if user is None and lock is not None:
+            user = lock.index.get("index_url")
+            extra = [u for u in lock.index.get("extra_index_urls") or [] if "****" not in u]
+            opts = IndexOptions(index_url=user, extra_index_urls=extra + list(opts.extra_index_urls),
+                                find_links=list(opts.find_links), trusted_hosts=list(opts.trusted_hosts),
+                                proxy=opts.proxy, network_turbo=opts.network_turbo, probe_timeout=opts.probe_timeout)
+        return build_index_config(opts, plan_index_url=plan.index_url, variant=plan.variant,
+                                  reachable_torch_index=None), plan
+    if options.relay:
+        # the controller will fetch: no probe from the host
+        return build_index_config(opts, plan_index_url=plan.index_url, variant=plan.variant,
+                                  reachable_torch_index=None), plan
+    candidates = torch_index_candidates(opts, plan.variant)
+    targets = [probe_target(url, usage, plan.torch, plan.variant) for url, usage in candidates]
+    say("probing PyTorch wheel indexes from the host")
+    answers = probe_indexes(connection, py.executable, targets, opts)
+    reachable = None
+    for (url, usage), answer in zip(candidates, answers, strict=False):
+        if answer.get("ok"):
+            reachable = (url, usage)
+            break
+    tried = "; ".join(f"{a['url']}: {a.get('detail') or 'ok'}" for a in answers)
+    if reachable is None:
+        if lock is not None:
+            raise InstallError(host, f"no PyTorch wheel index serves the locked torch from this host ({tried}); "
+                               "use --relay to bring the wheels from the controller", result)
+        say("no PyTorch wheel index reachable: trying PyPI's default build")
+        try:
+            pypi_plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=KIND_PYPI,
+                                python_version=py.version, allow_minor_version_compat=options.allow_minor_version_compat,
+                                host=host)
+        except NoPlanError as exc:
+            result.reasons = list(getattr(exc, "reasons", []))
+            result.action = "refused"
+            raise InstallError(
+                host,
+                f"no PyTorch wheel index answers from this host ({tried}), and PyPI's build does not fit: "
+                f"{exc.detail} — use --relay (the controller downloads), --proxy/--network-turbo, or "
+                "--index-url of a reachable PyTorch wheel mirror",
+                result,
+            ) from None
+        cfg = build_index_config(opts, plan_index_url=None, variant=pypi_plan.variant, reachable_torch_index=None,
+                                 fallback_to_pypi=True)
+        cfg.warnings.append(f"no PyTorch wheel index answered from the host ({tried}); installing PyPI's "
+                            f"{pypi_plan.variant} build, which the resolver says fits")
+        return cfg, pypi_plan
+    cfg = build_index_config(opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=reachable)
+    skipped = [a for a in answers if not a.get("ok")]
+    if skipped:
+        cfg.warnings.append("skipped PyTorch wheel mirrors: " + "; ".join(f"{a['url']}: {a.get('detail')}" for a in skipped))
+    return cfg, plan
+
+
+def _relay(connection: Connection, env: ManagedEnv, options: InstallOptions, plan: Plan, lock: Lock | None,
+           requirements: list[str], req_files_local: list[str], index_cfg: IndexConfig, py: PythonInfo,
+           result: InstallResult, say: Callable[[str], None]) -> tuple[IndexConfig, str]:
+    """Resolve and download on the controller, push to the host, return a --no-index config and
+    the hash-pinned requirements to install."""
+    try:
+        if lock is not None:
+            packages: list[LockedPackage] = list(lock.packages)
+        else:
+            say("resolving on the controller for the host's Python and platform")
+            packages = relay_mod.resolve_for(py, requirements, index_cfg, requirement_files=req_files_local)
+        say(f"downloading {len(packages)} wheels on the controller (cached)")
+        files = relay_mod.fetch(packages, index_cfg, py)
+    except relay_mod.RelayError as exc:
+        result.pip_lines = exc.lines
+        raise InstallError(connection.host.name, f"--relay: {str(exc).splitlines()[0]}; {env.path} is unchanged",
+                           result) from None
+    remote_dir = f"{env.home.rstrip('/')}/{relay_mod.REMOTE_DIR}"
+    say(f"pushing wheels to {remote_dir}")
+    sent, sent_bytes = relay_mod.push(connection, files, remote_dir)
+    result.relayed = {"files": len(files), "sent": sent, "bytes_sent": sent_bytes}
+    text = "".join(p.requirement_line() + "\n" for p in packages)
+    return relay_mod.relay_index(remote_dir), text
+
+
+def _conda_env(connection: Connection, options: InstallOptions, facts: dict[str, Any]) -> tuple[ManagedEnv, PythonInfo, str]:
+    """A conda env named options.conda: <conda base>/envs/NAME becomes our managed symlink."""
+    find = (
+        'for c in "$CONDA_EXE" "$(command -v conda 2>/dev/null)" "$HOME/miniconda3/bin/conda" '
+        '"$HOME/anaconda3/bin/conda" /opt/conda/bin/conda /root/miniconda3/bin/conda; do '
+        '[ -n "$c" ] && [ -x "$c" ] && { echo "$c"; "$c" info --base; exit 0; }; done; exit 1'
+    )
+    found = connection.run(find, timeout=120)
+    lines = found.stdout.strip().splitlines()
+    if not found.ok or len(lines) < 2:
+        raise ConfigError(f"{connection.host.name}: --conda {options.conda}: no conda found on the host "
+                          "(looked at $CONDA_EXE, PATH, ~/miniconda3, ~/anaconda3, /opt/conda)")
+    conda, base = lines[0].strip(), lines[-1].strip()
+    version = options.python or ".".join(str((facts.get("python") or {}).get("version") or "3.11").split(".")[:2])
+    if not version.replace(".", "").isdigit():
+        raise ConfigError(f"--conda with --python {version!r}: give a version like 3.11 (conda installs it)")
+    env = ManagedEnv(connection, f"{base.rstrip('/')}/envs/{options.conda}")
+    os_facts = facts.get("os") or {}
+    libc = str(os_facts.get("libc") or "")
+    glibc = libc.split()[-1] if libc.startswith("glibc") else None
+    py = PythonInfo(executable=f"{env.path}/bin/python", version=version,
+                    machine=str(os_facts.get("arch") or "x86_64"), glibc=glibc)
+    return env, py, conda
+
+
+def describe_failure(result: InstallResult) -> str:
+    lines = [result.message]
+    lines += [f"  pip: {ln}" for ln in result.pip_lines]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "InstallError",
+    "InstallOptions",
+    "InstallResult",
+    "check_lock",
+    "install",
+    "mask_url",
+    "verify_env",
+]

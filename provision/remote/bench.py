@@ -1,0 +1,76 @@
+"""Controller side of the benchmark: build the agent's request from facts, run it in the managed
+environment, and (for several hosts) form one torch.distributed group for all-reduce."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from provision.remote.agent import Agent
+
+
+def gpu_peaks(facts: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Dense datasheet peaks per GPU index from the compat GPU table (for "% of peak")."""
+    from provision.compat.gpus import find_gpu
+
+    peaks: dict[str, dict[str, float | None]] = {}
+    for gpu in facts.get("gpus") or []:
+        total = gpu.get("memory_total_bytes")
+        spec = find_gpu(str(gpu.get("name", "")), memory_mib=total / 2**20 if total else None)
+        if spec is not None:
+            peaks[str(gpu.get("index", len(peaks)))] = {
+                "fp32": spec.fp32, "tf32": spec.tf32, "fp16": spec.fp16, "bf16": spec.bf16,
+                "name": spec.name,  # type: ignore[dict-item]
+            }
+    return peaks
+
+
+def bench_request(
+    facts: dict[str, Any],
+    *,
+    quick: bool = False,
+    datasets: list[dict[str, Any]] | None = None,
+    index_url: str | None = None,
+    allreduce: dict[str, Any] | None = None,
+    sections: list[str] | None = None,
+) -> dict[str, Any]:
+    """The agent request (docs/bench.md) for one host."""
+    data_dir = (facts.get("data_dir") or {}).get("path")
+    network_dirs = [d for d in ((facts.get("data_dir") or {}).get("network_dirs") or []) if d]
+    request: dict[str, Any] = {
+        "quick": quick,
+        "gpu_peaks": gpu_peaks(facts),
+        "pcie": {str(g.get("index")): g.get("pcie") or {} for g in facts.get("gpus") or []},
+        "datasets": datasets or [],
+        "data_dir": data_dir,
+    }
+    if network_dirs:
+        first = network_dirs[0]
+        request["network_dir"] = first.get("path") if isinstance(first, dict) else first
+    if index_url:
+        request["index_url"] = index_url
+    if allreduce:
+        request["allreduce"] = allreduce
+    if sections:
+        request["sections"] = sections
+    return request
+
+
+def run_bench(
+    agent: Agent,
+    request: dict[str, Any],
+    *,
+    python: str | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    return agent.call("bench", request, python=python, on_event=on_event)
+
+
+def allreduce_specs(addresses: list[str], port: int | None = None, backend: str | None = None) -> list[dict[str, Any]]:
+    """One rendezvous on the first host for a multi-host all-reduce: rank i gets spec i."""
+    port = port or random.randint(29500, 29999)
+    spec = {"master_addr": addresses[0], "master_port": port, "world_size": len(addresses)}
+    if backend:
+        spec["backend"] = backend
+    return [dict(spec, rank=i) for i in range(len(addresses))]
