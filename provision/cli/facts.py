@@ -24,8 +24,12 @@ describe = "gather facts (GPUs, driver/CUDA, CPU, memory, disks, Python, torch) 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("targets", nargs="+", metavar="TARGET",
-                        help="inventory host/group, user@host:port, 'ssh -p PORT user@host', ssh_config alias, localhost")
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TARGET",
+        help="inventory host/group, user@host:port, 'ssh -p PORT user@host', ssh_config alias, localhost",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,10 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
     outcomes = for_each_host(hosts, work, forks=args.forks)
     if args.json:
-        emit_json({"hosts": {
-            name: o.value if o.ok else {"error": o.message, "unreachable": o.unreachable}
-            for name, o in outcomes.items()
-        }})
+        emit_json(
+            {
+                "hosts": {
+                    name: o.value if o.ok else {"error": o.message, "unreachable": o.unreachable}
+                    for name, o in outcomes.items()
+                }
+            }
+        )
     else:
         for name, o in outcomes.items():
             if o.ok:
@@ -64,37 +72,75 @@ def _get(d: Any, *path: str, default: Any = None) -> Any:
     return d
 
 
+def _where(os_: dict[str, Any]) -> str:
+    """Container / VM / bare metal, as the agent detected it."""
+    parts = []
+    if _get(os_, "container", "is_container"):
+        parts.append(f"container ({_get(os_, 'container', 'type') or '?'})")
+    if _get(os_, "virtualization", "is_vm"):
+        parts.append(f"VM ({_get(os_, 'virtualization', 'hypervisor') or '?'})")
+    return " in ".join(parts) or "bare metal"
+
+
 def facts_table(name: str, facts: dict[str, Any]) -> Table:
-    """One screen per host: the lines a user checks before training."""
-    table = Table(title=f"{name} — {facts.get('hostname', '?')}", show_header=False, title_justify="left",
-                  expand=False, pad_edge=False)
+    """One screen per host: the lines a user checks before training (keys: docs/facts.md)."""
+    table = Table(
+        title=f"{name} — {facts.get('hostname', '?')}",
+        show_header=False,
+        title_justify="left",
+        expand=False,
+        pad_edge=False,
+    )
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
     os_ = facts.get("os") or {}
-    table.add_row("OS", f"{os_.get('distro', '?')} · kernel {os_.get('kernel', '?')} · {os_.get('virtualization') or os_.get('container') or 'bare metal'}")
+    table.add_row(
+        "OS", f"{os_.get('pretty_name', '?')} · kernel {os_.get('kernel', '?')} · {_where(os_)}"
+    )
     cpu = facts.get("cpu") or {}
     mem = facts.get("memory") or {}
-    table.add_row("CPU", f"{cpu.get('model', '?')} · {cpu.get('effective_cpus', cpu.get('logical_cores', '?'))} usable cores")
-    table.add_row("Memory", f"{_gib(mem.get('effective_bytes', mem.get('total_bytes')))} usable, {_gib(mem.get('available_bytes'))} free")
+    table.add_row("CPU", f"{cpu.get('model', '?')} · {cpu.get('effective_cpus', '?')} usable cores")
+    table.add_row(
+        "Memory",
+        f"{_gib(mem.get('effective_total_bytes'))} usable, "
+        f"{_gib(mem.get('effective_available_bytes'))} free",
+    )
     nv = facts.get("nvidia") or {}
     if nv.get("driver_version"):
-        table.add_row("Driver", f"{nv.get('driver_version')} (CUDA ≤ {nv.get('cuda_max', '?')})")
-    gpus = facts.get("gpus") or []
-    for g in gpus:
-        table.add_row(f"GPU {g.get('index')}", f"{g.get('name')} · cc {g.get('compute_capability')} · "
-                      f"{_gib(g.get('memory_total_bytes'))} · PCIe gen{g.get('pcie', {}).get('gen_current', '?')}"
-                      f"x{g.get('pcie', {}).get('width_current', '?')}")
+        table.add_row(
+            "Driver", f"{nv['driver_version']} (CUDA ≤ {nv.get('cuda_driver_version') or '?'})"
+        )
+    gpus = facts.get("gpus")
+    for g in gpus if isinstance(gpus, list) else []:
+        total_mib = _get(g, "memory", "total_mib")
+        table.add_row(
+            f"GPU {g.get('index')}",
+            f"{g.get('name')} · cc {g.get('compute_capability')} · "
+            f"{_gib(total_mib * 2**20 if total_mib is not None else None)} · "
+            f"PCIe gen{_get(g, 'pcie', 'gen_current', default='?')}"
+            f"x{_get(g, 'pcie', 'width_current', default='?')}",
+        )
     if not gpus:
-        table.add_row("GPU", f"none ({nv.get('reason', 'no NVIDIA GPU found')})")
+        reason = nv.get("reason") or nv.get("error") or "no NVIDIA GPU found"
+        table.add_row("GPU", f"none ({reason})")
     dd = facts.get("data_dir") or {}
     if dd.get("path"):
-        table.add_row("Data dir", f"{dd['path']} · {_gib(dd.get('free_bytes'))} free · {dd.get('fs_type', '?')}"
-                      f"{' · NETWORK' if dd.get('network') else ''}")
-    py = facts.get("python") or {}
+        table.add_row(
+            "Data dir",
+            f"{dd['path']} · {_gib(dd.get('free_bytes'))} free · {dd.get('fs_type', '?')}"
+            f"{' · NETWORK' if dd.get('network') else ''}",
+        )
+    else:
+        table.add_row("Data dir", f"none ({dd.get('reason') or dd.get('error') or '?'})")
+    py = _get(facts, "python", "agent") or {}
     table.add_row("Python", f"{py.get('version', '?')} ({py.get('executable', '?')})")
     torch = facts.get("torch") or {}
     if torch.get("version"):
-        table.add_row("torch", f"{torch['version']} · CUDA {torch.get('cuda') or '-'} · cuDNN {torch.get('cudnn') or '-'}")
+        table.add_row(
+            "torch",
+            f"{torch['version']} · CUDA {torch.get('cuda') or '-'} · "
+            f"cuDNN {torch.get('cudnn') or '-'}",
+        )
     else:
-        table.add_row("torch", f"not installed ({torch.get('reason', 'not importable')})")
+        table.add_row("torch", f"not installed ({torch.get('reason') or 'not importable'})")
     return table

@@ -26,28 +26,44 @@ MASK = "********"
 _SECRET_WORDS = ("password", "passwd", "token", "secret", "passphrase")
 # Shown in their own columns, so left out of the vars column.
 _CONNECTION_VARS = {
-    "ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port", "ansible_user",
-    "ansible_ssh_user", "ansible_ssh_private_key_file", "ansible_private_key_file",
-    "ansible_python_interpreter", "ansible_connection", "ansible_ssh_common_args",
+    "ansible_host",
+    "ansible_ssh_host",
+    "ansible_port",
+    "ansible_ssh_port",
+    "ansible_user",
+    "ansible_ssh_user",
+    "ansible_ssh_private_key_file",
+    "ansible_private_key_file",
+    "ansible_python_interpreter",
+    "ansible_connection",
+    "ansible_ssh_common_args",
     "ansible_ssh_extra_args",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "targets", nargs="*", metavar="TARGET",
+        "targets",
+        nargs="*",
+        metavar="TARGET",
         help="inventory pattern (all, group, host, a:b, a:&b, a:!b) or target string "
-        "(user@host:port, ssh://..., a pasted \"ssh -p PORT user@host\"); default: all",
+        '(user@host:port, ssh://..., a pasted "ssh -p PORT user@host"); default: all',
     )
     shape = parser.add_mutually_exclusive_group()
-    shape.add_argument("--list", action="store_true",
-                       help="every host with its vars (the default)")
+    shape.add_argument("--list", action="store_true", help="every host with its vars (the default)")
     shape.add_argument("--graph", action="store_true", help="the tree of groups and hosts")
-    parser.add_argument("--export", action="store_true",
-                        help="with --json: group vars under each group and only each host's own "
-                        "vars in _meta.hostvars (as ansible-inventory --export)")
-    parser.add_argument("-l", "--limit", metavar="PATTERN",
-                        help="further limit the selected hosts to this pattern (or @FILE)")
+    parser.add_argument(
+        "--export",
+        action="store_true",
+        help="with --json: group vars under each group and only each host's own "
+        "vars in _meta.hostvars (as ansible-inventory --export)",
+    )
+    parser.add_argument(
+        "-l",
+        "--limit",
+        metavar="PATTERN",
+        help="further limit the selected hosts to this pattern (or @FILE)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,7 +164,11 @@ def ansible_list(inventory: Inventory | None, hosts: list[Host], export: bool = 
     format_group("all")
     hostvars: dict[str, Any] = {}
     for host in hosts:
-        own = inventory.host_vars.get(host.name, {}) if inventory is not None and export else host.vars
+        own = (
+            inventory.host_vars.get(host.name, {})
+            if inventory is not None and export
+            else host.vars
+        )
         values = mask_secrets(effective_vars(host, own))
         if values:
             hostvars[host.name] = values
@@ -192,17 +212,21 @@ def hosts_table(hosts: list[Host]) -> Table:
         if host.proxy_jump and not host.local:
             connect += f" via {host.proxy_jump}"
         shown = mask_secrets({k: v for k, v in host.vars.items() if k not in _CONNECTION_VARS})
-        rows.append({
-            "host": host.name,
-            "connect": connect,
-            "groups": ", ".join(host.groups),
-            "python": host.python or "",
-            "key": host.key_file or "",
-            "vars": "\n".join(f"{k}={_short(v)}" for k, v in shown.items()),
-        })
+        rows.append(
+            {
+                "host": host.name,
+                "connect": connect,
+                "groups": ", ".join(host.groups),
+                "python": host.python or "",
+                "key": host.key_file or "",
+                "vars": "\n".join(f"{k}={_short(v)}" for k, v in shown.items()),
+            }
+        )
     table = Table(title=f"{len(hosts)} host(s)", title_justify="left")
     # Columns empty for every host only take width from the ones that say something.
-    columns = [c for c in rows[0] if c in ("host", "connect") or any(r[c] for r in rows)] if rows else []
+    columns = (
+        [c for c in rows[0] if c in ("host", "connect") or any(r[c] for r in rows)] if rows else []
+    )
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:

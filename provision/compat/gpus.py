@@ -98,8 +98,12 @@ def find_gpu(
 def suggest(name: str, data: CompatData | None = None, n: int = 3) -> list[str]:
     """Close known names, for 'unknown GPU' messages."""
     data = data or load_compat()
-    names = [g.name for g in data.gpus]
-    return difflib.get_close_matches(name, names, n=n, cutoff=0.4)
+    # Compare the model words only: "NVIDIA GeForce" prefixes would dominate a raw comparison.
+    by_model: dict[str, str] = {}
+    for g in data.gpus:
+        by_model.setdefault(" ".join(gpu_key(g.name).model), g.name)
+    want = " ".join(gpu_key(name).model) or name.upper()
+    return [by_model[m] for m in difflib.get_close_matches(want, list(by_model), n=n, cutoff=0.5)]
 
 
 def known_names(data: CompatData | None = None) -> list[str]:

@@ -39,6 +39,7 @@ class _LineLoader(yaml.SafeLoader):
         return mapping
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_driver(version: str) -> tuple[int, ...]:
     """'535.104.05' -> (535, 104, 5); compared component-wise as NVIDIA numbers them."""
     text = str(version).strip()
@@ -59,6 +60,7 @@ def tag_of_cuda(cuda: str) -> str:
     return f"cu{int(major)}{int(minor)}"
 
 
+@functools.lru_cache(maxsize=256)
 def cuda_key(cuda: str) -> tuple[int, int]:
     major, minor = str(cuda).split(".")[:2]
     return int(major), int(minor)
@@ -119,7 +121,7 @@ class Variant:
     def cuda(self) -> str | None:
         return cuda_of_tag(self.tag)
 
-    @property
+    @functools.cached_property
     def arch_text(self) -> str:
         return ";".join(str(a) for a in self.archs)
 
@@ -214,12 +216,19 @@ class CompatData:
         key = f"{v.major}.{v.minor}"
         return next((r for r in self.releases if r.version == key), None)
 
+    @functools.cached_property
+    def _full_drivers(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for r in self.toolkit_drivers:
+            if r.min_driver_linux and (
+                r.cuda not in out or parse_driver(r.min_driver_linux) < parse_driver(out[r.cuda])
+            ):
+                out[r.cuda] = r.min_driver_linux
+        return out
+
     def min_driver_full(self, cuda: str) -> str | None:
         """The driver of the CUDA X.Y GA toolkit: at or above it, everything works."""
-        rows = [r for r in self.toolkit_drivers if r.cuda == cuda and r.min_driver_linux]
-        if not rows:
-            return None
-        return min((r.min_driver_linux for r in rows), key=parse_driver)  # type: ignore[arg-type, return-value]
+        return self._full_drivers.get(cuda)
 
     def mvc_floor(self, cuda: str) -> str | None:
         fam = self.mvc_families.get(cuda_key(cuda)[0])

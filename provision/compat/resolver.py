@@ -27,8 +27,9 @@ Rules, in order (docs/compat.md repeats them for users):
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,35 +79,40 @@ class HostFacts:
 
     @classmethod
     def from_facts(cls, facts: dict[str, Any], python_version: str | None = None) -> HostFacts:
-        """From the agent's `facts` document (docs/facts.md)."""
-        nv = facts.get("nvidia") or {}
+        """From the agent's `facts` document (docs/facts.md): nvidia.driver_version,
+        nvidia.cuda_driver_version (nvidia-smi's CUDA), gpus[].name/compute_capability/memory,
+        python.version, torch.version/cuda, os.arch."""
+        nv = facts.get("nvidia") if isinstance(facts.get("nvidia"), dict) else {}
+        raw_gpus = facts.get("gpus") if isinstance(facts.get("gpus"), list) else []
         gpus = tuple(
             GpuFact(
                 name=g.get("name"),
                 cc=_opt_str(g.get("compute_capability")),
-                memory_mib=(g["memory_total_bytes"] / 2**20)
-                if g.get("memory_total_bytes")
-                else None,
+                memory_mib=_memory_mib(g),
             )
-            for g in facts.get("gpus") or []
+            for g in raw_gpus
         )
-        torch = facts.get("torch") or {}
-        py = facts.get("python") or {}
-        arch = (
-            (facts.get("os") or {}).get("arch")
-            or (facts.get("cpu") or {}).get("arch")
-            or facts.get("arch")
-            or "x86_64"
-        )
+        torch = facts.get("torch") if isinstance(facts.get("torch"), dict) else {}
+        py = facts.get("python") if isinstance(facts.get("python"), dict) else {}
+        os_ = facts.get("os") if isinstance(facts.get("os"), dict) else {}
         return cls(
             gpus=gpus,
             driver_version=_opt_str(nv.get("driver_version")),
-            cuda_max=_opt_str(nv.get("cuda_max")),
+            cuda_max=_opt_str(nv.get("cuda_driver_version") or nv.get("cuda_max")),
             python_version=python_version or str(py.get("version") or "3"),
-            arch=str(arch),
+            arch=str(os_.get("arch") or "x86_64"),
             torch_version=_opt_str(torch.get("version")),
             torch_cuda=_opt_str(torch.get("cuda")),
         )
+
+
+def _memory_mib(gpu: dict[str, Any]) -> float | None:
+    mem = gpu.get("memory")
+    if isinstance(mem, dict) and mem.get("total_mib"):
+        return float(mem["total_mib"])
+    if gpu.get("memory_total_bytes"):
+        return float(gpu["memory_total_bytes"]) / 2**20
+    return None
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,7 @@ def _opt_str(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
+@functools.lru_cache(maxsize=256)
 def _python_minor(version: str) -> tuple[int, int]:
     try:
         v = Version(str(version).strip().rstrip("t"))  # "3.13t" (free-threaded) counts as 3.13
@@ -632,18 +639,34 @@ def _installed(ctx: _Context, facts: HostFacts) -> tuple[_Choice | None, str, st
     rel = ctx.data.release(public)
     patch = next((p for p in rel.patches if p.version == public), None) if rel else None
     if rel is None or patch is None:
-        return None, f"installed torch {facts.torch_version} is not in the compatibility table", public
+        return (
+            None,
+            f"installed torch {facts.torch_version} is not in the compatibility table",
+            public,
+        )
     if not tag:
         # a plain PyPI wheel whose CUDA the facts did not say
         tag = rel.pypi_default_for(ctx.arch) or ""
     variants = rel.variants_for(ctx.arch)
     if tag not in variants:
-        return None, f"installed torch {facts.torch_version} ({tag}): no such build in the table", public
+        return (
+            None,
+            f"installed torch {facts.torch_version} ({tag}): no such build in the table",
+            public,
+        )
     if tag == "cpu" and ctx.gpus and ctx.request.variant != "cpu":
-        return None, f"installed torch {facts.torch_version} is a CPU build: the GPUs would stay unused", public
+        return (
+            None,
+            f"installed torch {facts.torch_version} is a CPU build: the GPUs would stay unused",
+            public,
+        )
     a = _assess(rel, variants[tag], ctx, explicit=True)
     if not a.ok:
-        return None, f"installed torch {facts.torch_version} ({tag}) does not fit: {a.why_not}", public
+        return (
+            None,
+            f"installed torch {facts.torch_version} ({tag}) does not fit: {a.why_not}",
+            public,
+        )
     return _Choice(rel, patch, a), "", public
 
 
@@ -693,7 +716,10 @@ def resolve_install_plan(
             )
         gpus.append(_Gpu(label, _cc_tuple(cc), spec_row.max_driver_branch if spec_row else None))
         reasons.append(
-            f"GPU {i}: {label}, compute capability {cc}" + ("" if g.cc else " (from the GPU table)")
+            f"GPU {i}: "
+            + (f"{g.name}, " if g.name else "")
+            + f"compute capability {cc}"
+            + ("" if g.cc else " (from the GPU table)")
         )
     if not gpus:
         reasons.append("no NVIDIA GPU: CPU build")
@@ -861,23 +887,33 @@ def _driver_option(ctx: _Context) -> str:
         key=parse_driver,
     )
     current = ctx.driver.parsed
-    target = _what_if(ctx, driver=_Driver(ctx.data, _FOREVER_DRIVER, None))
-    found: list[tuple[str, _Choice]] = []
-    for t in thresholds:
-        if current is not None and parse_driver(t) <= current:
-            continue
-        alt = _what_if(ctx, driver=_Driver(ctx.data, t, None))
-        if alt is not None and (not found or alt.patch.version != found[-1][1].patch.version):
-            found.append((t, alt))
-            if target is None or alt.patch.version == target.patch.version:
-                break  # the lowest driver for the newest build the request allows
-    if not found:
+    if current is not None:
+        thresholds = [t for t in thresholds if parse_driver(t) > current]
+    plans: dict[str, _Choice | None] = {}
+
+    def plan_at(t: str) -> _Choice | None:
+        if t not in plans:
+            plans[t] = _what_if(ctx, driver=_Driver(ctx.data, t, None))
+        return plans[t]
+
+    # A newer driver never loses a build, so both searches are monotonic: bisect them.
+    target = plan_at(thresholds[-1]) if thresholds else None
+    if target is None:
         return "upgrade the NVIDIA driver"
-    newest = found[-1]
-    t, alt = newest
+    lowest_any = _bisect(thresholds, lambda t: plan_at(t) is not None)
+    lowest_newest = _bisect(
+        thresholds,
+        lambda t: (c := plan_at(t)) is not None and c.patch.version == target.patch.version,
+    )
+    found = [(lowest_any, plan_at(lowest_any))]
+    if lowest_newest != lowest_any:
+        found.append((lowest_newest, plan_at(lowest_newest)))
+    t, alt = found[-1]
+    assert alt is not None
     text = f"upgrade the NVIDIA driver to ≥ {t}: then torch {alt.patch.version}+{alt.assessment.variant.tag}"
-    if found[0] is not newest:
+    if len(found) > 1:
         t0, alt0 = found[0]
+        assert alt0 is not None
         text += f" (≥ {t0} already allows torch {alt0.patch.version}+{alt0.assessment.variant.tag})"
     branch = int(t.split(".")[0])
     caps = [g for g in ctx.gpus if g.max_driver_branch and g.max_driver_branch < branch]
@@ -887,3 +923,15 @@ def _driver_option(ctx: _Context) -> str:
             f"(unverified), so R{branch} may not support it"
         )
     return text
+
+
+def _bisect(ordered: list[str], pred: Callable[[str], bool]) -> str:
+    """The first item for which a monotonic `pred` holds (the last one must hold)."""
+    lo, hi = 0, len(ordered) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pred(ordered[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return ordered[lo]

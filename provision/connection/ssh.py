@@ -50,6 +50,20 @@ def _remote_path_expr(path: str) -> str:
     return shlex.quote(path)
 
 
+def _jump_host(chain: str, ssh_config: str | None) -> Host:
+    """ProxyJump `a,b`: reach b through a, then the target through b (OpenSSH's order). Each hop
+    may be an ssh_config alias."""
+    from provision.inventory.ssh_config import apply_ssh_config
+    from provision.inventory.targets import parse_target
+
+    *earlier, last = [hop.strip() for hop in chain.split(",") if hop.strip()]
+    jump = apply_ssh_config(parse_target(last), ssh_config)
+    jump.local = False  # a jump host is always reached over SSH
+    if earlier:
+        jump.proxy_jump = ",".join(earlier)
+    return jump
+
+
 def _secret_from_env(var: str | None, what: str) -> str | None:
     if not var:
         return None
@@ -89,10 +103,7 @@ class SSHConnection(Connection):
             connect_kwargs["passphrase"] = passphrase
         gateway = None
         if host.proxy_jump:
-            from provision.inventory.targets import parse_target  # ProxyJump takes user@host:port
-
-            jump = parse_target(host.proxy_jump)
-            gateway = SSHConnection(jump, opts)._build()
+            gateway = SSHConnection(_jump_host(host.proxy_jump, opts.ssh_config), opts)._build()
         fab = FabricConnection(
             host.connect_address,
             user=host.user or opts.user,

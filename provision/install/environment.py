@@ -42,6 +42,7 @@ from provision.errors import ConfigError, HostError
 MANIFEST = "provision-env.json"
 DEFAULT_NAME = "provision"
 PIP_PID_FILE = ".provision-pip.pid"
+STALE_LOCK_MINUTES = 360
 _GEN_NAME = re.compile(r"^\d{8}T\d{6}-[0-9a-f]{6}$")
 
 
@@ -181,8 +182,11 @@ class ManagedEnv:
     def acquire(self, owner: str) -> None:
         """One install per environment at a time (two would race for the switch)."""
         g, lock = _q(self.gens), _q(self.lock_dir)
+        # A lock older than STALE_LOCK_MINUTES is from an install whose controller vanished (a
+        # dropped connection leaves it behind); it is taken over.
         script = (
-            f"mkdir -p {g} && mkdir {lock} 2>/dev/null && printf '%s\\n' {_q(owner)} > {lock}/owner"
+            f"mkdir -p {g} && {{ [ -z \"$(find {lock} -maxdepth 0 -mmin +{STALE_LOCK_MINUTES} 2>/dev/null)\" ] "
+            f"|| rm -rf -- {lock}; }} && mkdir {lock} 2>/dev/null && printf '%s\\n' {_q(owner)} > {lock}/owner"
         )
         result = self.connection.run(script, timeout=60)
         if not result.ok:
@@ -261,10 +265,13 @@ class ManagedEnv:
             raise ValueError(f"refusing to remove {generation!r}: not a generation of {self.path}")
         g = _q(generation)
         pid_file = _q(f"{generation}/{PIP_PID_FILE}")
+        # TERM the pip supervisor (it stops pip and exits), wait up to 10 s, then KILL; only a
+        # process whose command line names this generation is ever signalled (pid reuse).
         script = (
             f"if [ -r {pid_file} ]; then pid=$(cat {pid_file}); "
             f'if [ -n "$pid" ] && tr "\\0" " " < /proc/$pid/cmdline 2>/dev/null | grep -qF {g}; then '
-            f'kill "$pid" 2>/dev/null; sleep 0.5; kill -9 "$pid" 2>/dev/null; fi; fi; '
+            f'kill "$pid" 2>/dev/null; i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do '
+            f'sleep 0.1; i=$((i+1)); done; kill -9 "$pid" 2>/dev/null; fi; fi; '
             f"rm -rf -- {g}"
         )
         self.connection.run(script, timeout=300)

@@ -19,6 +19,7 @@ import json
 import os
 import shlex
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from provision.install.mirrors import (
     secrets_of,
     torch_index_candidates,
 )
-from provision.install.pip import _READ_ENV, _env_block, install_command, relevant_lines
+from provision.install.pip import _READ_ENV, PipCommand, _env_block, install_command, relevant_lines
 from provision.install.planning import (
     NoPlanError,
     Plan,
@@ -85,6 +86,7 @@ class InstallOptions:
     pip_deadline: float = 3600.0  # the whole pip run
     pip_cache: str | None = None  # None: the data dir's cache when there is one; "off": none
     keep_generations: int = 2  # current + previous
+    cancel: threading.Event | None = None  # set (e.g. on Ctrl-C) to stop and clean up promptly
 
     def validate(self) -> None:
         bad = [w for w in self.with_ if w not in COMPANIONS]
@@ -307,6 +309,67 @@ def probe_indexes(connection: Connection, python: str, targets: list[tuple[str, 
         return [{"url": u, "ok": False, "detail": f"probe failed: {result.stderr.strip()[-200:]}"} for u, _ in targets]
 
 
+class InstallCancelled(HostError):
+    """Stopped on request (Ctrl-C); the previous environment is untouched."""
+
+
+def _check_cancel(options: InstallOptions, host: str, result: InstallResult) -> None:
+    if options.cancel is not None and options.cancel.is_set():
+        result.action = "failed"
+        result.message = "interrupted; the environment is unchanged"
+        raise InstallCancelled(host, result.message)
+
+
+_INTERESTING = ("Collecting", "Downloading", "Installing collected", "Successfully installed", "ERROR")
+
+
+def run_pip(connection: Connection, cmd: PipCommand, generation: str, options: InstallOptions,
+            say: Callable[[str], None]) -> tuple[int, str]:
+    """Run pip detached on the host and poll it: (exit code, its whole output).
+
+    Polling (0.3 s growing to 3 s) instead of one long blocking command lets a Ctrl-C or
+    `options.cancel` stop pip within a poll, from any thread, and shows progress as it comes."""
+    meta = f"{generation}/.provision"
+    log, exit_file, pid_file = f"{meta}/pip.log", f"{meta}/pip.exit", f"{generation}/{PIP_PID_FILE}"
+    q = shlex.quote
+    start = connection.run(f"mkdir -p {q(meta)} && rm -f {q(log)} {q(exit_file)} && "
+                           + cmd.detached_script(log, exit_file, pid_file),
+                           stdin=cmd.stdin, timeout=60)
+    pid = (start.stdout.strip().splitlines() or [""])[-1]
+    if not start.ok or not pid.isdigit():
+        return start.exit_code or 1, start.stdout + start.stderr
+    chunks: list[str] = []
+    offset = 0
+    delay, deadline = 0.3, time.monotonic() + options.pip_deadline
+    while True:
+        poll = connection.run(
+            f"e=$(cat {q(exit_file)} 2>/dev/null); a=0; kill -0 {pid} 2>/dev/null && a=1; "
+            f"s=$(wc -c < {q(log)} 2>/dev/null || echo 0); echo \"exit=$e alive=$a size=$s\"; "
+            f'[ "$s" -gt {offset} ] && tail -c +{offset + 1} {q(log)} | head -c $((s - {offset})); true',
+            timeout=60,
+        )
+        head, _, body = poll.stdout.partition("\n")
+        fields = dict(item.partition("=")[::2] for item in head.split())
+        if fields.get("size", "").isdigit() and int(fields["size"]) > offset:
+            offset = int(fields["size"])  # byte offset from the host: no decoding round trip
+            chunks.append(body)
+            for line in body.splitlines():
+                if line.strip().startswith(_INTERESTING):
+                    say(line.strip()[:160])
+        if fields.get("exit", "").lstrip("-").isdigit():
+            return int(fields["exit"]), "".join(chunks)
+        if fields.get("alive") == "0":
+            # exited between the two reads? one more look at the exit file before calling it lost
+            again = connection.run(f"cat {q(exit_file)} 2>/dev/null", timeout=60).stdout.strip()
+            return (int(again) if again.lstrip("-").isdigit() else -1), "".join(chunks)
+        if options.cancel is not None and options.cancel.is_set():
+            return 130, "".join(chunks)
+        if time.monotonic() > deadline:
+            return 124, "".join(chunks)
+        time.sleep(delay)
+        delay = min(delay * 1.5, 3.0)
+
+
 # -- the install --------------------------------------------------------------------------------
 
 
@@ -471,16 +534,19 @@ def install(
         cmd = install_command(
             gen_python, requirements, index_cfg,
             requirement_files=req_files, report_path=f"{meta_dir}/pip-report.json",
-            require_hashes=require_hashes, cache_dir=cache, pid_file=f"{generation}/{PIP_PID_FILE}",
+            require_hashes=require_hashes, cache_dir=cache,
             timeout=options.pip_timeout, retries=options.pip_retries,
         )
         result.pip_command = scrub(cmd.display, secrets)
         say(f"pip install ({index_cfg.describe()})")
+        _check_cancel(options, host, result)
         with _timed(t, "pip"):
-            run = connection.run(cmd.script, stdin=cmd.stdin, timeout=options.pip_deadline)
-        if not run.ok:
-            result.pip_lines = relevant_lines(run.stdout + "\n" + run.stderr, cmd.secrets + secrets)
-            why = "pip timed out" if run.exit_code == 124 else f"pip failed (exit {run.exit_code})"
+            code, output = run_pip(connection, cmd, generation, options, say)
+        _check_cancel(options, host, result)
+        if code != 0:
+            result.pip_lines = relevant_lines(output, cmd.secrets + secrets)
+            why = {124: "pip timed out", -1: "pip stopped without an exit code (killed? out of memory?)"}.get(
+                code, f"pip failed (exit {code})")
             raise fail(f"{why}; {env.path} is unchanged. " + (result.pip_lines[-1] if result.pip_lines else ""))
         with contextlib.suppress(OSError, ValueError):
             report = json.loads(connection.get(f"{meta_dir}/pip-report.json"))
@@ -508,6 +574,7 @@ def install(
             "verify": {"torch": (check.data.get("torch") or {})},
             "locked": bool(lock),
         })
+        _check_cancel(options, host, result)
         with _timed(t, "switch"):
             result.previous = env.switch(generation)
             switched = True

@@ -18,7 +18,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from provision.install.mirrors import IndexConfig, has_credentials, scrub, secrets_of
+from provision.install.mirrors import IndexConfig, has_credentials, mask_url, scrub, secrets_of
 
 KEEP_PIP_VARS = ("PIP_CERT", "PIP_CLIENT_CERT")
 _NO_PIP_CONFIG = (
@@ -34,12 +34,52 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass
 class PipCommand:
-    """A pip run on the host: `script` for the shell, `stdin` carrying secret-bearing env."""
+    """A pip run on the host: argv (no secrets) plus the secret-bearing env sent over stdin."""
 
-    script: str
-    stdin: bytes
+    argv: list[str]
+    env: dict[str, str]
     display: str  # what logs and reports show (masked)
     secrets: list[str] = field(default_factory=list)
+    network_turbo: bool = False
+
+    @property
+    def stdin(self) -> bytes:
+        return _env_block(self.env)
+
+    def script(self, pid_file: str | None = None) -> str:
+        """Run pip in the foreground (its output is the command's output)."""
+        return _prelude(self.network_turbo, pid_file) + "exec " + shlex.join(self.argv)
+
+    def detached_script(self, log: str, exit_file: str, pid_file: str) -> str:
+        """Start pip under a small supervisor that outlives the SSH channel and prints its pid:
+        the controller polls the log and exit file, so a Ctrl-C or a dropped connection can
+        always be followed by stopping pip (TERM to the supervisor) and removing its files."""
+        python = self.argv[0]
+        sup = shlex.join([python, "-c", _SUPERVISOR, log, exit_file, pid_file, *self.argv])
+        return _prelude(self.network_turbo, None) + f"nohup {sup} >/dev/null 2>&1 </dev/null & echo $!"
+
+
+# Host side (Python 3.8+): run pip, pass TERM on, record the exit code atomically.
+_SUPERVISOR = """
+import os, signal, subprocess, sys
+log, exit_file, pid_file = sys.argv[1:4]
+with open(pid_file, "w") as f:
+    f.write(str(os.getpid()))
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+with open(log, "ab") as out:
+    p = subprocess.Popen(sys.argv[4:], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    signal.signal(signal.SIGTERM, lambda *a: p.terminate())
+    signal.signal(signal.SIGINT, lambda *a: p.terminate())
+    while True:
+        try:
+            code = p.wait()
+            break
+        except InterruptedError:
+            continue
+with open(exit_file + ".tmp", "w") as f:
+    f.write(str(code))
+os.rename(exit_file + ".tmp", exit_file)
+"""
 
 
 def _env_block(env: dict[str, str]) -> bytes:
@@ -51,9 +91,9 @@ def _env_block(env: dict[str, str]) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-def _prelude(index: IndexConfig | None, env: dict[str, str], pid_file: str | None) -> str:
+def _prelude(network_turbo: bool, pid_file: str | None) -> str:
     parts = [_NO_PIP_CONFIG, _READ_ENV]
-    if index is not None and index.network_turbo:
+    if network_turbo:
         # AutoDL's academic proxy: sets http(s)_proxy for this shell only
         parts.append(
             '[ -r /etc/network_turbo ] || { echo "ERROR: --network-turbo: /etc/network_turbo not found '
@@ -108,7 +148,6 @@ def install_command(
     dry_run: bool = False,
     ignore_installed: bool = False,
     cache_dir: str | None = None,
-    pid_file: str | None = None,
     timeout: float = 30,
     retries: int = 2,
 ) -> PipCommand:
@@ -135,12 +174,11 @@ def install_command(
     for path in requirement_files:
         args += ["-r", path]
     args += list(requirements)
-    script = _prelude(index, env, pid_file) + "exec " + shlex.join(args)
     secrets = secrets_of([index.index_url, *index.extra_index_urls, *index.find_links, index.proxy])
     display = scrub(shlex.join(args), secrets)
     if env.get("PIP_INDEX_URL"):
-        display += f"  (index {scrub(env['PIP_INDEX_URL'], secrets)} via PIP_INDEX_URL)"
-    return PipCommand(script=script, stdin=_env_block(env), display=display, secrets=secrets)
+        display += f"  (index {mask_url(env['PIP_INDEX_URL'])} via PIP_INDEX_URL)"
+    return PipCommand(argv=args, env=env, display=display, secrets=secrets, network_turbo=index.network_turbo)
 
 
 def freeze_command(python: str) -> str:

@@ -70,7 +70,7 @@ def parse_host_line(line: str, where: str) -> tuple[list[str], int | None, dict[
         if not sep or not key:
             raise ConfigError(
                 f"{where}: expected key=value after the host name, got {token!r} "
-                "(quote values that contain spaces: key=\"a b\")"
+                '(quote values that contain spaces: key="a b")'
             )
         variables[key] = parse_value(value)
     return names, port, variables

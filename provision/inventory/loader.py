@@ -45,17 +45,21 @@ class InventoryBuilder:
         self.host_origins: dict[str, str] = {}
         self.group_origins: dict[str, str] = {}
         self.sources: list[str] = []
+        self._members: dict[str, set[str]] = {"all": set(), "ungrouped": set()}
 
     def add_group(self, name: str, origin: str) -> None:
         if name not in self.groups:
             self.groups[name] = []
+            self._members[name] = set()
             self.children[name] = []
             self.group_vars[name] = {}
             self.group_origins[name] = origin
 
     def add_child(self, parent: str, child: str, origin: str) -> None:
         if child == "all":
-            raise ConfigError(f"{origin}: group 'all' holds every host; it can't be inside {parent!r}")
+            raise ConfigError(
+                f"{origin}: group 'all' holds every host; it can't be inside {parent!r}"
+            )
         if child == parent:
             raise ConfigError(f"{origin}: group {parent!r} can't contain itself")
         self.add_group(parent, origin)
@@ -70,7 +74,8 @@ class InventoryBuilder:
         if name not in self.host_vars:
             self.host_vars[name] = {}
             self.host_origins[name] = origin
-        if name not in self.groups[group]:
+        if name not in self._members[group]:
+            self._members[group].add(name)
             self.groups[group].append(name)
         if port is not None:
             self.host_vars[name]["ansible_port"] = port
@@ -130,9 +135,7 @@ class InventoryBuilder:
             sources=list(self.sources),
         )
         for name in self._host_order():
-            groups = sorted(
-                member_of[name], key=lambda g: (depth[g], self.priority.get(g, 1), g)
-            )
+            groups = sorted(member_of[name], key=lambda g: (depth[g], self.priority.get(g, 1), g))
             merged: dict[str, Any] = {}
             for group in groups:
                 merged.update(self.group_vars[group])
@@ -174,10 +177,10 @@ class InventoryBuilder:
         for group, members in self.groups.items():
             if group not in ("all", "ungrouped"):
                 in_group.update(members)
-        self.groups["ungrouped"] = [h for h in self.groups["ungrouped"] if h not in in_group]
-        for host in self.host_vars:
-            if host not in in_group and host not in self.groups["ungrouped"]:
-                self.groups["ungrouped"].append(host)
+        ungrouped = [h for h in self.groups["ungrouped"] if h not in in_group]
+        listed = set(ungrouped)
+        ungrouped += [h for h in self.host_vars if h not in in_group and h not in listed]
+        self.groups["ungrouped"] = ungrouped
 
     def _host_order(self) -> list[str]:
         """Ansible's order for `all`: its own hosts, then each child group's, breadth first."""
@@ -273,7 +276,9 @@ def _looks_like_yaml(text: str) -> bool:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
         return False
-    return isinstance(data, dict) and all(v is None or isinstance(v, dict | list) for v in data.values())
+    return isinstance(data, dict) and all(
+        v is None or isinstance(v, dict | list) for v in data.values()
+    )
 
 
 def load_inventory(files: list[str]) -> Inventory:
@@ -308,8 +313,10 @@ def load_inventory(files: list[str]) -> Inventory:
 def _explicit_target(text: str) -> bool:
     """Written as a target string, never as an inventory pattern."""
     stripped = text.strip()
-    return "@" in stripped or any(c.isspace() for c in stripped) or stripped.lower().startswith(
-        "ssh://"
+    return (
+        "@" in stripped
+        or any(c.isspace() for c in stripped)
+        or stripped.lower().startswith("ssh://")
     )
 
 

@@ -49,7 +49,8 @@ class Inventory:
     groups: dict[str, list[str]] = field(default_factory=dict)
     children: dict[str, list[str]] = field(default_factory=dict)
     group_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # host name -> the vars written on the host itself (Host.vars holds the merged result)
+    # host name -> the vars written on the host itself (Host.vars holds the merged result),
+    # in the order the hosts were first defined (`hosts` is in Ansible's `all` order instead)
     host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
     # "file:line" where each host / group was first defined, for error messages
     host_origins: dict[str, str] = field(default_factory=dict)
@@ -60,7 +61,7 @@ class Inventory:
         """All hosts in a group, its children included, in inventory order."""
         if group == "all":
             return list(self.hosts)
-        seen: list[str] = []
+        seen: dict[str, None] = {}  # ordered set: big groups (gpu[0001:9999]) stay linear
         stack = [group]
         visited: set[str] = set()
         while stack:
@@ -68,8 +69,6 @@ class Inventory:
             if g in visited:
                 continue
             visited.add(g)
-            for h in self.groups.get(g, []):
-                if h not in seen:
-                    seen.append(h)
+            seen.update(dict.fromkeys(self.groups.get(g, [])))
             stack.extend(self.children.get(g, []))
-        return seen
+        return list(seen)

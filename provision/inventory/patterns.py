@@ -96,7 +96,9 @@ def _match_term(inventory: Inventory, term: str, cache: dict[str, list[str]]) ->
     for group in matched_groups:
         names.extend(inventory.group_hosts(group))
     if not matched_groups or expr.startswith("~") or any(c in expr for c in ".?*["):
-        names.extend(_match_names(list(inventory.hosts), expr))
+        # Ansible matches host names in the order they were defined, not in `all` order.
+        defined = [h for h in inventory.host_vars if h in inventory.hosts] or list(inventory.hosts)
+        names.extend(_match_names(defined, expr))
     names = list(dict.fromkeys(names))
     if not names and expr in LOCAL_NAMES:
         names = [expr]
@@ -140,27 +142,28 @@ def select_names(inventory: Inventory, pattern: str | list[str]) -> list[str]:
     if not terms:
         raise ConfigError("empty host pattern: use 'all', a group, a host, or a:b / a:&b / a:!b")
     cache: dict[str, list[str]] = {}
-    selected: list[str] = []
+    selected: dict[str, None] = {}  # an ordered set: inventories can hold thousands of hosts
     for term in _order(terms):
         if term in inventory.hosts:
-            if term not in selected:
-                selected.append(term)
+            selected.setdefault(term)
             continue
         if term[0] in "!&" and len(term) == 1:
             raise ConfigError(f"host pattern {term!r} needs a name after it, e.g. 'all:!gpu03'")
         names = _match_term(inventory, term.lstrip("!&") if term[0] in "!&" else term, cache)
         if term[0] == "!":
             drop = set(names)
-            selected = [n for n in selected if n not in drop]
+            selected = {n: None for n in selected if n not in drop}
         elif term[0] == "&":
             keep = set(names)
-            selected = [n for n in selected if n in keep]
+            selected = {n: None for n in selected if n in keep}
         else:
-            selected.extend(n for n in names if n not in selected)
-    return selected
+            selected.update(dict.fromkeys(names))
+    return list(selected)
 
 
-def select_hosts(inventory: Inventory, pattern: str | list[str], limit: str | None = None) -> list[Host]:
+def select_hosts(
+    inventory: Inventory, pattern: str | list[str], limit: str | None = None
+) -> list[Host]:
     """The hosts a pattern selects (Ansible semantics), narrowed by `limit` (-l) when given.
 
     `limit` is a pattern too, or `@FILE` with one host per line, as with `ansible -l @retry`.
@@ -174,7 +177,5 @@ def select_hosts(inventory: Inventory, pattern: str | list[str], limit: str | No
     hosts = []
     for name in names:
         host = inventory.hosts.get(name) or _implicit_localhost(inventory, name)
-        hosts.append(
-            dataclasses.replace(host, groups=list(host.groups), vars=dict(host.vars))
-        )
+        hosts.append(dataclasses.replace(host, groups=list(host.groups), vars=dict(host.vars)))
     return hosts

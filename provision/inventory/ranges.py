@@ -66,7 +66,9 @@ def _range_values(body: str, pattern: str) -> list[str]:
             )
         first, last = int(begin), int(end)
         if first > last:
-            raise RangeError(f"bad range [{body}] in {pattern!r}: begin {first} is after end {last}")
+            raise RangeError(
+                f"bad range [{body}] in {pattern!r}: begin {first} is after end {last}"
+            )
         return [str(n).zfill(width) for n in range(first, last + 1, step)]
 
     letters = string.ascii_letters

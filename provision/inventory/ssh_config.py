@@ -96,7 +96,9 @@ def apply_ssh_config(host: Host, path: str | None = None) -> Host:
     if entry is None:
         return host
     # Only keys that exist: ssh falls through a missing default IdentityFile, and so do we.
-    key_file = next((k for k in entry.identity_files if os.path.isfile(os.path.expanduser(k))), None)
+    key_file = next(
+        (k for k in entry.identity_files if os.path.isfile(os.path.expanduser(k))), None
+    )
     return dataclasses.replace(
         host,
         address=entry.hostname,

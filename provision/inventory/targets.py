@@ -242,7 +242,9 @@ def _parse_ssh_command(args: list[str], raw: str) -> Host:
     if destination is None:
         raise AddressError(f"the ssh command {raw!r} has no destination (user@host)")
     if remote_command:
-        log.warning("ignoring the remote command %r in the pasted ssh command", " ".join(remote_command))
+        log.warning(
+            "ignoring the remote command %r in the pasted ssh command", " ".join(remote_command)
+        )
     user, host, port = _parse_destination(destination)
     if "port" in got:
         port = parse_port(got["port"], f"the ssh command {raw!r}")

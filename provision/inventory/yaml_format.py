@@ -53,7 +53,9 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
             hash(key)
         except TypeError:
             raise yaml.constructor.ConstructorError(
-                "while reading a mapping", node.start_mark, "a key can't be a list or mapping",
+                "while reading a mapping",
+                node.start_mark,
+                "a key can't be a list or mapping",
                 key_node.start_mark,
             ) from None
         result[key] = loader.construct_object(value_node, deep=True)
@@ -63,7 +65,8 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
 
 def _construct_vault(loader: _Loader, node: yaml.Node) -> None:
     raise yaml.constructor.ConstructorError(
-        None, None,
+        None,
+        None,
         "vault-encrypted values (!vault) are not supported: keep secrets in environment "
         "variables and name them with --password-env / --passphrase-env",
         node.start_mark,
@@ -183,7 +186,9 @@ def _parse_group(name: Any, data: Any, path: str, line: int, builder: InventoryB
             )
         if key == "vars":
             for var, var_value in value.items():
-                builder.set_group_var(group, str(var), plain(var_value), f"{path}:{_line(value, var)}")
+                builder.set_group_var(
+                    group, str(var), plain(var_value), f"{path}:{_line(value, var)}"
+                )
         elif key == "children":
             for child, child_data in value.items():
                 child_line = _line(value, child)
@@ -201,7 +206,9 @@ def _parse_group(name: Any, data: Any, path: str, line: int, builder: InventoryB
     return group
 
 
-def _add_hosts(pattern: str, group: str, host_vars: dict, where: str, builder: InventoryBuilder) -> None:
+def _add_hosts(
+    pattern: str, group: str, host_vars: dict, where: str, builder: InventoryBuilder
+) -> None:
     try:
         host, port = split_host_port(pattern)
         names = expand_host_range(host)
@@ -219,7 +226,9 @@ def _parse_list_json(data: dict, path: str, builder: InventoryBuilder) -> None:
     hostvars = (meta.get("hostvars") or {}) if isinstance(meta, dict) else {}
     groups = [(name, value) for name, value in data.items() if name != "_meta"]
     for name, _ in groups:
-        builder.add_group(_group_name(name, f"{path}:{_line(data, name)}"), f"{path}:{_line(data, name)}")
+        builder.add_group(
+            _group_name(name, f"{path}:{_line(data, name)}"), f"{path}:{_line(data, name)}"
+        )
     for name, value in groups:
         where = f"{path}:{_line(data, name)}"
         if isinstance(value, list):  # the oldest script format: group: [host, ...]

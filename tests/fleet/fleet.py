@@ -258,7 +258,9 @@ class Fleet:
         self,
         size: int = 8,
         *,
-        ssd_size: str = "512m",
+        # tmpfs takes memory only for what is written; 4g because the facts agent passes over a
+        # known data dir (/root/autodl-tmp) with less than 1 GiB free, as a full rental disk is
+        ssd_size: str = "4g",
         root_size: str = "1g",
         start_timeout: float = 30.0,
     ) -> None:

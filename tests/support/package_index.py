@@ -8,7 +8,7 @@
 Bind it to 127.0.0.1 for localhost installs or to the fleet bridge address so the fleet's
 hosts reach it. Failure injection is a knob, not a fake: `hide` drops projects from the index
 (pip: "No matching distribution"), `broken_files` lists files whose download answers 404 (pip:
-the wheel is missing), `auth` demands HTTP basic credentials. Every request is recorded, and a
+the wheel is missing), `auth` demands HTTP basic credentials, `delay` makes every answer slow. Every request is recorded, and a
 `watch_secret` makes the server look through every process's command line on each request, so a
 test can prove a credential never reached `ps` while pip was fetching.
 
@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -102,12 +103,14 @@ class PackageIndex:
         broken_files: Iterable[str] = (),
         auth: tuple[str, str] | None = None,
         watch_secret: str | None = None,
+        delay: float = 0.0,
     ) -> None:
         self.directory = Path(directory)
         self.hide = {normalize(p) for p in hide}
         self.broken_files = set(broken_files)
         self.auth = auth
         self.watch_secret = watch_secret
+        self.delay = delay  # seconds each answer waits: a slow index, for interruption tests
         self.requests: list[str] = []  # "GET /simple/torch/ 200"
         self.secret_seen_in: list[str] = []  # command lines that held watch_secret
         self._lock = threading.Lock()
@@ -216,6 +219,8 @@ class PackageIndex:
 
             def do_GET(self) -> None:  # noqa: N802
                 index._check_secret_in_process_list()
+                if index.delay:
+                    time.sleep(index.delay)
                 if not self._authorized():
                     self._send(401, b"credentials required\n", "text/plain")
                     return

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from provision.agent.bench import compute, dataloader, distributed, memory, network, nvml, run
-from provision.agent.bench import sampler, storage, timing, transfer
+from provision.agent.bench import (
+    compute,
+    dataloader,
+    distributed,
+    memory,
+    network,
+    nvml,
+    run,
+    sampler,
+    storage,
+    timing,
+    transfer,
+)
 
 
 # -- formulas ----------------------------------------------------------------------------------
@@ -28,7 +39,9 @@ def test_median() -> None:
 
 def test_tflops_and_pct_of_peak() -> None:
     assert compute.tflops(1000, 2e-3) == pytest.approx(1.0)
-    pct = compute.pct_of_peak({"fp32": 10.0, "fp16": 150.0, "bf16": None}, {"fp32": 20.0, "fp16": 300.0})
+    pct = compute.pct_of_peak(
+        {"fp32": 10.0, "fp16": 150.0, "bf16": None}, {"fp32": 20.0, "fp16": 300.0}
+    )
     assert pct == {"fp32": 50.0, "tf32": None, "fp16": 50.0, "bf16": None}
     assert compute.pct_of_peak({"fp32": 1.0}, None)["fp32"] is None
     assert compute.peaks_for({"0": {"fp32": 1}}, 0) == {"fp32": 1}  # JSON keys are strings
@@ -42,7 +55,24 @@ def test_pcie_theoretical_rates() -> None:
     assert transfer.theoretical_gbs(5, 8) == pytest.approx(31.5, abs=0.01)
     assert transfer.theoretical_gbs(None, 16) is None
     assert transfer.theoretical_gbs(9, 16) is None
-    assert transfer.link_facts({"pcie": {"0": {"gen": 4, "width": 16}}}, 0) == {"gen": 4, "width": 16}
+    facts = {"pcie": {"0": {"gen_current": 1, "gen_max": 4, "width_current": 16, "width_max": 16}}}
+    assert transfer.link_facts(facts, 0) == {"gen": 1, "max_gen": 4, "width": 16, "max_width": 16}
+    assert transfer.link_facts({"pcie": {"0": {}}}, 0) is None
+    merged = transfer.merge_link(
+        {"gen": 4, "width": 16, "max_gen": None}, transfer.link_facts(facts, 0)
+    )
+    assert merged == {
+        "gen": 4,
+        "width": 16,
+        "max_gen": 4,
+        "max_width": 16,
+        "source": "nvml after the copies",
+    }
+    assert transfer.merge_link(None, None) is None
+    assert transfer.link_facts({"pcie": {"0": {"gen": 4, "width": 16}}}, 0) == {
+        "gen": 4,
+        "width": 16,
+    }
 
 
 # -- batch search --------------------------------------------------------------------------------
@@ -61,7 +91,9 @@ def fake_allocator(limit: int, exc: type[BaseException] = RuntimeError):
 def test_search_finds_the_limit_within_resolution(limit: int) -> None:
     try_batch, calls = fake_allocator(limit)
     recovered: list[int] = []
-    result = memory.search_max_batch(try_batch, start=8, cap=1 << 16, recover=lambda: recovered.append(1))
+    result = memory.search_max_batch(
+        try_batch, start=8, cap=1 << 16, recover=lambda: recovered.append(1)
+    )
     assert result.bounded_by == "oom" and result.exact
     assert result.max_batch <= limit
     assert limit - result.max_batch <= max(1, int(result.max_batch * 0.05))
@@ -182,7 +214,11 @@ def test_cpu_percent_from_proc_stat(tmp_path) -> None:
 
 
 def test_throttle_reasons_decode_and_summary() -> None:
-    assert nvml.decode_throttle(0x1 | 0x4 | 0x40) == ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]
+    assert nvml.decode_throttle(0x1 | 0x4 | 0x40) == [
+        "gpu_idle",
+        "sw_power_cap",
+        "hw_thermal_slowdown",
+    ]
     rows = [
         (0.0, 90, 1000, 1400, 9000, 70, 300.0, 0x0),
         (0.5, 100, 1200, 1200, 9000, 85, 350.0, 0x4),
@@ -206,7 +242,10 @@ def test_mount_of_picks_the_longest_prefix(tmp_path) -> None:
 
 
 def test_redact_hides_credentials() -> None:
-    assert network.redact("https://user:s3cret@mirror.example/simple/") == "https://***@mirror.example/simple/"
+    assert (
+        network.redact("https://user:s3cret@mirror.example/simple/")
+        == "https://***@mirror.example/simple/"
+    )
     assert network.redact("https://pypi.org/simple/") == "https://pypi.org/simple/"
     with pytest.raises(ValueError, match="expected http"):
         network.probe("ftp://user:pw@host/x", 1, 1.0)

@@ -46,12 +46,17 @@ CU13 = {"cu130", "cu132"}
 
 def facts(gpus, driver, python, **kw) -> HostFacts:
     return HostFacts(
-        gpus=tuple(GpuFact(name=g) for g in gpus), driver_version=driver, python_version=python, **kw
+        gpus=tuple(GpuFact(name=g) for g in gpus),
+        driver_version=driver,
+        python_version=python,
+        **kw,
     )
 
 
 def resolve(gpus, driver, python, facts_kw=None, **request):
-    return resolve_install_plan(facts(gpus, driver, python, **(facts_kw or {})), TorchRequest(**request))
+    return resolve_install_plan(
+        facts(gpus, driver, python, **(facts_kw or {})), TorchRequest(**request)
+    )
 
 
 # (gpus, driver, python, request, expected "version+variant", variants that must never be chosen)
@@ -138,18 +143,54 @@ def test_plan(gpus, driver, python, request_kw, expected, never):
 
 NO_PLAN_CASES = [
     # (gpus, driver, python, request, words the explanation/options must contain)
-    ([K80], D418, "3.10", {}, ["upgrade the NVIDIA driver to ≥ 450.80.02", "2.7.1+cu118", "CPU-only"]),
+    (
+        [K80],
+        D418,
+        "3.10",
+        {},
+        ["upgrade the NVIDIA driver to ≥ 450.80.02", "2.7.1+cu118", "CPU-only"],
+    ),
     ([K80], D470, "3.14", {}, ["Python 3.9–3.13", "2.7.1+cu118"]),
-    ([K80], D470, "3.10", {"spec": "2.9"}, ["use torch 2.7.1+cu118", "CPU-only build: torch 2.9.1+cpu"]),
+    (
+        [K80],
+        D470,
+        "3.10",
+        {"spec": "2.9"},
+        ["use torch 2.7.1+cu118", "CPU-only build: torch 2.9.1+cpu"],
+    ),
     ([K80], D470, "3.10", {"spec": ">=2.8"}, ["use torch 2.7.1+cu118"]),
-    ([T4], D418, "3.10", {}, ["≥ 525.60.13: then torch 2.14.0+cu126", "≥ 440.33 already allows torch 1.12.1+cu102"]),
-    ([RTX5090], D470, "3.12", {}, ["≥ 580.65.06: then torch 2.14.0+cu130", "≥ 525.60.13 already allows torch 2.11.0+cu128"]),
+    (
+        [T4],
+        D418,
+        "3.10",
+        {},
+        ["≥ 525.60.13: then torch 2.14.0+cu126", "≥ 440.33 already allows torch 1.12.1+cu102"],
+    ),
+    (
+        [RTX5090],
+        D470,
+        "3.12",
+        {},
+        ["≥ 580.65.06: then torch 2.14.0+cu130", "≥ 525.60.13 already allows torch 2.11.0+cu128"],
+    ),
     ([RTX5090], D570, "3.12", {"spec": "2.6"}, ["use torch 2.11.0+cu128"]),
     ([RTX5090], D570, "3.12", {"variant": "cu126"}, ["drop --variant cu126: torch 2.11.0+cu128"]),
     ([B200], D470, "3.12", {}, ["upgrade the NVIDIA driver"]),
     ([RTX3090], D535, "3.14", {"spec": "2.5"}, ["Python 3.9–3.12", "use torch 2.14.0+cu126"]),
-    ([RTX3090], D550, "3.12", {"spec": "2.12", "mirror": "pypi"}, ["download.pytorch.org/whl/cu126", "≥ 580.65.06"]),
-    ([A100], D535, "3.12", {"spec": "2.14", "allow_minor_version_compat": False}, ["allow CUDA minor-version compatibility", "≥ 560.28.03"]),
+    (
+        [RTX3090],
+        D550,
+        "3.12",
+        {"spec": "2.12", "mirror": "pypi"},
+        ["download.pytorch.org/whl/cu126", "≥ 580.65.06"],
+    ),
+    (
+        [A100],
+        D535,
+        "3.12",
+        {"spec": "2.14", "allow_minor_version_compat": False},
+        ["allow CUDA minor-version compatibility", "≥ 560.28.03"],
+    ),
     ([RTX3090], None, "3.12", {}, ["no NVIDIA driver", "CPU-only"]),
 ]
 
@@ -181,7 +222,9 @@ def test_k80_driver_cap_is_mentioned():
     """K80's last driver branch is R470: an option needing R580 says it may be impossible."""
     result = resolve([K80], D470, "3.10", spec="2.9")
     assert isinstance(result, NoPlan)
-    assert not any("upgrade the NVIDIA driver" in o for o in result.options)  # no driver helps sm_37 on 2.9
+    assert not any(
+        "upgrade the NVIDIA driver" in o for o in result.options
+    )  # no driver helps sm_37 on 2.9
     result = resolve([K80, T4], D418, "3.10")
     assert isinstance(result, NoPlan)
     driver_opt = next(o for o in result.options if o.startswith("upgrade the NVIDIA driver"))
@@ -207,11 +250,15 @@ def test_ada_runs_ampere_sass_with_a_note():
 
 def test_ptx_is_not_used_under_minor_version_compat():
     """A future sm_121 GPU (cc 12.1) runs sm_120 SASS; cc 13.0 would need 12.0+PTX = full driver."""
-    fut = HostFacts(gpus=(GpuFact(name="future", cc="13.0"),), driver_version=D570, python_version="3.12")
+    fut = HostFacts(
+        gpus=(GpuFact(name="future", cc="13.0"),), driver_version=D570, python_version="3.12"
+    )
     result = resolve_install_plan(fut, TorchRequest())
     assert isinstance(result, NoPlan)  # cu129 of 2.8 has 12.0+PTX but 570 < 575.51.03 (full)
     assert any("PTX JIT is unavailable" in r for r in result.reasons)
-    fut = HostFacts(gpus=(GpuFact(name="future", cc="13.0"),), driver_version=D580, python_version="3.12")
+    fut = HostFacts(
+        gpus=(GpuFact(name="future", cc="13.0"),), driver_version=D580, python_version="3.12"
+    )
     plan = resolve_install_plan(fut, TorchRequest())
     assert isinstance(plan, InstallPlan) and plan.mode == "ptx-jit" and plan.variant == "cu130"
     assert any("JIT-compiled from compute_120 PTX" in w for w in plan.warnings)
@@ -226,7 +273,9 @@ def test_pip_args_and_index_urls():
     ]  # fmt: skip
     assert plan.pip_command("/opt/venv/bin/python")[:3] == ["/opt/venv/bin/python", "-m", "pip"]
     assert plan.cudnn == "9.1.0.70"
-    mirror = resolve([RTX3090], D550, "3.12", spec="2.5.1", index_base="https://mirrors.nju.edu.cn/pytorch/whl/")
+    mirror = resolve(
+        [RTX3090], D550, "3.12", spec="2.5.1", index_base="https://mirrors.nju.edu.cn/pytorch/whl/"
+    )
     assert mirror.index_url == "https://mirrors.nju.edu.cn/pytorch/whl/cu124"
     pypi = resolve([RTX3090], D550, "3.12", spec="2.5.1", mirror="pypi",
                    index_base="https://pypi.tuna.tsinghua.edu.cn/simple")  # fmt: skip
@@ -234,7 +283,11 @@ def test_pip_args_and_index_urls():
     assert pypi.pip_args[-2:] == ["--index-url", "https://pypi.tuna.tsinghua.edu.cn/simple"]
     assert not any("+cu" in a for a in pypi.pip_args)
     legacy = resolve([A100], D525, "3.7")
-    assert legacy.pip_args[1:4] == ["torch==1.13.1+cu117", "torchvision==0.14.1+cu117", "torchaudio==0.13.1+cu117"]
+    assert legacy.pip_args[1:4] == [
+        "torch==1.13.1+cu117",
+        "torchvision==0.14.1+cu117",
+        "torchaudio==0.13.1+cu117",
+    ]
     assert legacy.pip_args[-2] == "--extra-index-url"
     no_audio = resolve([RTX3090], D550, "3.12", torchaudio=False)
     assert no_audio.torchaudio is None and not any("torchaudio" in a for a in no_audio.pip_args)
@@ -254,8 +307,22 @@ def test_torchaudio_after_2_11_is_2_11_1():
         ("2.5.1+cu124", None, "any", None, "keep", "2.5.1+cu124"),
         ("2.5.1+cu124", None, "latest", None, "install", "2.14.0+cu126"),  # latest means the newest
         ("2.5.1+cu124", None, "2.5", "cu121", "install", "2.5.1+cu121"),  # explicit variant differs
-        ("2.14.0", "12.6", "latest", None, "keep", "2.14.0+cu126"),  # PyPI-style version, CUDA from torch
-        ("2.14.0+cu130", None, "latest", None, "install", "2.14.0+cu126"),  # cu130 needs driver >= 580
+        (
+            "2.14.0",
+            "12.6",
+            "latest",
+            None,
+            "keep",
+            "2.14.0+cu126",
+        ),  # PyPI-style version, CUDA from torch
+        (
+            "2.14.0+cu130",
+            None,
+            "latest",
+            None,
+            "install",
+            "2.14.0+cu126",
+        ),  # cu130 needs driver >= 580
         ("2.14.0+cpu", None, "any", None, "install", "2.14.0+cu126"),  # CPU build on a GPU host
         ("2.99.0+cu126", None, "any", None, "install", "2.14.0+cu126"),  # not in the table
     ],
@@ -293,15 +360,23 @@ def test_cuda_max_only_and_forward_compat():
     only_cuda = HostFacts(gpus=(GpuFact(cc="8.6"),), cuda_max="12.2", python_version="3.12")
     plan = resolve_install_plan(only_cuda, TorchRequest(allow_minor_version_compat=False))
     assert plan.pin == "2.7.1+cu118"  # the newest build whose CUDA (11.8) is <= 12.2
-    plan = resolve_install_plan(only_cuda, TorchRequest(spec="2.5", allow_minor_version_compat=False))
+    plan = resolve_install_plan(
+        only_cuda, TorchRequest(spec="2.5", allow_minor_version_compat=False)
+    )
     assert plan.pin == "2.5.1+cu121"
-    forward = HostFacts(gpus=(GpuFact(cc="8.0"),), driver_version=D470, cuda_max="12.8", python_version="3.12")
+    forward = HostFacts(
+        gpus=(GpuFact(cc="8.0"),), driver_version=D470, cuda_max="12.8", python_version="3.12"
+    )
     plan = resolve_install_plan(forward, TorchRequest(allow_minor_version_compat=False))
-    assert plan.pin == "2.14.0+cu126"  # 470 + a cuda-compat package reporting 12.8: 12.6 is fully supported
+    assert (
+        plan.pin == "2.14.0+cu126"
+    )  # 470 + a cuda-compat package reporting 12.8: 12.6 is fully supported
 
 
 def test_unknown_gpu_without_cc():
-    result = resolve_install_plan(HostFacts(gpus=(GpuFact(name="Mystery GPU 9000"),), driver_version=D580))
+    result = resolve_install_plan(
+        HostFacts(gpus=(GpuFact(name="Mystery GPU 9000"),), driver_version=D580)
+    )
     assert isinstance(result, NoPlan)
     assert "Mystery GPU 9000" in result.explanation and "--cc" in result.options[0]
 
@@ -336,16 +411,30 @@ def test_spec_matching_nothing():
 
 
 def test_from_facts_document():
-    doc = {
-        "nvidia": {"driver_version": D535, "cuda_max": "12.2"},
-        "gpus": [{"index": 0, "name": RTX3090, "compute_capability": "8.6", "memory_total_bytes": 24 * 2**30}],
+    doc = {  # the shape provision/agent/facts produces
+        "nvidia": {"driver_version": D535, "cuda_driver_version": "12.2"},
+        "gpus": [
+            {
+                "index": 0,
+                "name": RTX3090,
+                "compute_capability": "8.6",
+                "memory": {"total_mib": 24576},
+            }
+        ],
         "python": {"version": "3.10.12", "executable": "/usr/bin/python3"},
         "torch": {"version": "2.5.1+cu121", "cuda": "12.1"},
+        "os": {"arch": "x86_64"},
     }
     f = HostFacts.from_facts(doc)
-    assert f.gpus[0].cc == "8.6" and f.driver_version == D535 and f.python_version == "3.10.12"
+    assert f.gpus[0].cc == "8.6" and f.gpus[0].memory_mib == 24576 and f.cuda_max == "12.2"
+    assert f.driver_version == D535 and f.python_version == "3.10.12" and f.arch == "x86_64"
     plan = resolve_install_plan(f, TorchRequest(spec="2.5"))
     assert plan.action == "keep" and plan.pin == "2.5.1+cu121"
+    # a facts section that failed is an {"error": ...} mapping, not a list
+    broken = HostFacts.from_facts(
+        {"nvidia": {"error": "x"}, "gpus": {"error": "x"}, "python": {"version": "3.12.3"}}
+    )
+    assert broken.gpus == () and broken.driver_version is None and broken.python_version == "3.12.3"
 
 
 # --- invariant sweep -------------------------------------------------------------------------
@@ -360,7 +449,12 @@ NEVER = {
     RTX5090: lambda v, rel: v not in ("cu128", "cu129", *CU13) or rel < Version("2.7"),
     B200: lambda v, rel: v not in ("cu128", "cu129", *CU13) or rel < Version("2.7"),
 }
-MVC_FLOOR = {"10": "440.33", "11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}  # 10.x: no MVC
+MVC_FLOOR = {
+    "10": "440.33",
+    "11": "450.80.02",
+    "12": "525.60.13",
+    "13": "580.65.06",
+}  # 10.x: no MVC
 PYTHONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
 DRIVERS = [D418, D450, D470, D525, D535, D550, D570, D580, D595]
 
@@ -381,7 +475,10 @@ def test_invariants_over_all_combinations(allow_mvc):
         assert tag != "cpu", where  # GPU hosts never silently get a CPU build
         # Python: within the release's range (or its listed experimental versions)
         pyv = Version(py)
-        assert Version(rel.python_min) <= pyv <= Version(rel.python_max) or py in rel.python_experimental, where
+        assert (
+            Version(rel.python_min) <= pyv <= Version(rel.python_max)
+            or py in rel.python_experimental
+        ), where
         # Driver: CUDA 13 needs >= 580; otherwise the family floor, or the full driver without MVC
         major = tag[2:-1]
         assert parse_driver(driver) >= parse_driver(MVC_FLOOR[major]), where
@@ -396,5 +493,7 @@ def test_invariants_over_all_combinations(allow_mvc):
         cc = GPU_CC[gpu]
         archs = rel.variants[tag].archs
         sass = any(a.major == cc[0] and a.minor <= cc[1] for a in archs)
-        assert sass or (result.mode == "ptx-jit" and any(a.ptx and a.cc <= cc for a in archs)), where
+        assert sass or (result.mode == "ptx-jit" and any(a.ptx and a.cc <= cc for a in archs)), (
+            where
+        )
     assert plans > 300  # most of the 630 combinations have a plan

@@ -144,7 +144,9 @@ def measure(request, quick, image_size=None):
         _prime(torch, spec, base_model, device, modes)
         for mode in modes:
             try:
-                runs[mode[0]] = _run_mode(torch, spec, base_model, device, mode, min_run_time, spec.batch)
+                runs[mode[0]] = _run_mode(
+                    torch, spec, base_model, device, mode, min_run_time, spec.batch
+                )
             except RuntimeError as exc:  # OOM or a kernel missing for this dtype: keep the others
                 errors[mode[0]] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 if on_gpu:

@@ -6,6 +6,7 @@ CPU quota and memory limit are far below what /proc/cpuinfo and MemAvailable sho
 
 import math
 import os
+import sys
 
 
 class Skip(Exception):
@@ -17,7 +18,10 @@ def import_torch():
     try:
         import torch
     except Exception as exc:  # ImportError, or a broken install raising OSError on a .so
-        raise Skip("torch is not importable in this Python (%s): install it first" % exc)
+        raise Skip(
+            "torch is not importable in %s (Python %s): %s; install it first (provision install)"
+            % (sys.executable, sys.version.split()[0], exc)
+        ) from None
     return torch
 
 

@@ -76,14 +76,21 @@ def _gpu(torch, index, quick, peaks):
     n = 4096 if quick else 8192
     min_run_time = 0.2 if quick else 0.5
     device = "cuda:%d" % index
-    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    dtypes = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+    }
     measured, skipped, timing = {}, {}, {}
     saved = _tf32_state(torch)
     try:
         with torch.cuda.device(index):
             for name in DTYPES:
                 if name in ("tf32", "bf16") and cap < (8, 0):
-                    skipped[name] = "%s needs compute capability 8.0+ (this GPU: %d.%d)" % ((name,) + cap)
+                    skipped[name] = "%s needs compute capability 8.0+ (this GPU: %d.%d)" % (
+                        (name,) + cap
+                    )
                     continue
                 _set_tf32(torch, name == "tf32")
                 try:
@@ -165,4 +172,3 @@ def _cpu(torch, quick, peaks):
         "skipped": skipped,
         "timing": timing,
     }
-

@@ -33,7 +33,9 @@ class FolderDataset(object):
     def __init__(self, root):
         self.root = root
         classes = sorted(
-            d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
+            d
+            for d in os.listdir(root)
+            if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
         )
         samples = []
         if classes:
@@ -73,7 +75,13 @@ class ImageTransform(object):
         if random.random() < 0.5:
             img = img.transpose(Image.FLIP_LEFT_RIGHT)
         raw = bytearray(img.tobytes())
-        return torch.frombuffer(raw, dtype=torch.uint8).view(self.size, self.size, 3).permute(2, 0, 1)
+        if hasattr(torch, "frombuffer"):
+            flat = torch.frombuffer(raw, dtype=torch.uint8)
+        else:  # torch < 1.10
+            import numpy
+
+            flat = torch.from_numpy(numpy.frombuffer(raw, dtype=numpy.uint8).copy())
+        return flat.view(self.size, self.size, 3).permute(2, 0, 1)
 
 
 class Decoded(object):
@@ -118,8 +126,8 @@ def normalize_sources(datasets):
             item = {"path": item}
         if not isinstance(item, dict) or not item.get("path"):
             raise ValueError(
-                "request datasets[%d] = %r: expected a path or {\"path\": ..., \"format\": "
-                "\"lmdb\"|\"folder\", \"role\": \"local\"|\"raw\"|\"network\"}" % (i, item)
+                'request datasets[%d] = %r: expected a path or {"path": ..., "format": '
+                '"lmdb"|"folder", "role": "local"|"raw"|"network"}' % (i, item)
             )
         path = os.path.expanduser(item["path"])
         out.append(
@@ -188,7 +196,7 @@ def _loader(torch, dataset, batch_size, workers, pin, persistent):
         num_workers=workers,
         pin_memory=pin,
         drop_last=True,
-        **kwargs
+        **kwargs,
     )
 
 
@@ -249,7 +257,9 @@ def verdict(loader_sps, train_sps, per_worker_sps=None, best_workers=None, cores
     if not loader_sps or not train_sps:
         return {
             "verdict": "unknown",
-            "reason": "no training speed measured to compare with" if loader_sps else "no loading speed",
+            "reason": "no training speed measured to compare with"
+            if loader_sps
+            else "no loading speed",
         }
     ratio = loader_sps / float(train_sps)
     out = {
@@ -272,7 +282,12 @@ def verdict(loader_sps, train_sps, per_worker_sps=None, best_workers=None, cores
     advice = []
     if role == "network":
         advice.append("stage the dataset to the local SSD (provision stage)")
-    if needed is not None and cores is not None and needed <= cores and needed > (best_workers or 0):
+    if (
+        needed is not None
+        and cores is not None
+        and needed <= cores
+        and needed > (best_workers or 0)
+    ):
         advice.append("raise num_workers to %d" % needed)
     else:
         advice.append(
@@ -288,10 +303,14 @@ def measure(request, quick, amp_result=None):
     try:
         import PIL  # noqa: F401
     except ImportError:
-        raise Skip("Pillow is not installed: pip install pillow (needed to decode images)")
+        raise Skip(
+            "Pillow is not installed: pip install pillow (needed to decode images)"
+        ) from None
     on_gpu = cuda_available(torch)
     amp_result = amp_result or {}
-    image_size = int(request.get("image_size") or amp_result.get("image_size") or (224 if on_gpu else 32))
+    image_size = int(
+        request.get("image_size") or amp_result.get("image_size") or (224 if on_gpu else 32)
+    )
     batch_size = int(request.get("loader_batch_size") or (64 if on_gpu else 32))
     cores = effective_cores()
     counts = worker_counts(cores)
@@ -311,7 +330,15 @@ def measure(request, quick, amp_result=None):
         for source in sources:
             results.append(
                 _measure_source(
-                    torch, source, image_size, batch_size, counts, on_gpu, per_setting_s, per_source_s, quick
+                    torch,
+                    source,
+                    image_size,
+                    batch_size,
+                    counts,
+                    on_gpu,
+                    per_setting_s,
+                    per_source_s,
+                    quick,
                 )
             )
     finally:
@@ -347,9 +374,10 @@ def measure(request, quick, amp_result=None):
         out["verdict"] = primary["verdict"]
     else:
         out["status"] = "error"
-        out["reason"] = "; ".join(
-            "%s: %s" % (r["source"]["path"], r.get("reason")) for r in results
-        ) or "no dataset measured"
+        out["reason"] = (
+            "; ".join("%s: %s" % (r["source"]["path"], r.get("reason")) for r in results)
+            or "no dataset measured"
+        )
     return out
 
 
@@ -357,11 +385,15 @@ def _primary(results):
     """The source training will read: a staged LMDB first, then local, raw, anything measured."""
     order = {"lmdb": 0}
     ranked = [r for r in results if r.get("best")]
-    ranked.sort(key=lambda r: (order.get(r["source"]["format"], 1), r["source"]["role"] == "network"))
+    ranked.sort(
+        key=lambda r: (order.get(r["source"]["format"], 1), r["source"]["role"] == "network")
+    )
     return ranked[0] if ranked else None
 
 
-def _measure_source(torch, source, image_size, batch_size, counts, on_gpu, per_setting_s, per_source_s, quick):
+def _measure_source(
+    torch, source, image_size, batch_size, counts, on_gpu, per_setting_s, per_source_s, quick
+):
     entry = {"source": dict(source)}
     try:
         fmt, base = open_source(source)
@@ -381,11 +413,15 @@ def _measure_source(torch, source, image_size, batch_size, counts, on_gpu, per_s
     settings = []
     for workers in counts:
         if time.monotonic() - started > per_source_s:
-            settings.append({"num_workers": workers, "skipped": "time budget for this source spent"})
+            settings.append(
+                {"num_workers": workers, "skipped": "time budget for this source spent"}
+            )
             continue
         try:
             settings.append(
-                run_setting(torch, dataset, batch_size, workers, on_gpu, True, per_setting_s, max_batches)
+                run_setting(
+                    torch, dataset, batch_size, workers, on_gpu, True, per_setting_s, max_batches
+                )
             )
         except Exception as exc:  # e.g. workers killed by a shared-memory limit (/dev/shm)
             settings.append({"num_workers": workers, "error": "%s: %s" % (type(exc).__name__, exc)})
@@ -406,11 +442,29 @@ def _measure_source(torch, source, image_size, batch_size, counts, on_gpu, per_s
     if best["num_workers"] > 0 and time.monotonic() - started < per_source_s * 1.5:
         # Without persistent workers every epoch starts its workers again.
         extras.append(
-            run_setting(torch, dataset, batch_size, best["num_workers"], on_gpu, False, per_setting_s / 2, max_batches)
+            run_setting(
+                torch,
+                dataset,
+                batch_size,
+                best["num_workers"],
+                on_gpu,
+                False,
+                per_setting_s / 2,
+                max_batches,
+            )
         )
         if on_gpu:  # pinned batches DMA straight to the GPU; measure what pinning costs here
             extras.append(
-                run_setting(torch, dataset, batch_size, best["num_workers"], False, True, per_setting_s, max_batches)
+                run_setting(
+                    torch,
+                    dataset,
+                    batch_size,
+                    best["num_workers"],
+                    False,
+                    True,
+                    per_setting_s,
+                    max_batches,
+                )
             )
     entry["variants"] = extras
     entry["status"] = "ok"

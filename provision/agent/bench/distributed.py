@@ -68,7 +68,9 @@ def run_rank(cfg):
         for size_mb in cfg["sizes_mb"]:
             nbytes = int(size_mb * (1 << 20)) // 4 * 4
             tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-            seconds = _time_allreduce(torch, dist, tensor, device, cfg["iters"], cfg.get("warmup", 2))
+            seconds = _time_allreduce(
+                torch, dist, tensor, device, cfg["iters"], cfg.get("warmup", 2)
+            )
             # The slowest rank decides how long a collective takes.
             agreed = torch.tensor([seconds], dtype=torch.float64, device=device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
@@ -202,9 +204,14 @@ def launch(configs, deadline_s, env_extra=None):
 
 def _outcome(proc, out_file, err_file, deadline_s):
     if proc.returncode == -signal.SIGKILL:
-        return None, "rank did not finish within %.0f s (peer missing or network blocked?)" % deadline_s
+        return (
+            None,
+            "rank did not finish within %.0f s (peer missing or network blocked?)" % deadline_s,
+        )
     out_file.seek(0)
-    lines = [x for x in out_file.read().decode("utf-8", "replace").splitlines() if x.startswith("{")]
+    lines = [
+        x for x in out_file.read().decode("utf-8", "replace").splitlines() if x.startswith("{")
+    ]
     if proc.returncode == 0 and lines:
         return json.loads(lines[-1]), None
     err_file.seek(0)
@@ -232,7 +239,7 @@ def measure(request, quick):
         if not dist.is_available():
             raise Skip("this torch build has no torch.distributed")
     except ImportError:
-        raise Skip("this torch build has no torch.distributed")
+        raise Skip("this torch build has no torch.distributed") from None
     out = {}
     gpus = torch.cuda.device_count() if cuda_available(torch) else 0
     if gpus >= 2:
@@ -247,9 +254,18 @@ def measure(request, quick):
     if spec:
         out["multi_host"] = _multi_host(torch, spec, quick, gpus)
     else:
-        out["multi_host"] = {"status": "skipped", "reason": "no multi-host all-reduce requested (allreduce)"}
+        out["multi_host"] = {
+            "status": "skipped",
+            "reason": "no multi-host all-reduce requested (allreduce)",
+        }
     if all(part["status"] == "skipped" for part in out.values()):
         raise Skip("%s; %s" % (out["local"]["reason"], out["multi_host"]["reason"]))
+    failed = [
+        "%s: %s" % (name, part["reason"]) for name, part in out.items() if part["status"] == "error"
+    ]
+    if failed:
+        out["status"] = "error"
+        out["reason"] = "; ".join(failed)
     return out
 
 
@@ -268,7 +284,12 @@ def _interconnect(torch, request, gpus):
         kind = "pcie"
     else:
         kind = None
-    return {"kind": kind, "nvlink_active": links, "p2p": p2p, "source": "request" if fact else "nvml"}
+    return {
+        "kind": kind,
+        "nvlink_active": links,
+        "p2p": p2p,
+        "source": "request" if fact else "nvml",
+    }
 
 
 def _local(torch, request, quick, gpus):
@@ -296,20 +317,23 @@ def _local(torch, request, quick, gpus):
     if first is None or errors:
         out.update(status="error", reason="; ".join(errors))
         return out
-    out.update(status="ok", sizes=first["sizes"], busbw_gbs=max(r["busbw_gbs"] for r in first["sizes"]))
+    out.update(
+        status="ok", sizes=first["sizes"], busbw_gbs=max(r["busbw_gbs"] for r in first["sizes"])
+    )
     kind = out["interconnect"]["kind"]
     if kind == "nvlink":
         out["note"] = "NVLink between GPUs: bus bandwidth of hundreds of GB/s is expected"
     elif kind == "pcie":
-        out["note"] = (
-            "no active NVLink: all-reduce goes over PCIe%s, a few to tens of GB/s"
-            % ("" if out["interconnect"]["p2p"] else " through host memory (no P2P access)")
+        out["note"] = "no active NVLink: all-reduce goes over PCIe%s, a few to tens of GB/s" % (
+            "" if out["interconnect"]["p2p"] else " through host memory (no P2P access)"
         )
     return out
 
 
 def _multi_host(torch, spec, quick, gpus):
-    missing = [k for k in ("master_addr", "master_port", "world_size", "rank") if spec.get(k) in (None, "")]
+    missing = [
+        k for k in ("master_addr", "master_port", "world_size", "rank") if spec.get(k) in (None, "")
+    ]
     if missing:
         raise ValueError(
             "request allreduce is missing %s: give master_addr/master_port of the first host, "
@@ -318,7 +342,10 @@ def _multi_host(torch, spec, quick, gpus):
     world = int(spec["world_size"])
     rank = int(spec["rank"])
     if world < 2 or not 0 <= rank < world:
-        raise ValueError("request allreduce: rank %d / world_size %d: need world_size >= 2, 0 <= rank < world_size" % (rank, world))
+        raise ValueError(
+            "request allreduce: rank %d / world_size %d: need world_size >= 2, 0 <= rank < world_size"
+            % (rank, world)
+        )
     backend = spec.get("backend") or ("nccl" if gpus else "gloo")
     if backend == "nccl" and not gpus:
         raise ValueError("request allreduce.backend=nccl but this host has no CUDA GPU: use gloo")
@@ -345,7 +372,7 @@ def _multi_host(torch, spec, quick, gpus):
         "iters": int(spec.get("iters") or (5 if quick else 20)),
         "timeout_s": timeout_s,
     }
-    (result, error), = launch([cfg], timeout_s * 2 + 30, env)
+    ((result, error),) = launch([cfg], timeout_s * 2 + 30, env)
     out = {
         "backend": backend,
         "world_size": world,
@@ -355,7 +382,13 @@ def _multi_host(torch, spec, quick, gpus):
         "local_ip": local_ip,
     }
     if error:
-        out.update(status="error", reason=error)
+        hint = (
+            " - check that rank 0 runs on %s, that port %s is reachable from every host, and that "
+            "all hosts use the same world_size" % (addr, spec["master_port"])
+        )
+        out.update(status="error", reason=error + hint)
         return out
-    out.update(status="ok", sizes=result["sizes"], busbw_gbs=max(r["busbw_gbs"] for r in result["sizes"]))
+    out.update(
+        status="ok", sizes=result["sizes"], busbw_gbs=max(r["busbw_gbs"] for r in result["sizes"])
+    )
     return out

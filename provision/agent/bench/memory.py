@@ -224,15 +224,40 @@ def measure(request, quick, amp_result=None):
         scaler = make_scaler(torch) if (on_gpu and best == "fp16") else None
         peaks = []  # (batch, peak bytes) of the tries that ran
         probe = MemoryProbe(torch, device)
+        # One small step first: optimizer state and library workspaces are allocated once, and
+        # would otherwise inflate the first try's peak (and every prediction made from it).
+        warm_inputs, warm_targets = spec.make_batch(2, device)
+        train_step(
+            torch,
+            spec,
+            model,
+            optimizer,
+            warm_inputs,
+            warm_targets,
+            device.split(":")[0],
+            dtype,
+            scaler,
+        )()
+        del warm_inputs, warm_targets
 
-        def try_batch(batch, spec=spec, model=model, optimizer=optimizer, scaler=scaler, peaks=peaks):
+        def try_batch(
+            batch,
+            spec=spec,
+            model=model,
+            optimizer=optimizer,
+            scaler=scaler,
+            peaks=peaks,
+            probe=probe,
+        ):
             if budget is not None:
                 fit = linear_fit(peaks)
                 if fit and fit[0] + fit[1] * batch > budget:
                     raise BudgetExceeded("predicted to exceed the budget")
             probe.start()
             inputs, targets = spec.make_batch(batch, device)
-            train_step(torch, spec, model, optimizer, inputs, targets, device.split(":")[0], dtype, scaler)()
+            train_step(
+                torch, spec, model, optimizer, inputs, targets, device.split(":")[0], dtype, scaler
+            )()
             if on_gpu:
                 torch.cuda.synchronize(device)
             peak = probe.peak_bytes()

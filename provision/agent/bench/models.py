@@ -47,7 +47,9 @@ class SmallResNet(nn.Module):
             )
         else:  # small images (CIFAR-style stem)
             self.stem = nn.Sequential(
-                nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True)
+                nn.Conv2d(3, width, 3, 1, 1, bias=False),
+                nn.BatchNorm2d(width),
+                nn.ReLU(inplace=True),
             )
         layers, cin = [], width
         for stage, count in enumerate(blocks):
@@ -74,7 +76,9 @@ class TransformerBlock(nn.Module):
         self.proj = nn.Linear(d_model, d_model)
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(
-            nn.Linear(d_model, mlp_ratio * d_model), nn.GELU(), nn.Linear(mlp_ratio * d_model, d_model)
+            nn.Linear(d_model, mlp_ratio * d_model),
+            nn.GELU(),
+            nn.Linear(mlp_ratio * d_model, d_model),
         )
 
     def forward(self, x):
@@ -166,5 +170,7 @@ def workloads(on_gpu, quick, image_size=None):
         ]
     return [
         convnet_spec(size, 16, (1, 1, 1, 1), batch=32 if quick else 64, classes=100),
-        transformer_spec(1000, 128 if quick else 256, 4, 1 if quick else 2, 64 if quick else 128, batch=8),
+        transformer_spec(
+            1000, 128 if quick else 256, 4, 1 if quick else 2, 64 if quick else 128, batch=8
+        ),
     ]

@@ -8,12 +8,11 @@ the TCP connects go straight to the server. Credentials in URLs never reach the 
 
 import socket
 import time
+from urllib.parse import urlsplit, urlunsplit
+from urllib.request import Request, getproxies, proxy_bypass, urlopen
 
 from provision.agent.bench.common import Skip, sig
 from provision.agent.bench.timing import median
-
-from urllib.parse import urlsplit, urlunsplit
-from urllib.request import Request, getproxies, proxy_bypass, urlopen
 
 
 def redact(url):
@@ -94,7 +93,9 @@ def probe(url, max_bytes, max_seconds, connects=3, timeout=5.0):
     out["mb_s"] = sig(body / elapsed / 1e6) if body > 0 and elapsed > 0 else None
     out["complete"] = total < max_bytes and time.perf_counter() - began < max_seconds
     if body < (1 << 20):
-        out["note"] = "under 1 MiB downloaded: throughput is dominated by latency; give a larger file URL"
+        out["note"] = (
+            "under 1 MiB downloaded: throughput is dominated by latency; give a larger file URL"
+        )
     out["status"] = "ok"
     return out
 
@@ -122,4 +123,3 @@ def measure(request, quick):
         out["status"] = "error"
         out["reason"] = "; ".join("%s: %s" % (r["url"], r.get("error")) for r in results)
     return out
-

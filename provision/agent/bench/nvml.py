@@ -64,13 +64,14 @@ def handle_for_cuda(torch, index):
     props = torch.cuda.get_device_properties(index)
     bus = getattr(props, "pci_bus_id", None)
     if bus is not None:
-        bus_id = "%08x:%02x:%02x.0" % (
+        # nvidia-smi's spelling, e.g. 00000000:3B:00.0 (pynvml calls the _v2 entry point).
+        bus_id = "%08X:%02X:%02X.0" % (
             getattr(props, "pci_domain_id", 0),
             bus,
             getattr(props, "pci_device_id", 0),
         )
         try:
-            return nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id.encode())
+            return nvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
         except Exception:
             pass
     try:
@@ -91,13 +92,13 @@ def pcie_link(handle):
     nvml, _ = load()
     if nvml is None or handle is None:
         return None
-    return {
+    link = {
         "gen": call(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
         "width": call(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
         "max_gen": call(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
         "max_width": call(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
-        "source": "nvml",
     }
+    return link if any(v is not None for v in link.values()) else None
 
 
 def active_nvlinks(handle, max_links=18):

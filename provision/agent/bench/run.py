@@ -14,7 +14,16 @@ import traceback
 from provision.agent.bench.common import Skip, cuda_available, effective_cores
 
 SCHEMA_VERSION = 1
-SECTIONS = ("compute", "amp", "memory", "transfer", "dataloader", "storage", "network", "distributed")
+SECTIONS = (
+    "compute",
+    "amp",
+    "memory",
+    "transfer",
+    "dataloader",
+    "storage",
+    "network",
+    "distributed",
+)
 
 
 def _section_functions(request, quick, results):
@@ -75,7 +84,8 @@ def validate(request):
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         raise ValueError(
-            "bench request sections: unknown %s; known: %s" % (", ".join(unknown), ", ".join(SECTIONS))
+            "bench request sections: unknown %s; known: %s"
+            % (", ".join(unknown), ", ".join(SECTIONS))
         )
     # Run in the canonical order whatever order was asked: later sections use earlier results.
     return [s for s in SECTIONS if s in sections]
@@ -133,7 +143,10 @@ def run(request, ctx):
     try:
         for name in wanted:
             if budget is not None and time.monotonic() - started > float(budget):
-                results[name] = {"status": "skipped", "reason": "max_seconds=%s spent before this section" % budget}
+                results[name] = {
+                    "status": "skipped",
+                    "reason": "max_seconds=%s spent before this section" % budget,
+                }
                 continue
             ctx.progress(step="bench", section=name, status="running")
             sampler.mark(name)

@@ -74,9 +74,13 @@ class Sampler(object):
         torch = self._torch
         try:
             if torch is not None and torch.cuda.is_available():
-                self.handles = [(i, nvml.handle_for_cuda(torch, i)) for i in range(torch.cuda.device_count())]
+                self.handles = [
+                    (i, nvml.handle_for_cuda(torch, i)) for i in range(torch.cuda.device_count())
+                ]
             else:
-                self.handles = [(i, lib.nvmlDeviceGetHandleByIndex(i)) for i in range(lib.nvmlDeviceGetCount())]
+                self.handles = [
+                    (i, lib.nvmlDeviceGetHandleByIndex(i)) for i in range(lib.nvmlDeviceGetCount())
+                ]
         except Exception as exc:
             self.gpu_reason = "NVML device query failed: %s" % exc
             self.handles = []
@@ -150,13 +154,19 @@ class Sampler(object):
     # -- summaries ------------------------------------------------------------------------------
 
     def summary(self):
-        out = {"interval_s": self.interval, "samples": len(self.cpu), "cpu": summarize_cpu(self.cpu)}
+        out = {
+            "interval_s": self.interval,
+            "samples": len(self.cpu),
+            "cpu": summarize_cpu(self.cpu),
+        }
         if self.gpu_reason and not self.handles:
             out["gpu"] = {"status": "skipped", "reason": self.gpu_reason}
         else:
             out["gpu"] = {
                 "status": "ok",
-                "per_gpu": [summarize_gpu(i, self.gpu[i], self.static.get(i, {})) for i in sorted(self.gpu)],
+                "per_gpu": [
+                    summarize_gpu(i, self.gpu[i], self.static.get(i, {})) for i in sorted(self.gpu)
+                ],
             }
         out["by_section"] = self._by_section()
         return out
@@ -184,7 +194,10 @@ def _process_cpu_seconds():
 
 
 def _throttle_mask(lib, handle):
-    for fn in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+    for fn in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
         if hasattr(lib, fn):
             value = nvml.call(getattr(lib, fn), handle)
             if value is not None:

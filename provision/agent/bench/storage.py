@@ -38,7 +38,18 @@ def mount_of(path, mounts_file="/proc/mounts"):
     return best
 
 
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "fuse", "fuse.juicefs", "ceph", "glusterfs", "lustre", "9p")
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "fuse",
+    "fuse.juicefs",
+    "ceph",
+    "glusterfs",
+    "lustre",
+    "9p",
+)
 
 
 def free_space(path):
@@ -46,7 +57,9 @@ def free_space(path):
     return {
         "total_gb": round(usage.total / 1e9, 1),
         "free_gb": round(usage.free / 1e9, 1),
-        "used_pct": round(100.0 * (usage.total - usage.free) / usage.total, 1) if usage.total else None,
+        "used_pct": round(100.0 * (usage.total - usage.free) / usage.total, 1)
+        if usage.total
+        else None,
     }
 
 
@@ -99,7 +112,12 @@ def _sequential_read(path, seconds):
         os.close(fd)
         buf.close()
     elapsed = time.perf_counter() - start
-    return {"mb_s": sig(total / elapsed / 1e6), "bytes": total, "seconds": round(elapsed, 3), "method": method}
+    return {
+        "mb_s": sig(total / elapsed / 1e6),
+        "bytes": total,
+        "seconds": round(elapsed, 3),
+        "method": method,
+    }
 
 
 def _random_read(path, size, seconds, max_reads, seed=0):
@@ -135,7 +153,12 @@ def _random_read(path, size, seconds, max_reads, seed=0):
 def measure_dir(path, quick, role="data"):
     path = os.path.expanduser(path)
     if not os.path.isdir(path):
-        return {"path": path, "role": role, "status": "error", "reason": "%s is not a directory on this host" % path}
+        return {
+            "path": path,
+            "role": role,
+            "status": "error",
+            "reason": "%s is not a directory on this host" % path,
+        }
     point, fstype, device = mount_of(path)
     out = {"path": path, "role": role, "mount": point, "fstype": fstype, "device": device}
     out["network_fs"] = bool(fstype and (fstype in NETWORK_FS or fstype.startswith("fuse")))
@@ -152,7 +175,9 @@ def measure_dir(path, quick, role="data"):
         out["file_mb"] = written >> 20
         out["seq_write_mb_s"] = sig(write_mb_s)
         out["seq_read"] = _sequential_read(test_file, 3.0 if quick else 15.0)
-        out["random_read"] = _random_read(test_file, written, 1.0 if quick else 5.0, 2000 if quick else 50000)
+        out["random_read"] = _random_read(
+            test_file, written, 1.0 if quick else 5.0, 2000 if quick else 50000
+        )
     finally:
         try:
             os.unlink(test_file)

@@ -23,10 +23,35 @@ def theoretical_gbs(gen, width):
         return None
 
 
+_FACT_KEYS = {
+    "gen_current": "gen",
+    "gen_max": "max_gen",
+    "width_current": "width",
+    "width_max": "max_width",
+}
+
+
 def link_facts(request, index):
-    """PCIe link of GPU `index` from request["pcie"] (facts gathered by the controller)."""
+    """PCIe link of GPU `index` from request["pcie"] (the controller's facts), normalized to
+    {gen, width, max_gen, max_width}; accepts the facts' spelling (gen_current, gen_max, ...)."""
     table = request.get("pcie") or {}
-    return table.get(str(index)) or table.get(index)
+    row = table.get(str(index)) or table.get(index) or {}
+    out = {}
+    for key, value in row.items():
+        name = _FACT_KEYS.get(key, key)
+        if name in ("gen", "width", "max_gen", "max_width") and value is not None:
+            out[name] = value
+    return out or None
+
+
+def merge_link(live, facts):
+    """The live NVML reading (taken under load) wins; the facts fill what it lacks."""
+    if not live and not facts:
+        return None
+    out = dict(facts or {})
+    out.update(dict((k, v) for k, v in (live or {}).items() if v is not None))
+    out["source"] = "nvml after the copies" if live else "request facts"
+    return out
 
 
 def measure(request, quick):
@@ -55,18 +80,20 @@ def _one_gpu(torch, request, index, size_mb, repeats):
         out["h2d_gbs"] = {
             "pageable": _gbs(nbytes, cuda_event_times(torch, lambda: dev.copy_(pageable), repeats)),
             "pinned": _gbs(
-                nbytes, cuda_event_times(torch, lambda: dev.copy_(pinned, non_blocking=True), repeats)
+                nbytes,
+                cuda_event_times(torch, lambda: dev.copy_(pinned, non_blocking=True), repeats),
             ),
         }
         out["d2h_gbs"] = {
             "pageable": _gbs(nbytes, cuda_event_times(torch, lambda: pageable.copy_(dev), repeats)),
             "pinned": _gbs(
-                nbytes, cuda_event_times(torch, lambda: pinned.copy_(dev, non_blocking=True), repeats)
+                nbytes,
+                cuda_event_times(torch, lambda: pinned.copy_(dev, non_blocking=True), repeats),
             ),
         }
         handle = nvml.handle_for_cuda(torch, index)
-        link = link_facts(request, index) or nvml.pcie_link(handle)
-        del dev, pageable, pinned
+        # Read right after the copies: an idle link trains down to a lower generation.
+        link = merge_link(nvml.pcie_link(handle), link_facts(request, index))
     out["link"] = link
     if link:
         out["theoretical_gbs"] = theoretical_gbs(link.get("gen"), link.get("width"))
@@ -79,7 +106,10 @@ def _one_gpu(torch, request, index, size_mb, repeats):
         out["link_below_max"] = bool(
             link.get("max_gen")
             and link.get("gen")
-            and (link["gen"] < link["max_gen"] or (link.get("width") or 0) < (link.get("max_width") or 0))
+            and (
+                link["gen"] < link["max_gen"]
+                or (link.get("width") or 0) < (link.get("max_width") or 0)
+            )
         )
     else:
         out["theoretical_gbs"] = None

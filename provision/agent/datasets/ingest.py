@@ -16,15 +16,14 @@ import fcntl
 import json
 import os
 import pkgutil
-import tarfile
 import threading
 import time
 
-from provision.agent.datasets import lmdb_writer, reader
+from provision.agent.datasets import lmdb_writer, reader, tarstream
 from provision.agent.datasets.deps import MissingDependency, import_lmdb, lmdb_version, python_info
 from provision.agent.datasets.lmdb_writer import DiskFullError, StageError
 from provision.agent.datasets.manifest import Manifest
-from provision.agent.datasets.sources import iter_tar, open_source
+from provision.agent.datasets.sources import open_source
 
 QUEUE_BYTES = 64 * 1024 * 1024
 PROGRESS_INTERVAL = 0.5
@@ -263,30 +262,22 @@ def _produce(items, queue):
 def stream_items(stdin, manifest, first):
     """(index, relpath, data) from the controller's tar stream, the first sample being `first`."""
     try:
-        import fcntl as _f
-
-        _f.fcntl(stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer wake-ups per MB
+        fcntl.fcntl(stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer wake-ups per MB
     except Exception:
         pass
-    tf = tarfile.open(fileobj=stdin, mode="r|", bufsize=1 << 20)
     i = first
     n = len(manifest)
     try:
-        for m in iter_tar(tf):
+        for name, data in tarstream.read_members(stdin):
             if i >= n:
                 raise StageError("the stream holds more than the %d samples of the manifest" % n)
-            if not m.isfile():
-                raise StageError("unexpected %s member %r in the stream" % (m.type, m.name))
-            if m.name != manifest.paths[i]:
+            if name != manifest.paths[i]:
                 raise StageError(
-                    "stream member %r arrived where sample %d %r was expected" % (m.name, i, manifest.paths[i])
+                    "stream member %r arrived where sample %d %r was expected" % (name, i, manifest.paths[i])
                 )
-            data = tf.extractfile(m).read()
-            if len(data) != m.size:
-                raise StreamEnded("the stream ended inside sample %d (%r)" % (i, m.name))
-            yield i, m.name, data
+            yield i, name, data
             i += 1
-    except tarfile.ReadError as exc:
+    except tarstream.StreamTruncated as exc:
         raise StreamEnded("the stream ended at sample %d of %d (%s)" % (i, n, exc)) from None
 
 

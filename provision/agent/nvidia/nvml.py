@@ -83,7 +83,7 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
     try:
         handle = nv.nvmlDeviceGetHandleByIndex(index)
     except nv.NVMLError as exc:
-        gpu["errors"].append("handle: %s" % exc)
+        gpu["errors"].append("handle: %s" % _GPU_TROUBLE.get(getattr(exc, "value", None), exc))
         return gpu
     gpu["_handle"] = handle  # used by _nvlink, removed before returning
     r = _Reader(nv)

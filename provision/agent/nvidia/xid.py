@@ -47,8 +47,11 @@ XID_MEANINGS: Dict[int, Tuple[str, str]] = {
 }
 
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+),?\s*(.*)")
-_SXID = re.compile(r"nvidia-nvswitch(\d+): SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+),\s*(\w+)?,?\s*(.*)")
-_FELL_OFF = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)")
+_SXID = re.compile(r"nvidia-nvswitch(\d+): SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+),\s*([\w-]+)?,?\s*(.*)")
+_PCI = r"([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
+# "NVRM: The NVIDIA GPU 0000:b3:00.0" (first of a multi-line message, 570+) and
+# "NVRM: GPU 0000:47:00.0: GPU has fallen off the bus." (next to the Xid 79 line).
+_FELL_OFF = re.compile(r"NVRM: (?:The NVIDIA GPU %s\s*$|GPU %s: GPU has fallen off the bus)" % (_PCI, _PCI))
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9a-fA-F:.]+): (GPU-[0-9a-fA-F-]+)")
 
 
@@ -71,7 +74,8 @@ def parse_kernel_log(lines: Iterable[str]) -> Dict[str, Any]:
             continue
         match = _FELL_OFF.search(line)
         if match:
-            _add(events, normalize_pci_bus_id(match.group(1)), 79, "GPU has fallen off the bus", line)
+            pci = normalize_pci_bus_id(match.group(1) or match.group(2))
+            _add(events, pci, 79, "GPU has fallen off the bus", line)
             continue
         match = _GPU_AT.search(line)
         if match:

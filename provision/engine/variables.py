@@ -1,0 +1,130 @@
+"""Variable precedence: which value a name has for one host at one task.
+
+Lowest to highest (documented in docs/playbooks.md, close to Ansible's order):
+
+  1. role defaults            roles/NAME/defaults/main.yml (only inside that role)
+  2. inventory group vars     `all` < parent group < child group (merged by the inventory loader)
+  3. inventory host vars
+  4. facts                    gather_facts / the `facts` module (provision_facts, ansible_*)
+  5. play vars                `vars:`, then `vars_files:` (later files win)
+  6. role vars and params     roles/NAME/vars/main.yml, `- role: x` parameters (inside that role)
+  7. block and task vars      outer block < inner block < import/include < the task's own `vars:`
+  8. set_fact / register      per host, kept for the rest of the run
+  9. loop variables           `item` (or loop_control.loop_var), index_var, ansible_loop
+ 10. extra vars               `-e` on the command line: always win
+ 11. magic variables          inventory_hostname, hostvars, groups, group_names, playbook_dir, …
+                              (read-only, as in Ansible)
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from provision.inventory.model import Host, Inventory
+
+if TYPE_CHECKING:
+    from provision.engine.playbook import Node, Play
+
+PRECEDENCE = (
+    "role defaults", "inventory group vars", "inventory host vars", "facts", "play vars / vars_files",
+    "role vars and params", "block and task vars", "set_fact / register", "loop variables", "extra vars",
+    "magic variables",
+)
+
+
+@dataclass
+class HostVars:
+    """What a host accumulates during a run: facts and set_fact/register values."""
+
+    host: Host
+    facts: dict[str, Any] = field(default_factory=dict)
+    set_facts: dict[str, Any] = field(default_factory=dict)
+    play_vars: Mapping[str, Any] = field(default_factory=dict)
+
+
+class HostVarsView(Mapping):
+    """`hostvars`: every host's variables by name (host-level layers, no task context)."""
+
+    def __init__(self, manager: VariableManager) -> None:
+        self._manager = manager
+
+    def __getitem__(self, name: str) -> Mapping[str, Any]:
+        state = self._manager.hosts.get(name)
+        if state is None:
+            if name in self._manager.inventory.hosts:
+                state = HostVars(self._manager.inventory.hosts[name])
+            else:
+                raise KeyError(name)
+        return self._manager.host_layers(state)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._manager.inventory.hosts)
+
+    def __len__(self) -> int:
+        return len(self._manager.inventory.hosts)
+
+
+class VariableManager:
+    """Builds the variable view for (host, task). Shared by host threads; per-host data lives in
+    each host's own HostVars, which only that host's thread writes."""
+
+    def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], playbook_dir: Path,
+                 check_mode: bool = False, diff: bool = False) -> None:
+        self.inventory = inventory
+        self.extra_vars = dict(extra_vars)
+        self.playbook_dir = playbook_dir
+        self.hosts: dict[str, HostVars] = {}
+        self.check_mode = check_mode
+        self.diff = diff
+        self.groups = {name: inventory.group_hosts(name) for name in inventory.groups}
+        self.groups.setdefault("all", list(inventory.hosts))
+        self.hostvars = HostVarsView(self)
+        self.play_hosts: list[str] = []
+
+    def state(self, host: Host) -> HostVars:
+        if host.name not in self.hosts:
+            self.hosts[host.name] = HostVars(host)
+        return self.hosts[host.name]
+
+    def magic(self, host: Host) -> dict[str, Any]:
+        return {
+            "inventory_hostname": host.name,
+            "inventory_hostname_short": host.name.split(".")[0],
+            "hostvars": self.hostvars,
+            "groups": self.groups,
+            "group_names": sorted(g for g in host.groups if g not in ("all", "ungrouped")),
+            "playbook_dir": str(self.playbook_dir),
+            "ansible_check_mode": self.check_mode,
+            "ansible_diff_mode": self.diff,
+            "ansible_play_hosts": list(self.play_hosts),
+            "ansible_play_batch": list(self.play_hosts),
+            "ansible_play_hosts_all": list(self.play_hosts),
+        }
+
+    def host_layers(self, state: HostVars) -> ChainMap:
+        """Host-level view (what `hostvars[name]` shows): no task, role or loop layers."""
+        return ChainMap(self.magic(state.host), self.extra_vars, state.set_facts, dict(state.play_vars),
+                        state.facts, state.host.vars)
+
+    def task_vars(self, state: HostVars, node: Node | None = None, loop_vars: Mapping[str, Any] | None = None,
+                  play: Play | None = None) -> ChainMap:
+        """All layers for one task on one host, highest first."""
+        layers: list[Mapping[str, Any]] = [self.magic(state.host), self.extra_vars]
+        if loop_vars:
+            layers.append(loop_vars)
+        layers.append(state.set_facts)
+        if node is not None:
+            layers.extend(reversed(node.vars))  # innermost (the task's own) first
+            if node.role is not None:
+                layers.append(node.role.params)
+                layers.append(node.role.vars)
+        layers.append(state.play_vars)
+        layers.append(state.facts)
+        layers.append(state.host.vars)
+        if node is not None and node.role is not None:
+            layers.append(node.role.defaults)
+        return ChainMap(*layers)

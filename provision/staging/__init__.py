@@ -1,0 +1,17 @@
+"""Controller side of dataset staging (`provision stage`, the `stage_dataset` module).
+
+source.py: where the dataset is, its manifest, the one tar stream (and its broadcast to several
+hosts); stage.py: per-host status -> stream -> result; progress.py: per-host rich progress;
+hostlib.py: py-lmdb for hosts whose Python lacks it. The host side is provision/agent/datasets.
+"""
+
+from provision.staging.stage import (
+    HostStage,
+    StageRequest,
+    make_request,
+    stage_dataset,
+    stage_hosts,
+    stage_local,
+)
+
+__all__ = ["HostStage", "StageRequest", "make_request", "stage_dataset", "stage_hosts", "stage_local"]

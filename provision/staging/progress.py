@@ -1,0 +1,100 @@
+"""Per-host progress of a stage on the controller's stderr, fed by the agents' progress events.
+
+One line per host: phase, bar, samples done / total, MB/s, samples/s, ETA. The agent measures
+the rates where the writes happen (every ~0.5 s); this only draws them. Without a terminal
+(piped, CI) nothing live is drawn: the command prints its summary at the end instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+def _mb(n: float | None) -> str:
+    return "-" if not n else f"{n / 1e6:,.1f} MB/s"
+
+
+def _eta(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class StageProgress:
+    """Context manager; `callback(host)` gives the on_event function for one host."""
+
+    def __init__(self, console: Console, enabled: bool | None = None) -> None:
+        self.console = console
+        self.enabled = console.is_terminal if enabled is None else enabled
+        self.progress = Progress(
+            TextColumn("[bold]{task.fields[host]}", justify="left"),
+            TextColumn("{task.fields[phase]:<9}"),
+            BarColumn(bar_width=28),
+            TextColumn("{task.fields[count]:>17}"),
+            TextColumn("{task.fields[rate]:>12}"),
+            TextColumn("{task.fields[srate]:>11}"),
+            TextColumn("ETA {task.fields[eta]:>7}"),
+            console=console,
+            disable=not self.enabled,
+            refresh_per_second=4,
+        )
+        self.tasks: dict[str, TaskID] = {}
+        self.last: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> StageProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def _task(self, host: str) -> TaskID:
+        with self._lock:
+            if host not in self.tasks:
+                self.tasks[host] = self.progress.add_task(
+                    host, total=None, host=host, phase="connect", count="", rate="", srate="", eta="-"
+                )
+            return self.tasks[host]
+
+    def callback(self, host: str) -> EventCallback:
+        task = self._task(host)
+
+        def on_event(event: dict[str, Any]) -> None:
+            self.last[host] = event
+            phase = event.get("phase", "")
+            fields: dict[str, Any] = {"phase": phase}
+            if phase in ("stage", "verify") and event.get("total"):
+                total_b = event.get("total_bytes")
+                if phase == "stage" and total_b:
+                    self.progress.update(task, total=total_b, completed=event.get("bytes", 0))
+                else:
+                    self.progress.update(task, total=event["total"], completed=event.get("done", 0))
+                fields["count"] = f"{event.get('done', 0):,}/{event['total']:,}"
+                if phase == "stage":
+                    fields["rate"] = _mb(event.get("bytes_per_s"))
+                    fields["srate"] = f"{event.get('samples_per_s', 0):,.0f}/s"
+                    fields["eta"] = _eta(event.get("eta_s"))
+            elif phase == "download":
+                self.progress.update(task, total=event.get("total_bytes"), completed=event.get("bytes", 0))
+                fields["count"] = f"{event.get('bytes', 0) / 1e6:,.0f} MB"
+                fields["rate"] = _mb(event.get("bytes_per_s"))
+                fields["eta"] = _eta(event.get("eta_s"))
+            elif phase in ("done", "skipped"):
+                current = next((t for t in self.progress.tasks if t.id == task), None)
+                total = (current.total if current is not None else None) or 1
+                self.progress.update(task, total=total, completed=total)
+                fields["eta"] = "-"
+                if event.get("count") is not None:
+                    fields["count"] = f"{event['count']:,}"
+            self.progress.update(task, **fields)
+
+        return on_event

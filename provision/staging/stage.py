@@ -1,0 +1,382 @@
+"""Stage a dataset to hosts: status -> (ship py-lmdb) -> stream only what is missing -> result.
+
+Per host, two agent round trips: `dataset_status` (where the dataset goes, what is already
+there, free space) and `stage` (with the tar stream as its payload). A host whose dataset is up
+to date costs the status call only. `stage_dataset` does one host on a connection you hold (the
+playbook module wraps it); `stage_hosts` does many, reading a local source once for all hosts
+that resume from the same sample.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from provision.agent.datasets.ingest import DEFAULT_STALL
+from provision.agent.datasets.sources import Plan
+from provision.connection.base import Connection, ConnectOptions
+from provision.errors import AgentError, ConfigError, HostError, UnreachableError
+from provision.inventory.model import Host
+from provision.parallel import HostOutcome, for_each_host
+from provision.remote.agent import Agent
+from provision.staging.hostlib import ship_lmdb
+from provision.staging.source import (
+    Broadcast,
+    SourceSpec,
+    StreamFailure,
+    check_name,
+    default_name,
+    parse_source,
+    plan_local,
+    tar_stream,
+)
+
+log = logging.getLogger("provision.stage")
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class StageRequest:
+    source: SourceSpec
+    name: str
+    dest: str | None = None  # folder for NAME.lmdb, or a full path ending in .lmdb
+    layout: str = "auto"
+    labels: str | None = None
+    verify: bool = False
+    clean: bool = False
+    stall_timeout: float = DEFAULT_STALL  # seconds without any sign of life -> connection lost
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+class HostStage:
+    """One host's stage, in two steps so several hosts can share one read of the source."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        agent: Agent,
+        request: StageRequest,
+        plan: Plan | None = None,
+        on_event: EventCallback | None = None,
+    ) -> None:
+        self.connection = connection
+        self.agent = agent
+        self.request = request
+        self.plan = plan
+        self.on_event = on_event or (lambda event: None)
+        self.host = connection.host.name
+        self.path = ""
+        self.start = 0
+        self.skip = False
+        self.status: dict[str, Any] = {}
+        self.last_event: dict[str, Any] = {}
+        self.t0 = time.monotonic()
+
+    def _event(self, event: dict[str, Any]) -> None:
+        if event.get("phase") in ("stage", "verify", "download"):
+            self.last_event = event
+        self.on_event(event)
+
+    # -- step 1 -----------------------------------------------------------------------------
+    def prepare(self) -> HostStage:
+        req = self.request
+        self._event({"phase": "status"})
+        query: dict[str, Any] = {"name": req.name}
+        if req.dest:
+            query["dest"] = req.dest
+        data_dir = self.connection.host.vars.get("data_dir")
+        if data_dir:
+            query["data_dir"] = str(data_dir)
+        if self.plan is not None:
+            query["fingerprint"] = self.plan.manifest.fingerprint()
+        status = self.agent.call("dataset_status", query)
+        if status.get("lmdb") is None:
+            self._event({"phase": "lmdb"})
+            ship_lmdb(self.connection, status)
+            status = self.agent.call("dataset_status", query)
+            if status.get("lmdb") is None:
+                raise HostError(self.host, "py-lmdb was shipped but still does not import on the host; run with -vv")
+        self.status = status
+        self.path = status["path"]
+        if self.plan is None:
+            return self  # host path / URL: the agent decides skip and resume itself
+        if status.get("up_to_date") and not req.clean:
+            self.skip = True
+            return self
+        self.start = 0 if req.clean else int(status.get("resume_from") or 0)
+        manifest = self.plan.manifest
+        need = manifest.estimate_lmdb_bytes(self.start)
+        free = int(status.get("free_bytes") or 0)
+        if need > free:
+            raise HostError(
+                self.host,
+                f"not enough space for {self.path}: it needs about {_gb(need)}, {_gb(free)} is free. "
+                "Free some space, or stage to a bigger disk with --dest DIR.",
+            )
+        return self
+
+    # -- step 2 -----------------------------------------------------------------------------
+    def run(self, payload: Iterator[bytes] | None = None, failure: StreamFailure | None = None) -> dict[str, Any]:
+        req = self.request
+        if self.skip:
+            final = self.status.get("final") or {}
+            result: dict[str, Any] = {
+                "path": self.path,
+                "count": int(final.get("count") or 0),
+                "checksum": final.get("checksum"),
+                "file_bytes": final.get("file_bytes"),
+                "skipped": True,
+                "resumed_from": None,
+            }
+            if req.verify:
+                query: dict[str, Any] = {"path": self.path}
+                if self.plan is not None:
+                    query["manifest"] = self.plan.manifest.to_wire()
+                result["verify"] = self.agent.call("verify_dataset", query, on_event=self._event)
+            result["bytes"] = self.plan.manifest.total_bytes if self.plan is not None else None
+            result["seconds"] = round(time.monotonic() - self.t0, 3)
+            self._event({"phase": "skipped", "count": result["count"]})
+            return result
+        source: dict[str, Any]
+        if self.plan is not None:
+            source = {
+                "kind": "stream",
+                "manifest": self.plan.manifest.to_wire(),
+                "start": self.start,
+                "description": f"{req.source.display} (from the controller)",
+            }
+            if payload is None:
+                failure = failure or StreamFailure()
+                payload = tar_stream(self.plan, self.start, failure)
+        elif req.source.kind == "host":
+            source = {"kind": "host", "path": req.source.location, "layout": req.layout, "labels": req.labels}
+        else:
+            source = {"kind": "url", "url": req.source.location, "layout": req.layout, "labels": req.labels}
+        stage_request = {
+            "path": self.path,
+            "source": source,
+            "verify": req.verify,
+            "clean": req.clean,
+            "stall_timeout": req.stall_timeout,
+        }
+        # Over SSH, silence longer than the stall timeout means the link is gone (the agent
+        # speaks every 0.5 s); locally there is no link to lose.
+        timeout = None if self.connection.host.local else req.stall_timeout + 15
+        try:
+            result = self.agent.call("stage", stage_request, payload=payload, on_event=self._event, timeout=timeout)
+        except (AgentError, UnreachableError) as exc:
+            if failure is not None and failure.error is not None:
+                raise HostError(self.host, f"reading the source failed: {failure.error}") from None
+            raise HostError(self.host, self._explain(exc)) from None
+        result["seconds"] = round(time.monotonic() - self.t0, 3)
+        self._event({"phase": "done", "count": result.get("count")})
+        return result
+
+    def _explain(self, exc: HostError) -> str:
+        detail = exc.detail
+        kind = getattr(exc, "kind", None)
+        lost = isinstance(exc, UnreachableError) or "gave no result" in detail or kind in ("stream_ended", "StreamEnded")
+        if lost:
+            self._drop_connection()
+            done = self.last_event.get("done")
+            where = f" at sample {done:,} of {self.last_event.get('total', 0):,}" if done else ""
+            return (
+                f"the stage stopped{where}: {detail}. The host keeps the committed samples: rerun the "
+                "same command to resume."
+            )
+        return detail
+
+    def _drop_connection(self) -> None:
+        # A stalled SSH transport may still look connected; the next command must reconnect.
+        try:
+            self.connection.close()
+        except Exception:
+            pass
+
+
+def make_request(
+    source: str,
+    name: str | None = None,
+    dest: str | None = None,
+    layout: str = "auto",
+    labels: str | None = None,
+    verify: bool = False,
+    clean: bool = False,
+    stall_timeout: float = DEFAULT_STALL,
+) -> StageRequest:
+    spec = parse_source(source)
+    return StageRequest(
+        source=spec,
+        name=check_name(name or default_name(spec)),
+        dest=dest,
+        layout=layout,
+        labels=labels,
+        verify=verify,
+        clean=clean,
+        stall_timeout=stall_timeout,
+    )
+
+
+def plan_for(request: StageRequest) -> Plan | None:
+    if request.source.kind != "local":
+        return None
+    return plan_local(request.source.location, request.layout, request.labels)
+
+
+def stage_dataset(
+    connection: Connection,
+    agent: Agent | None,
+    source: str,
+    name: str | None = None,
+    dest: str | None = None,
+    layout: str = "auto",
+    labels: str | None = None,
+    verify: bool = False,
+    clean: bool = False,
+    on_event: EventCallback | None = None,
+    stall_timeout: float = DEFAULT_STALL,
+) -> dict[str, Any]:
+    """Stage `source` to the host behind `connection`; returns the host's result
+    (path, count, bytes, seconds, resumed_from, skipped, checksum, ...)."""
+    request = make_request(source, name, dest, layout, labels, verify, clean, stall_timeout)
+    plan = plan_for(request)
+    hs = HostStage(connection, agent or Agent(connection), request, plan, on_event).prepare()
+    result = hs.run()
+    if plan is not None:
+        result.setdefault("warnings", plan.warnings)
+    return result
+
+
+def stage_hosts(
+    hosts: list[Host],
+    request: StageRequest,
+    options: ConnectOptions,
+    forks: int = 32,
+    on_event_for: Callable[[str], EventCallback] | None = None,
+    plan: Plan | None = None,
+) -> dict[str, HostOutcome[dict[str, Any]]]:
+    """Stage to every host in parallel; per-host outcomes, never the first exception alone."""
+    from provision.connection.factory import connect
+
+    if plan is None:
+        plan = plan_for(request)
+    connections: dict[str, Connection] = {}
+
+    def prepare(host: Host) -> HostStage:
+        conn = connect(host, options)
+        connections[host.name] = conn
+        cb = on_event_for(host.name) if on_event_for else None
+        return HostStage(conn, Agent(conn), request, plan, cb).prepare()
+
+    try:
+        outcomes = for_each_host(hosts, prepare, forks)
+        ready = [o.host for o in outcomes.values() if o.ok]
+        stages: dict[str, HostStage] = {h.name: outcomes[h.name].value for h in ready}  # type: ignore[misc]
+        results: dict[str, HostOutcome[dict[str, Any]]] = {}
+        # Hosts run in batches of `forks`, so every consumer of a shared read is running at once.
+        for b in range(0, len(ready), max(1, forks)):
+            batch = ready[b : b + forks]
+            feeds = _shared_feeds(plan, [stages[h.name] for h in batch])
+
+            def run_one(host: Host) -> dict[str, Any]:
+                payload, failure, release = feeds.get(host.name, (None, None, lambda: None))
+                try:
+                    return stages[host.name].run(payload, failure)
+                finally:
+                    release()
+
+            results.update(for_each_host(batch, run_one, forks))
+        merged: dict[str, HostOutcome[dict[str, Any]]] = {}
+        for host in hosts:
+            first = outcomes[host.name]
+            if not first.ok:
+                merged[host.name] = HostOutcome(host, None, first.error)
+            else:
+                merged[host.name] = results[host.name]
+        if plan is not None:
+            for o in merged.values():
+                if o.ok and o.value is not None:
+                    o.value.setdefault("warnings", plan.warnings)
+        return merged
+    finally:
+        for conn in connections.values():
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+
+def _shared_feeds(
+    plan: Plan | None, stages: list[HostStage]
+) -> dict[str, tuple[Iterator[bytes], StreamFailure, Callable[[], None]]]:
+    """One tar stream per resume point, broadcast to every host that starts there."""
+    feeds: dict[str, tuple[Iterator[bytes], StreamFailure, Callable[[], None]]] = {}
+    if plan is None:
+        return feeds
+    by_start: dict[int, list[HostStage]] = {}
+    for hs in stages:
+        if not hs.skip:
+            by_start.setdefault(hs.start, []).append(hs)
+    for start, group in by_start.items():
+        failure = StreamFailure()
+        if len(group) == 1:
+            feeds[group[0].host] = (tar_stream(plan, start, failure), failure, lambda: None)
+            continue
+        cast = Broadcast(tar_stream(plan, start, failure), len(group))
+        for k, hs in enumerate(group):
+            feeds[hs.host] = (cast.consumer(k), failure, _releaser(cast, k))
+    return feeds
+
+
+def _releaser(cast: Broadcast, k: int) -> Callable[[], None]:
+    def release() -> None:
+        cast.alive[k] = False
+
+    return release
+
+
+def stage_local(
+    request: StageRequest,
+    target: str,
+    on_event: EventCallback | None = None,
+) -> dict[str, Any]:
+    """`provision stage SRC --local DEST.lmdb`: build the LMDB on this machine, in this process."""
+    import os
+
+    from provision.agent.datasets import ingest
+    from provision.agent.datasets.download import stage_url
+
+    if not target.endswith(".lmdb"):
+        target = os.path.join(target, request.name + ".lmdb")
+    path = os.path.abspath(os.path.expanduser(target))
+    emit = (lambda **fields: on_event(fields)) if on_event else (lambda **fields: None)
+
+    def say(message: str) -> None:
+        log.info("%s", message)
+
+    try:
+        if request.source.kind == "url":
+            return stage_url(
+                path,
+                {"url": request.source.location, "layout": request.layout, "labels": request.labels},
+                emit, say, request.verify, request.clean, request.stall_timeout,
+            )
+        if request.source.kind == "host":
+            raise ConfigError(f"{request.source.display}: with --local the source is a path on this machine")
+        plan = plan_local(request.source.location, request.layout, request.labels)
+        for w in plan.warnings:
+            log.warning("%s", w)
+        result = ingest.build(
+            path, plan.manifest, plan.iter_samples, request.source.display, emit, say,
+            verify=request.verify, clean=request.clean, stall_timeout=request.stall_timeout,
+        )
+        result["warnings"] = plan.warnings
+        return result
+    except (OSError, ValueError, RuntimeError) as exc:  # disk full, bad layout, stage errors
+        raise HostError("local", str(exc)) from None
