@@ -36,7 +36,12 @@ MEMORY_AVAILABLE_FRACTION = 0.05
 SHM_MIN_BYTES = 1 << 30  # PyTorch DataLoader workers pass batches through /dev/shm
 DATA_DIR_FAILING_BYTES = 1 << 30
 DATA_DIR_DEGRADED_BYTES = 10 << 30
-HW_SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+HW_SLOWDOWN_REASONS = (
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+)
 
 
 class Finding(object):
@@ -75,8 +80,14 @@ def worst(verdicts: Iterable[str]) -> str:
 
 def check(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     started = time.time()
-    state = nvidia.collect(with_processes=True, smi_timeout=float(request.get("nvidia_smi_timeout", 20)))
-    log = read_kernel_log() if request.get("kernel_log", True) else {"source": None, "lines": None, "reason": "skipped"}
+    state = nvidia.collect(
+        with_processes=True, smi_timeout=float(request.get("nvidia_smi_timeout", 20))
+    )
+    log = (
+        read_kernel_log()
+        if request.get("kernel_log", True)
+        else {"source": None, "lines": None, "reason": "skipped"}
+    )
     kernel = xid.parse_kernel_log(log["lines"] or [])
     _attach_xids(state["gpus"], kernel)
 
@@ -154,9 +165,13 @@ def evaluate_gpu(gpu: Dict[str, Any]) -> Finding:
 
     ecc = gpu["ecc"]
     if (ecc["volatile"]["uncorrected"] or 0) > 0:
-        f.fail("%d uncorrectable ECC error(s) since the driver loaded" % ecc["volatile"]["uncorrected"])
+        f.fail(
+            "%d uncorrectable ECC error(s) since the driver loaded" % ecc["volatile"]["uncorrected"]
+        )
     elif (ecc["aggregate"]["uncorrected"] or 0) > 0:
-        f.degrade("%d uncorrectable ECC error(s) in the GPU's lifetime" % ecc["aggregate"]["uncorrected"])
+        f.degrade(
+            "%d uncorrectable ECC error(s) in the GPU's lifetime" % ecc["aggregate"]["uncorrected"]
+        )
     if (ecc["volatile"]["corrected"] or 0) > 0:
         f.note("%d corrected ECC error(s) since the driver loaded" % ecc["volatile"]["corrected"])
     if ecc["enabled"] is False:
@@ -193,7 +208,9 @@ def evaluate_gpu(gpu: Dict[str, Any]) -> Finding:
 
     mig = gpu["mig"]
     if mig["enabled"]:
-        f.note("MIG is enabled (%s instance(s)); each process sees a slice" % (mig["devices"] or "?"))
+        f.note(
+            "MIG is enabled (%s instance(s)); each process sees a slice" % (mig["devices"] or "?")
+        )
     if gpu.get("persistence_mode") is False:
         f.note("persistence mode is off (the first CUDA call after idle is slower)")
     used = gpu["memory"]["used_mib"]
@@ -217,13 +234,21 @@ def _thermal_and_power(gpu: Dict[str, Any], f: Finding) -> None:
     if t["gpu_c"] is not None:
         for key, label in (("slowdown_c", "slowdown"), ("max_operating_c", "max operating")):
             if t[key] is not None and t["gpu_c"] >= t[key]:
-                f.degrade("%d C is at or above the %s temperature (%d C)" % (t["gpu_c"], label, t[key]))
+                f.degrade(
+                    "%d C is at or above the %s temperature (%d C)" % (t["gpu_c"], label, t[key])
+                )
                 break
     if t["margin_c"] is not None and t["margin_c"] <= 0:
         f.degrade("no thermal headroom left (T.Limit margin %d C)" % t["margin_c"])
     p = gpu["power"]
-    if p["limit_w"] and p["default_limit_w"] and p["limit_w"] < p["default_limit_w"] * POWER_LIMIT_FRACTION:
-        f.degrade("power limit lowered to %.0f W (default %.0f W)" % (p["limit_w"], p["default_limit_w"]))
+    if (
+        p["limit_w"]
+        and p["default_limit_w"]
+        and p["limit_w"] < p["default_limit_w"] * POWER_LIMIT_FRACTION
+    ):
+        f.degrade(
+            "power limit lowered to %.0f W (default %.0f W)" % (p["limit_w"], p["default_limit_w"])
+        )
 
 
 def _pcie(gpu: Dict[str, Any], f: Finding) -> None:
@@ -233,9 +258,14 @@ def _pcie(gpu: Dict[str, Any], f: Finding) -> None:
     if link["gen_current"] and link["gen_max"] and link["gen_current"] < link["gen_max"]:
         busy = (gpu["utilization"]["gpu_pct"] or 0) >= BUSY_UTILIZATION_PCT
         if busy:
-            f.degrade("PCIe link runs gen %d of %d under load" % (link["gen_current"], link["gen_max"]))
+            f.degrade(
+                "PCIe link runs gen %d of %d under load" % (link["gen_current"], link["gen_max"])
+            )
         else:
-            f.note("PCIe gen %d of %d while idle (normal power saving)" % (link["gen_current"], link["gen_max"]))
+            f.note(
+                "PCIe gen %d of %d while idle (normal power saving)"
+                % (link["gen_current"], link["gen_max"])
+            )
 
 
 def evaluate_host(
@@ -296,7 +326,10 @@ def _gib(value: Optional[float]) -> str:
     return "?" if value is None else "%.1f GiB" % (value / float(1 << 30))
 
 
-def read_kernel_log(timeout: float = 10.0) -> Dict[str, Any]:
+LOG_FILES = ("/var/log/kern.log", "/var/log/messages", "/var/log/syslog")
+
+
+def read_kernel_log(timeout: float = 10.0, log_files: Iterable[str] = LOG_FILES) -> Dict[str, Any]:
     """{"source", "lines" (None when unreadable), "reason"}. dmesg needs root or
     kernel.dmesg_restrict=0 and is often blocked in containers; journalctl needs the journal."""
     tried = []
@@ -310,11 +343,11 @@ def read_kernel_log(timeout: float = 10.0) -> Dict[str, Any]:
         if code == 0 and out.strip() and "No journal files" not in out:
             return {"source": "journalctl -k -b", "lines": out.splitlines()}
         tried.append("journalctl: %s" % (" ".join(out.split())[:120] or "exit %d" % code))
-    for path in ("/var/log/kern.log", "/var/log/messages", "/var/log/syslog"):
+    for path in log_files:
         text = _tail(path, 8 << 20)
         if text is not None:
             return {"source": path, "lines": text.splitlines()}
-    tried.append("no readable /var/log/kern.log, messages or syslog")
+    tried.append("no readable %s" % ", ".join(log_files))
     return {"source": None, "lines": None, "reason": "; ".join(tried)}
 
 

@@ -231,13 +231,13 @@ class HostCheck:
     def to_dict(self) -> dict[str, Any]:
         doc = result_document(self.result)
         return {
+            **doc,  # plan, reasons, options (+ explanation); its warnings are part of ours
             "verdict": self.verdict,
             "fix": self.fix,
             "problems": self.problems,
             "warnings": self.warnings,
             "python": self.python,
             "host": self.summary,
-            **doc,
             "verify": self.verify,
         }
 
@@ -281,7 +281,10 @@ def check_host(
     host_facts = HostFacts.from_facts(facts, python_version=py_version)
     if verify is not None:
         host_facts = replace(host_facts, torch_version=vt.get("version"), torch_cuda=vt.get("cuda"))
-    result = resolve_install_plan(host_facts, request)
+    try:
+        result: InstallPlan | NoPlan = resolve_install_plan(host_facts, request)
+    except ResolveInputError as exc:  # facts the resolver cannot use (e.g. no Python version)
+        result = NoPlan(f"cannot resolve from this host's facts: {exc}")
     summary = {
         "gpus": [{"name": g.name, "compute_capability": g.cc} for g in host_facts.gpus],
         "driver": host_facts.driver_version,
@@ -308,7 +311,8 @@ def check_host(
         if works:
             warnings.insert(0, f"the installed torch works, but {result.explanation}")
     elif works and result.action == "keep":
-        verdict, fix = (WARN if result.warnings else OK), None
+        # verified working; only a degraded mode is worth a WARN (the warnings list says why)
+        verdict, fix = (WARN if result.mode in ("minor-version-compat", "ptx-jit") else OK), None
     elif works:
         verdict, fix = WARN, install_fix
         warnings.insert(

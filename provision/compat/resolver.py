@@ -81,7 +81,7 @@ class HostFacts:
     def from_facts(cls, facts: dict[str, Any], python_version: str | None = None) -> HostFacts:
         """From the agent's `facts` document (docs/facts.md): nvidia.driver_version,
         nvidia.cuda_driver_version (nvidia-smi's CUDA), gpus[].name/compute_capability/memory,
-        python.version, torch.version/cuda, os.arch."""
+        python.agent.version, torch.version/cuda, os.arch."""
         nv = facts.get("nvidia") if isinstance(facts.get("nvidia"), dict) else {}
         raw_gpus = facts.get("gpus") if isinstance(facts.get("gpus"), list) else []
         gpus = tuple(
@@ -99,7 +99,9 @@ class HostFacts:
             gpus=gpus,
             driver_version=_opt_str(nv.get("driver_version")),
             cuda_max=_opt_str(nv.get("cuda_driver_version") or nv.get("cuda_max")),
-            python_version=python_version or str(py.get("version") or "3"),
+            # facts put the agent's interpreter under python.agent; "" makes resolving say so
+            python_version=python_version
+            or str(py.get("version") or (py.get("agent") or {}).get("version") or ""),
             arch=str(os_.get("arch") or "x86_64"),
             torch_version=_opt_str(torch.get("version")),
             torch_cuda=_opt_str(torch.get("cuda")),
@@ -585,7 +587,7 @@ def _plan(ctx: _Context, choice: _Choice, action: str) -> InstallPlan:
     p = choice.patch
     audio = p.torchaudio if ctx.request.torchaudio else None
     va, vt = Version(audio or "0"), Version(p.version)
-    if audio and va.major == vt.major and va.release[:2] < vt.release[:2]:
+    if action == "install" and audio and va.major == vt.major and va.release[:2] < vt.release[:2]:
         warnings.append(
             f"no torchaudio {rel.version}: torchaudio {audio} (stable ABI) serves torch ≥ 2.11"
         )
@@ -871,11 +873,9 @@ def _no_plan(ctx: _Context, facts: HostFacts, reasons: list[str]) -> NoPlan:
         )
     what = f"torch {ctx.spec.text}" + (f" ({req.variant})" if req.variant else "")
     hw = ", ".join(sorted({f"{g.label} ({g.sm})" for g in ctx.gpus})) or "a CPU-only host"
-    explanation = (
-        f"no PyTorch build matches {what} on {hw} with "
-        + (f"{ctx.driver.label}" if ctx.driver.present else "no NVIDIA driver")
-        + f" and Python {pyv}"
-    )
+    driver = ctx.driver.label if ctx.driver.present else "no NVIDIA driver"
+    with_ = f"{driver} and Python {pyv}" if ctx.gpus else f"Python {pyv}"
+    explanation = f"no PyTorch build matches {what} on {hw} with {with_}"
     return NoPlan(explanation, reasons, _dedupe(options))
 
 

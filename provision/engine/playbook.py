@@ -448,7 +448,7 @@ class _Loader:
         try:
             normalize_args(module, args, static=True)
         except ArgError as exc:
-            arg_where = raw.where(exc.key, True) if isinstance(raw, YMap) and exc.key in raw else where
+            arg_where = raw.where(exc.key, not exc.at_key) if isinstance(raw, YMap) and exc.key in raw else where
             self.error(arg_where, f"{action}: {exc}")
         task = Task(action=cls.name, module=module, args=args, **fields)
         self.loop_fields(task, data)

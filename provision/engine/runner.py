@@ -40,6 +40,7 @@ from provision.engine.variables import HostVars, VariableManager
 from provision.engine.yamlpos import load_yaml
 from provision.errors import AgentError, AuthError, ConfigError, HostError, HostKeyError, UnreachableError
 from provision.inventory.model import Host, Inventory
+from provision.paths import bundle_dir
 from provision.modules.base import ArgError, ModuleFailure, ModuleResult, TaskContext, normalize_args
 from provision.secrets import Masker, collect_secrets
 
@@ -400,8 +401,11 @@ class _HostPlay:
 
     def describe_error(self, node: Node, name: str, exc: Exception) -> str:
         where = f"task '{name}' ({node.pos}) on host {self.rt.host.name}"
+        if isinstance(exc, UndefinedVariableError) and not exc.attribute and exc.variable:
+            return (f"{where}: undefined variable '{exc.variable}'. Define it (vars, inventory, "
+                    f"-e {exc.variable}=...) or use `| default(...)`")
         if isinstance(exc, UndefinedVariableError):
-            return f"{where}: undefined variable '{exc.variable}'. Define it (vars, inventory, -e {exc.variable}=...) or use `| default(...)`"
+            return f"{where}: {exc} (use `| default(...)` where it may be missing)"
         return f"{where}: {exc}"
 
     # -- handlers ------------------------------------------------------------------------------
@@ -749,6 +753,7 @@ class _HostPlay:
             paths.append(node.role.path)
         paths.append(node.base_dir)
         paths.append(self.runner.playbook_dir)
+        paths.append(bundle_dir("templates").parent)  # the built-in templates/ (pip.conf.j2, ...)
         out: list[Path] = []
         for p in paths:
             if p not in out:

@@ -50,9 +50,10 @@ class TemplateError(ProvisionError):
 
 
 class UndefinedVariableError(TemplateError):
-    def __init__(self, variable: str, message: str) -> None:
+    def __init__(self, variable: str, message: str, attribute: bool = False) -> None:
         super().__init__(message)
         self.variable = variable
+        self.attribute = attribute  # a missing key/attribute of a defined value
 
 
 class StrictChainableUndefined(ChainableUndefined, StrictUndefined):
@@ -418,8 +419,34 @@ def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> 
 
 
 _ENV = _make_env()
-_NATIVE_ENV = _make_env(_NativeEnvironment)
+@jinja2.pass_context
+def _keep_value(ctx: Any, value: Any) -> Any:
+    """Identity; needing the context stops Jinja from folding constants into strings at compile
+    time, so `{{ 'yes' | bool }}` stays True."""
+    return value
+
+
+_NATIVE_ENV = _make_env(_NativeEnvironment, finalize=_keep_value)
 _SHELL_ENV = _make_env(finalize=_shell_finalize)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_single_expression(source: str) -> bool:
+    """Exactly one `{{ ... }}` and nothing but whitespace around it (Jinja's own lexer, so
+    `{{ {'a': {'b': 1}} }}` counts)."""
+    try:
+        tokens = [(kind, value) for _, kind, value in _ENV.lex(source)]
+    except jinja2.TemplateSyntaxError:
+        return False
+    while tokens and tokens[0][0] == "data" and not tokens[0][1].strip():
+        tokens.pop(0)
+    while tokens and tokens[-1][0] == "data" and not tokens[-1][1].strip():
+        tokens.pop()
+    if not tokens or tokens[0][0] != "variable_begin" or tokens[-1][0] != "variable_end":
+        return False
+    return sum(1 for kind, _ in tokens if kind == "variable_begin") == 1 and all(
+        kind != "data" for kind, _ in tokens
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -439,10 +466,13 @@ def check_syntax(source: str) -> str | None:
 
 
 def _undefined_error(exc: jinja2.UndefinedError) -> UndefinedVariableError:
+    """'x' is undefined -> variable x; `'dict object' has no attribute 'y'` -> attribute y."""
     message = str(exc)
     match = _UNDEFINED_NAME.search(message)
-    name = match.group(1) if match else message
-    return UndefinedVariableError(name, f"undefined variable '{name}'" if match else message)
+    if match:
+        return UndefinedVariableError(match.group(1), f"undefined variable '{match.group(1)}'")
+    attr = re.search(r"has no attribute '([^']+)'", message)
+    return UndefinedVariableError(attr.group(1) if attr else "", message, attribute=bool(attr))
 
 
 # -- lazy variables ----------------------------------------------------------------------------
@@ -530,8 +560,7 @@ class Templar:
         if isinstance(value, str):
             if not is_template(value):
                 return value
-            single = _SINGLE_EXPR.match(value)
-            if single and "{%" not in value:
+            if _is_single_expression(value):
                 out = self._run(self._template(value, "native"), variables)
                 if len(out) == 1:
                     if isinstance(out[0], jinja2.Undefined):
@@ -557,7 +586,7 @@ class Templar:
         try:
             return "".join(self._run(template, variables))
         except UndefinedVariableError as exc:
-            raise UndefinedVariableError(exc.variable, f"{name}: {exc}") from None
+            raise UndefinedVariableError(exc.variable, f"{name}: {exc}", exc.attribute) from None
         except TemplateError as exc:
             raise TemplateError(f"{name}: {exc}") from None
 

@@ -79,6 +79,7 @@ class InstallOptions:
     conda: str | None = None  # conda env name: build a conda env instead of a venv
     index: IndexOptions = field(default_factory=IndexOptions)
     relay: bool = False
+    relay_dir: str | None = None  # where relayed wheels land on the host (default ~/.cache/provision/wheels)
     locked: Lock | None = None
     allow_minor_version_compat: bool = True
     pip_timeout: float = 30.0  # pip's socket timeout
@@ -87,6 +88,7 @@ class InstallOptions:
     pip_cache: str | None = None  # None: the data dir's cache when there is one; "off": none
     keep_generations: int = 2  # current + previous
     cancel: threading.Event | None = None  # set (e.g. on Ctrl-C) to stop and clean up promptly
+    check_only: bool = False  # plan and compare, change nothing (playbook check mode)
 
     def validate(self) -> None:
         bad = [w for w in self.with_ if w not in COMPANIONS]
@@ -108,7 +110,7 @@ class InstallOptions:
 @dataclass
 class InstallResult:
     host: str
-    action: str = "failed"  # installed | unchanged | failed | refused
+    action: str = "failed"  # installed | unchanged | would-install | failed | refused
     message: str = ""
     env: str | None = None
     python: str | None = None
@@ -127,11 +129,11 @@ class InstallResult:
 
     @property
     def ok(self) -> bool:
-        return self.action in ("installed", "unchanged")
+        return self.action in ("installed", "unchanged", "would-install")
 
     @property
     def changed(self) -> bool:
-        return self.action == "installed"
+        return self.action in ("installed", "would-install")
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -452,7 +454,9 @@ def install(
                 raise fail(exc.detail, "refused") from None
     result.plan = plan.as_dict()
     result.reasons = list(plan.reasons)
-    result.warnings = list(plan.warnings)
+    # the resolver speaks of companions whether or not they were asked for
+    result.warnings = [w for w in plan.warnings
+                       if not any(c in w and c not in options.with_ for c in COMPANIONS)]
     fp = env_fingerprint(plan, options.with_, options.extras, requirement_texts, py.major_minor, lock)
 
     # Already there? Same contents (fingerprint) and it still verifies: nothing to do.
@@ -478,6 +482,11 @@ def install(
                                    + "): building a new one")
     if state.exists and not state.managed:
         raise fail(env.unmanaged_message(), "refused")
+    if options.check_only:
+        result.action = "would-install"
+        result.message = f"would install torch {plan.torch}+{plan.variant} into {env.path}"
+        t["total"] = time.monotonic() - started
+        return result
 
     # Where packages come from.
     with _timed(t, "index"):
@@ -708,7 +717,7 @@ def _relay(connection: Connection, env: ManagedEnv, options: InstallOptions, pla
         result.pip_lines = exc.lines
         raise InstallError(connection.host.name, f"--relay: {str(exc).splitlines()[0]}; {env.path} is unchanged",
                            result) from None
-    remote_dir = f"{env.home.rstrip('/')}/{relay_mod.REMOTE_DIR}"
+    remote_dir = options.relay_dir or f"{env.home.rstrip('/')}/{relay_mod.REMOTE_DIR}"
     say(f"pushing wheels to {remote_dir}")
     sent, sent_bytes = relay_mod.push(connection, files, remote_dir)
     result.relayed = {"files": len(files), "sent": sent, "bytes_sent": sent_bytes}
@@ -756,3 +765,116 @@ __all__ = [
     "mask_url",
     "verify_env",
 ]
+
+
+# -- lock files ---------------------------------------------------------------------------------
+
+
+def _lock_request(options: InstallOptions) -> dict[str, Any]:
+    return {"torch": options.torch, "variant": options.variant, "with": list(options.with_),
+            "extras": list(options.extras),
+            "requirements": [Path(p).name for p in options.requirements]}
+
+
+def _gpu_summary(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": g.get("name"), "compute_capability": g.get("compute_capability")}
+            for g in facts.get("gpus") or []]
+
+
+def create_lock(
+    connection: Connection,
+    agent: Agent,
+    options: InstallOptions,
+    *,
+    facts: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> Lock:
+    """Resolve on the host and record the exact files: a throwaway venv from the same interpreter
+    an install would use, `pip install --dry-run --ignore-installed --report` against the same
+    indexes (the host's view of them is what an install there would get), then it is removed."""
+    from provision.install.lockfile import build_lock
+
+    host = connection.host.name
+    say = progress or (lambda m: None)
+    options.validate()
+    if options.locked is not None:
+        raise ConfigError("lock from a lock? give --torch/--with/--extra instead of --locked")
+    if facts is None:
+        from provision.remote.facts import gather_facts
+
+        say("gathering facts")
+        facts = gather_facts(agent)
+    base = options.python or connection.host.python or "python3"
+    py = host_python(connection, base)
+    plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=index_kind(options.index),
+                   python_version=py.version, allow_minor_version_compat=options.allow_minor_version_compat,
+                   host=host)
+    scratch = InstallResult(host=host)
+    index_cfg, plan = _choose_index(connection, agent, options, plan, py, facts, host, scratch, say)
+    requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind)
+    home = connection.run('printf %s "$HOME"', timeout=30).stdout.strip() or "/tmp"
+    tmp = f"{home}/.cache/provision/lock-{os.urandom(4).hex()}"
+    q = shlex.quote
+    try:
+        say("resolving on the host (pip --dry-run)")
+        made = connection.run(f"mkdir -p {q(tmp)} && {q(py.executable)} -m venv {q(tmp + '/venv')}", timeout=600)
+        if not made.ok:
+            raise HostError(host, f"{py.executable} -m venv failed: {made.stderr.strip()[-500:]}")
+        req_files = []
+        for i, path in enumerate(options.requirements):
+            remote = f"{tmp}/requirements-{i}.txt"
+            connection.put(Path(path).read_bytes(), remote, mode=0o600)
+            req_files.append(remote)
+        cmd = install_command(f"{tmp}/venv/bin/python", requirements, index_cfg, requirement_files=req_files,
+                              report_path=f"{tmp}/report.json", dry_run=True, ignore_installed=True,
+                              cache_dir=_pip_cache(options, facts), timeout=options.pip_timeout,
+                              retries=options.pip_retries)
+        run = connection.run(cmd.script(), stdin=cmd.stdin, timeout=options.pip_deadline)
+        if not run.ok:
+            lines = relevant_lines(run.stdout + "\n" + run.stderr, cmd.secrets)
+            raise HostError(host, "resolving failed: pip --dry-run: " + " | ".join(lines[-4:]))
+        packages = packages_from_report(json.loads(connection.get(f"{tmp}/report.json")))
+    finally:
+        connection.run(f"rm -rf -- {q(tmp)}", timeout=120)
+    packages = _hash_missing(connection, packages, host)
+    return build_lock(
+        plan=plan.as_dict(), packages=packages, python_version=py.version, machine=py.machine,
+        index=index_cfg.as_dict(), request=_lock_request(options),
+        resolved_on={"host": host, "python": py.version, "glibc": py.glibc, "gpus": _gpu_summary(facts),
+                     "driver": (facts.get("nvidia") or {}).get("driver_version")},
+    )
+
+
+def _hash_missing(connection: Connection, packages: list[LockedPackage], host: str) -> list[LockedPackage]:
+    missing = [p.name for p in packages if not p.sha256]
+    if missing:
+        raise HostError(host, f"the index gave no sha256 for {', '.join(missing)}: a lock needs hashes "
+                        "(PyPI, download.pytorch.org and PEP 503 mirrors give them); use another index")
+    return packages
+
+
+def create_lock_offline(facts: dict[str, Any], py: PythonInfo, options: InstallOptions,
+                        progress: ProgressCallback | None = None) -> Lock:
+    """Resolve on the controller for a described host (`provision lock --offline --gpu ...`):
+    the plan from the resolver, the files from pip resolving for that Python and platform."""
+    from provision.install.lockfile import build_lock
+
+    options.validate()
+    plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=index_kind(options.index),
+                   python_version=py.version, allow_minor_version_compat=options.allow_minor_version_compat,
+                   host="offline")
+    index_cfg = build_index_config(options.index, plan_index_url=plan.index_url, variant=plan.variant,
+                                   reachable_torch_index=None)
+    requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind)
+    if progress:
+        progress(f"resolving {' '.join(requirements)} for Python {py.version} on {py.machine}")
+    try:
+        packages = relay_mod.resolve_for(py, requirements, index_cfg, requirement_files=options.requirements)
+    except relay_mod.RelayError as exc:
+        raise ConfigError(str(exc)) from None
+    return build_lock(
+        plan=plan.as_dict(), packages=packages, python_version=py.version, machine=py.machine,
+        index=index_cfg.as_dict(), request=_lock_request(options),
+        resolved_on={"host": None, "python": py.version, "glibc": py.glibc, "gpus": _gpu_summary(facts),
+                     "driver": (facts.get("nvidia") or {}).get("driver_version")},
+    )

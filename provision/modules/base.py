@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import logging
 import pkgutil
 import shlex
 import threading
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from provision.engine.templating import Templar
     from provision.remote.agent import Agent
 
+log = logging.getLogger("provision.modules")
 ARG_TYPES = ("str", "bool", "int", "float", "list", "dict", "path", "raw", "mode")
 
 
@@ -182,6 +184,7 @@ class Module:
 # -- registry ----------------------------------------------------------------------------------
 
 MODULES: dict[str, type[Module]] = {}
+LOAD_ERRORS: dict[str, str] = {}  # module file -> import error
 _loaded = False
 _load_lock = threading.Lock()
 _PREFIXES = ("ansible.builtin.", "ansible.legacy.", "provision.")
@@ -206,7 +209,11 @@ def _load_all() -> None:
 
         for info in pkgutil.iter_modules(package.__path__):
             if info.name != "base" and not info.name.startswith("_"):
-                importlib.import_module(f"provision.modules.{info.name}")
+                try:
+                    importlib.import_module(f"provision.modules.{info.name}")
+                except Exception as exc:  # one broken module file must not take the others down
+                    LOAD_ERRORS[info.name] = f"{type(exc).__name__}: {exc}"
+                    log.warning("module file provision/modules/%s.py failed to import: %s", info.name, exc)
         _loaded = True
 
 
@@ -236,9 +243,10 @@ def suggest(word: str, options: list[str] | tuple[str, ...] | set[str]) -> str:
 
 
 class ArgError(ValueError):
-    def __init__(self, message: str, key: str | None = None) -> None:
+    def __init__(self, message: str, key: str | None = None, at_key: bool = False) -> None:
         super().__init__(message)
         self.key = key
+        self.at_key = at_key  # the name is wrong (point at it), not the value
 
 
 def _has_template(value: Any) -> bool:
@@ -323,6 +331,7 @@ def normalize_args(module: Module, args: Mapping[str, Any], *, static: bool = Fa
                 f"module '{module.name}' has no argument '{key}'{suggest(key, known)}; "
                 f"its arguments: {', '.join(sorted(spec)) or '(none)'}",
                 key,
+                at_key=True,
             )
         if name in out:
             raise ArgError(f"argument '{name}' given twice (as '{key}' and an alias)", key)

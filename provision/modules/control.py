@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from provision.engine.templating import UndefinedVariableError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
 # One shell round trip for what the agent's facts don't carry: who we are and what we may do.
@@ -194,7 +195,10 @@ class Debug(Module):
         if ctx.args.get("var"):
             name = ctx.args["var"]
             assert ctx.templar is not None
-            value = ctx.templar.evaluate(name, ctx.vars)
+            try:
+                value = ctx.templar.evaluate(name, ctx.vars)
+            except UndefinedVariableError:
+                value = "VARIABLE IS NOT DEFINED!"  # what Ansible prints; not a failure
             return ModuleResult(data={name: value})
         msg = ctx.args.get("msg")
         return ModuleResult(msg=msg if msg is not None else "Hello world!")

@@ -308,7 +308,7 @@ class Venv(Module):
         if args["state"] == "absent":
             script = (f"v={qpath(args['path'])}\n"
                       'if [ -e "$v" ]; then if [ ! -f "$v/pyvenv.cfg" ]; then echo "@@error $v is not a venv (no pyvenv.cfg); not removing it"; exit 1; fi; '
-                      f'echo "@@changed removed"; {":" if check else "rm -rf -- \\"$v\\""}; fi\n')
+                      'echo "@@changed removed"; ' + (":" if check else 'rm -rf -- "$v"') + "; fi\n")
         else:
             site = " --system-site-packages" if args["system_site_packages"] else ""
             script = (

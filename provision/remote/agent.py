@@ -1,7 +1,11 @@
-"""Ship the agent zipapp once per content hash and call it: one round trip per step.
+"""Ship the agent once per content hash and call it: one round trip per step.
 
 The zipapp is built in memory from provision/agent/ (plus the import-free provision/__init__.py),
-so its hash changes exactly when host-side code changes.
+so its hash changes exactly when host-side code changes. On the host it is unpacked into
+~/.cache/provision/agent-HASH/ and run as a folder (`python3 DIR COMMAND`): Python cannot cache
+bytecode for modules imported from a zip, so a zipapp recompiles every module it imports on every
+call -- about half the agent's CPU for `facts`, paid per host per call. From a folder the host's
+Python writes __pycache__ on the first call and every later call loads bytecode.
 """
 
 from __future__ import annotations
@@ -25,6 +29,21 @@ _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _MISSING_AGENT = 97
 _MISSING_PYTHON = 98
 EventCallback = Callable[[dict[str, Any]], None]
+
+# Runs on the host's Python (3.8+), zip bytes on stdin, the target folder as argv[1]. Unpacked
+# under a temp name and renamed, so a half-written agent is never run; when a parallel upload
+# (another controller) renamed first, its copy is identical and ours is dropped.
+_UNPACK = """import io, os, shutil, sys, zipfile
+final = sys.argv[1]
+tmp = "%s.tmp-%d" % (final, os.getpid())
+zipfile.ZipFile(io.BytesIO(sys.stdin.buffer.read())).extractall(tmp)
+try:
+    os.rename(tmp, final)
+except OSError:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not os.path.isfile(os.path.join(final, "__main__.py")):
+        raise
+"""
 
 _build_lock = threading.Lock()
 _built: tuple[bytes, str] | None = None
@@ -65,23 +84,39 @@ class Agent:
 
     @property
     def remote_path(self) -> str:
-        return f"~/.cache/provision/agent-{agent_zipapp()[1]}.pyz"
+        """The agent's folder on the host (its __main__.py makes it runnable)."""
+        return f"~/.cache/provision/agent-{agent_zipapp()[1]}"
+
+    def _dir_expr(self) -> str:
+        return '"$HOME"/.cache/provision/' + f"agent-{agent_zipapp()[1]}"
 
     def _command(self, command: str, python: str) -> str:
         import shlex
 
-        path = '"$HOME"/.cache/provision/' + f"agent-{agent_zipapp()[1]}.pyz"
+        path = self._dir_expr()
         py = shlex.quote(python)
         return (
             f"command -v {py} >/dev/null 2>&1 || exit {_MISSING_PYTHON}; "
-            f"test -r {path} || exit {_MISSING_AGENT}; "
+            f"test -r {path}/__main__.py || exit {_MISSING_AGENT}; "
             f"exec {py} {path} {shlex.quote(command)}"
         )
 
-    def upload(self) -> None:
+    def upload(self, python: str | None = None) -> None:
+        """Send the zipapp on stdin and unpack it on the host in the same round trip."""
+        import shlex
+
         data, digest = agent_zipapp()
-        log.info("%s: uploading agent %s (%d bytes)", self.connection.host.name, digest, len(data))
-        self.connection.put(data, self.remote_path, mode=0o644)
+        host = self.connection.host.name
+        log.info("%s: uploading agent %s (%d bytes)", host, digest, len(data))
+        py = shlex.quote(python or self.python)
+        target = self._dir_expr()
+        result = self.connection.run(
+            f'mkdir -p "$HOME"/.cache/provision && exec {py} -c {shlex.quote(_UNPACK)} {target}',
+            stdin=data,
+        )
+        if not result.ok:
+            detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[-1]
+            raise AgentError(host, f"could not unpack the agent into {self.remote_path}: {detail}")
         self.uploads += 1
 
     def call(
@@ -125,7 +160,7 @@ class Agent:
                 timeout=timeout,
             )
             if result.exit_code == _MISSING_AGENT and attempt == 0:
-                self.upload()
+                self.upload(py)
                 continue
             if result.exit_code == _MISSING_PYTHON:
                 raise AgentError(

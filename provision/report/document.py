@@ -1,8 +1,18 @@
 """The versioned report document: one per host per run.
 
-Schema `provision.report/v1` (docs/reports.md): host, created, facts, compat, install, datasets,
-bench, diagnosis, price_per_hour. Every consumer reads it through `headline` or `get`, so a
-missing section renders as "not measured", never as a crash.
+Schema `provision.report/v1` (docs/reports.md lists every key):
+
+    schema, host, created (ISO 8601, UTC), price_per_hour (number | null),
+    facts     the agent's `facts` result (docs/facts.md)
+    compat    `provision check`'s per-host result (verdict OK/WARN/BROKEN, problems, fix, verify)
+    install   {"python": managed env's interpreter, "torch": version, "managed": bool, ...}
+    datasets  [{"name", "path", "format", ...}] the datasets the benchmark read
+    bench     the agent's `bench` result (docs/bench.md)
+    diagnosis [{"id", "severity", "title", "evidence", "recommendation"}]
+
+Every consumer reads it through `headline` or `get`, so a missing section renders as "not
+measured", never as a crash. `validate` checks the shape (and the types of the figures the
+renderers, the ranking and the history rely on) and names the key at fault.
 """
 
 from __future__ import annotations
@@ -13,11 +23,31 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "provision.report/v1"
-REQUIRED_KEYS = ("schema", "host", "created", "facts", "compat", "install", "datasets", "bench", "diagnosis")
+REQUIRED_KEYS = (
+    "schema",
+    "host",
+    "created",
+    "facts",
+    "compat",
+    "install",
+    "datasets",
+    "bench",
+    "diagnosis",
+)
+SEVERITIES = ("critical", "warn", "info")
+FINDING_KEYS = ("id", "severity", "title", "evidence", "recommendation")
+# Figures the ranking, charts and history read: number or null when present.
+_NUMBERS = (
+    "bench.amp.speedup",
+    "bench.amp.train_samples_per_s",
+    "bench.dataloader.best_samples_per_s",
+    "bench.dataloader.best_num_workers",
+    "price_per_hour",
+)
 
 
 def get(doc: Any, dotted: str, default: Any = None) -> Any:
-    """`get(report, "bench.amp.speedup")`; list indices allowed (`gpus.0.name`)."""
+    """`get(report, "bench.amp.speedup")`; list indices allowed (`facts.gpus.0.name`)."""
     cur = doc
     for part in dotted.split("."):
         if isinstance(cur, dict):
@@ -28,7 +58,11 @@ def get(doc: Any, dotted: str, default: Any = None) -> Any:
             cur = cur[int(part)]
         else:
             return default
-    return cur
+    return default if cur is None and default is not None else cur
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def build_report(
@@ -40,42 +74,84 @@ def build_report(
     datasets: list[dict[str, Any]] | None = None,
     bench: dict[str, Any] | None = None,
     price_per_hour: float | None = None,
+    created: str | None = None,
 ) -> dict[str, Any]:
+    """Assemble the document and diagnose it. Sections not measured stay empty ({} / [])."""
     from provision.report.diagnosis import diagnose
 
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "host": host,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": created or now_iso(),
+        "price_per_hour": price_per_hour,
         "facts": facts or {},
         "compat": compat or {},
-        "install": install or {},
+        "install": dict(install or {}),
         "datasets": datasets or [],
         "bench": bench or {},
-        "price_per_hour": price_per_hour,
     }
+    if doc["install"]:
+        doc["install"].setdefault("python", None)  # the key is part of the schema, even unknown
     doc["diagnosis"] = [f.as_dict() for f in diagnose(doc)]
+    validate(doc, f"report for {host}")
     return doc
 
 
 def validate(doc: Any, where: str = "report") -> None:
-    """Raise ValueError naming the first problem; used on load and in tests."""
+    """Raise ValueError naming the first problem (`where: key: what is wrong`)."""
     if not isinstance(doc, dict):
-        raise ValueError(f"{where}: not a JSON object")
+        raise ValueError(f"{where}: not a JSON object (got {type(doc).__name__})")
     if doc.get("schema") != SCHEMA:
-        raise ValueError(f"{where}: schema {doc.get('schema')!r}, expected {SCHEMA!r}")
+        raise ValueError(
+            f"{where}: schema {doc.get('schema')!r}, expected {SCHEMA!r}"
+            " (a file written by `provision bench`/`up`, or `--json` of `provision report`'s reports)"
+        )
     for key in REQUIRED_KEYS:
         if key not in doc:
             raise ValueError(f"{where}: missing key {key!r}")
+    if not isinstance(doc["host"], str) or not doc["host"]:
+        raise ValueError(f"{where}: host must be a non-empty string, got {doc['host']!r}")
+    try:
+        created = _dt.datetime.fromisoformat(str(doc["created"]))
+    except ValueError:
+        raise ValueError(
+            f"{where}: created must be an ISO 8601 time, got {doc['created']!r}"
+        ) from None
+    if created.tzinfo is None:
+        raise ValueError(f"{where}: created {doc['created']!r} has no time zone (use UTC: +00:00)")
+    for key in ("facts", "compat", "install", "bench"):
+        if not isinstance(doc[key], dict):
+            raise ValueError(f"{where}: {key} must be an object, got {type(doc[key]).__name__}")
+    if doc["install"] and "python" not in doc["install"]:
+        raise ValueError(f"{where}: install lacks 'python' (the managed environment's interpreter)")
+    if not isinstance(doc["datasets"], list) or not all(
+        isinstance(d, dict) for d in doc["datasets"]
+    ):
+        raise ValueError(f"{where}: datasets must be a list of objects")
+    for dotted in _NUMBERS:
+        value = get(doc, dotted)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"{where}: {dotted} must be a number or null, got {value!r}")
+    price = doc.get("price_per_hour")
+    if price is not None and price <= 0:
+        raise ValueError(f"{where}: price_per_hour must be positive, got {price!r}")
     if not isinstance(doc["diagnosis"], list):
         raise ValueError(f"{where}: diagnosis must be a list")
     for i, finding in enumerate(doc["diagnosis"]):
-        for key in ("id", "severity", "title", "evidence", "recommendation"):
-            if key not in finding:
-                raise ValueError(f"{where}: diagnosis[{i}] lacks {key!r}")
+        if not isinstance(finding, dict):
+            raise ValueError(f"{where}: diagnosis[{i}] must be an object")
+        for key in FINDING_KEYS:
+            if not isinstance(finding.get(key), str) or not finding[key]:
+                raise ValueError(f"{where}: diagnosis[{i}] lacks {key!r} (a non-empty string)")
+        if finding["severity"] not in SEVERITIES:
+            raise ValueError(
+                f"{where}: diagnosis[{i}].severity {finding['severity']!r} is not one of "
+                + ", ".join(SEVERITIES)
+            )
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
+    """Read and validate one report file; ConfigError names the file (and line for bad JSON)."""
     from provision.errors import ConfigError
 
     p = Path(path)
@@ -83,6 +159,10 @@ def load_report(path: str | Path) -> dict[str, Any]:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such report file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: is a directory; give the report's .json file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text file; give the report's .json file") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     try:
@@ -93,26 +173,38 @@ def load_report(path: str | Path) -> dict[str, Any]:
 
 
 def headline(doc: dict[str, Any]) -> dict[str, Any]:
-    """The few numbers a comparison ranks by."""
+    """The few numbers hosts are ranked and compared by.
+
+    effective samples/s = min(training, loading): a host trains no faster than its slower half.
+    samples per money = effective samples/s x 3600 / price_per_hour.
+    """
     train = get(doc, "bench.amp.train_samples_per_s")
     loader = get(doc, "bench.dataloader.best_samples_per_s")
-    effective = min(x for x in (train, loader) if x) if (train or loader) else None
+    measured = [x for x in (train, loader) if x]
+    effective = min(measured) if measured else None
     price = doc.get("price_per_hour")
     per_money = effective * 3600 / price if effective and price else None
-    gpus = get(doc, "facts.gpus", []) or []
+    gpus = get(doc, "facts.gpus") or []
+    names = sorted({str(g.get("name") or "?") for g in gpus if isinstance(g, dict)})
+    diagnosis = doc.get("diagnosis") or []
     return {
         "host": doc.get("host"),
-        "gpu": ", ".join(sorted({g.get("name", "?") for g in gpus})) or "CPU",
+        "created": doc.get("created"),
+        "gpu": ", ".join(names) or "CPU",
         "gpu_count": len(gpus),
+        "device": get(doc, "bench.amp.device") or get(doc, "bench.host.device"),
+        "image_size": get(doc, "bench.amp.image_size"),
         "train_samples_per_s": train,
         "loader_samples_per_s": loader,
         "effective_samples_per_s": effective,
+        "bottleneck": None if not (train and loader) else ("loader" if loader < train else "training"),
         "amp_speedup": get(doc, "bench.amp.speedup"),
+        "amp_dtype": get(doc, "bench.amp.best_dtype"),
         "best_num_workers": get(doc, "bench.dataloader.best_num_workers"),
         "price_per_hour": price,
         "samples_per_money": per_money,
-        "critical": sum(1 for f in doc.get("diagnosis", []) if f.get("severity") == "critical"),
-        "warnings": sum(1 for f in doc.get("diagnosis", []) if f.get("severity") == "warn"),
+        "critical": sum(1 for f in diagnosis if f.get("severity") == "critical"),
+        "warnings": sum(1 for f in diagnosis if f.get("severity") == "warn"),
     }
 
 
@@ -120,20 +212,22 @@ def write_report(doc: dict[str, Any], out_dir: str | Path) -> dict[str, str]:
     """Write JSON, Markdown and HTML side by side; return their paths."""
     from provision.report.render import render_html, render_markdown
 
-    out = Path(out_dir)
+    out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    stamp = doc["created"].replace(":", "").replace("+0000", "Z")
-    base = out / f"{_safe(doc['host'])}-{stamp}"
+    stamp = str(doc["created"]).replace(":", "").replace("+0000", "Z")
+    base = out / f"{_safe(doc['host'])}-{_safe(stamp)}"
     paths = {
-        "json": base.with_suffix(".json"),
-        "markdown": base.with_suffix(".md"),
-        "html": base.with_suffix(".html"),
+        "json": base.with_name(base.name + ".json"),
+        "markdown": base.with_name(base.name + ".md"),
+        "html": base.with_name(base.name + ".html"),
     }
-    paths["json"].write_text(json.dumps(doc, indent=2, default=str, ensure_ascii=False), encoding="utf-8")
+    paths["json"].write_text(
+        json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     paths["markdown"].write_text(render_markdown([doc]), encoding="utf-8")
     paths["html"].write_text(render_html([doc]), encoding="utf-8")
     return {k: str(v) for k, v in paths.items()}
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "host"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name)) or "host"

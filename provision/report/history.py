@@ -1,7 +1,12 @@
-"""Local history of reports (SQLite), so a host's numbers can be compared over time."""
+"""Local history of reports (SQLite in provision.paths.state_dir()), so a host's numbers can be
+compared over time. Each report is stored whole (the JSON document) with the headline figures
+in columns; a report already recorded (same host, time and content) is not stored twice, so
+re-rendering old files with `provision report` may record them without duplicates.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from contextlib import closing
@@ -10,52 +15,115 @@ from typing import Any
 
 from provision.paths import state_dir
 
+FILE_NAME = "history.sqlite"
+# Figures compared with the previous run: (label, headline key).
+COMPARED = (
+    ("effective samples/s", "effective_samples_per_s"),
+    ("training samples/s", "train_samples_per_s"),
+    ("loader samples/s", "loader_samples_per_s"),
+    ("AMP speedup", "amp_speedup"),
+    ("best num_workers", "best_num_workers"),
+    ("samples per money", "samples_per_money"),
+)
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS reports (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     host TEXT NOT NULL,
     created TEXT NOT NULL,
     schema TEXT NOT NULL,
+    digest TEXT NOT NULL UNIQUE,
     train_samples_per_s REAL,
     loader_samples_per_s REAL,
+    effective_samples_per_s REAL,
+    amp_speedup REAL,
+    price_per_hour REAL,
     document TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS reports_host ON reports (host, created);
 """
 
 
+def default_path() -> Path:
+    return state_dir() / FILE_NAME
+
+
 def _db(path: Path | None) -> sqlite3.Connection:
-    conn = sqlite3.connect(path or state_dir() / "history.sqlite")
+    # timeout: several `provision` processes may record at once; SQLite serializes the writers
+    conn = sqlite3.connect(str(path or default_path()), timeout=30)
     conn.executescript(_SCHEMA)
     return conn
 
 
-def record(report: dict[str, Any], path: Path | None = None) -> int:
+def digest(report: dict[str, Any]) -> str:
+    return hashlib.sha256(
+        json.dumps(report, sort_keys=True, default=str).encode("utf-8")
+    ).hexdigest()
+
+
+def record(report: dict[str, Any], path: Path | None = None) -> bool:
+    """Store one report; False when it was already there."""
     from provision.report.document import headline
 
     head = headline(report)
     with closing(_db(path)) as conn, conn:
         cur = conn.execute(
-            "INSERT INTO reports (host, created, schema, train_samples_per_s, loader_samples_per_s, document)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (report["host"], report["created"], report["schema"], head["train_samples_per_s"],
-             head["loader_samples_per_s"], json.dumps(report, default=str)),
+            "INSERT OR IGNORE INTO reports (host, created, schema, digest, train_samples_per_s,"
+            " loader_samples_per_s, effective_samples_per_s, amp_speedup, price_per_hour, document)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                report["host"],
+                report["created"],
+                report["schema"],
+                digest(report),
+                head["train_samples_per_s"],
+                head["loader_samples_per_s"],
+                head["effective_samples_per_s"],
+                head["amp_speedup"],
+                head["price_per_hour"],
+                json.dumps(report, default=str),
+            ),
         )
-        return int(cur.lastrowid or 0)
+        return cur.rowcount == 1
 
 
 def previous(host: str, before: str, path: Path | None = None) -> dict[str, Any] | None:
-    """The latest report for `host` created before `before` (ISO time), or None."""
+    """The latest report for `host` created before `before` (ISO time, UTC), or None."""
     with closing(_db(path)) as conn:
         row = conn.execute(
-            "SELECT document FROM reports WHERE host = ? AND created < ? ORDER BY created DESC LIMIT 1",
+            "SELECT document FROM reports WHERE host = ? AND created < ?"
+            " ORDER BY created DESC, id DESC LIMIT 1",
             (host, before),
         ).fetchone()
     return json.loads(row[0]) if row else None
 
 
-def host_series(host: str, path: Path | None = None, limit: int = 20) -> list[tuple[str, float | None, float | None]]:
+def host_series(host: str, path: Path | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    """The host's latest `limit` runs, newest first: created and the headline columns."""
     with closing(_db(path)) as conn:
-        return list(conn.execute(
-            "SELECT created, train_samples_per_s, loader_samples_per_s FROM reports WHERE host = ?"
-            " ORDER BY created DESC LIMIT ?", (host, limit)))
+        rows = conn.execute(
+            "SELECT created, effective_samples_per_s, train_samples_per_s, loader_samples_per_s,"
+            " amp_speedup, price_per_hour FROM reports WHERE host = ?"
+            " ORDER BY created DESC, id DESC LIMIT ?",
+            (host, limit),
+        ).fetchall()
+    keys = ("created", "effective_samples_per_s", "train_samples_per_s", "loader_samples_per_s",
+            "amp_speedup", "price_per_hour")  # fmt: skip
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def compare(report: dict[str, Any], path: Path | None = None) -> dict[str, Any] | None:
+    """The previous run of this report's host and, per figure, (before, now, change in %)."""
+    from provision.report.document import headline
+    from provision.report.render import pct_delta
+
+    prev = previous(report["host"], report["created"], path)
+    if prev is None:
+        return None
+    old, new = headline(prev), headline(report)
+    figures = {}
+    for label, key in COMPARED:
+        if old[key] is None and new[key] is None:
+            continue
+        figures[label] = (old[key], new[key], pct_delta(new[key], old[key]))
+    return {"previous": {"created": prev["created"], "headline": old}, "figures": figures}

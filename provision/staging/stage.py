@@ -48,6 +48,7 @@ class StageRequest:
     verify: bool = False
     clean: bool = False
     stall_timeout: float = DEFAULT_STALL  # seconds without any sign of life -> connection lost
+    commit: dict[str, float] | None = None  # tuning: commit every {"samples": N, "seconds": S}
 
 
 def _gb(n: float) -> str:
@@ -165,6 +166,8 @@ class HostStage:
             "clean": req.clean,
             "stall_timeout": req.stall_timeout,
         }
+        if req.commit:
+            stage_request["commit"] = req.commit
         # Over SSH, silence longer than the stall timeout means the link is gone (the agent
         # speaks every 0.5 s); locally there is no link to lose.
         timeout = None if self.connection.host.local else req.stall_timeout + 15
@@ -209,6 +212,7 @@ def make_request(
     verify: bool = False,
     clean: bool = False,
     stall_timeout: float = DEFAULT_STALL,
+    commit: dict[str, float] | None = None,
 ) -> StageRequest:
     spec = parse_source(source)
     return StageRequest(
@@ -220,6 +224,7 @@ def make_request(
         verify=verify,
         clean=clean,
         stall_timeout=stall_timeout,
+        commit=commit,
     )
 
 

@@ -14,6 +14,7 @@ import random
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
@@ -326,7 +327,25 @@ def test_agent_is_uploaded_once_and_reused_by_a_new_connection(fleet: Fleet, con
     assert second.call("ping") == reply
     assert second.uploads == 0
     cached = fleet.ns_exec(host, "ls /root/.cache/provision").stdout.split()
-    assert cached == [first.remote_path.rsplit("/", 1)[1]]
+    assert cached == [first.remote_path.rsplit("/", 1)[1]]  # no temp files left behind
+    # run from a folder, not a zip: the host's Python caches bytecode there, so later calls
+    # skip compiling the agent's modules (a zipapp recompiles them on every call)
+    pyc = fleet.ns_exec(host, "find /root/.cache/provision -name 'protocol.cpython-*.pyc'")
+    assert pyc.stdout.strip(), "no bytecode cached next to the agent"
+
+
+def test_parallel_uploads_of_the_same_agent_all_succeed(make_fleet, connect):
+    """Several controllers (or hosts sharing a home) unpack at once: one rename wins, the others
+    find an identical agent in place and go on."""
+    small = make_fleet(1)
+    host = small.hosts[0].as_host()
+    agents = [Agent(connect(host)) for _ in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda a: a.upload(), agents))
+    assert [a.call("ping")["protocol"] for a in agents] == [1] * 4
+    assert all(a.uploads == 1 for a in agents)
+    cached = small.ns_exec(small.hosts[0], "ls -A /root/.cache/provision").stdout.split()
+    assert cached == [agents[0].remote_path.rsplit("/", 1)[1]]
 
 
 def test_agent_on_all_hosts_in_parallel(fleet: Fleet, ssh_options):

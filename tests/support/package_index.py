@@ -376,12 +376,13 @@ def small_wheelhouse(directory: Path) -> Path:
     return directory
 
 
-def build_wheel(directory: Path, name: str, version: str, requires: Iterable[str] = ()) -> Path:
-    """A minimal valid pure-Python wheel `name` with module `name` exposing __version__."""
+def build_wheel(directory: Path, name: str, version: str, requires: Iterable[str] = (), body: str = "") -> Path:
+    """A minimal valid pure-Python wheel `name` with module `name` exposing __version__ (then
+    `body`: e.g. a raise, for a package that installs but cannot be imported)."""
     dist = f"{name}-{version}.dist-info"
     path = directory / f"{name}-{version}-py3-none-any.whl"
     files = {
-        f"{name}/__init__.py": f'__version__ = "{version}"\n'.encode(),
+        f"{name}/__init__.py": (f'__version__ = "{version}"\n' + body).encode(),
         f"{dist}/METADATA": (
             f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
             + "".join(f"Requires-Dist: {r}\n" for r in requires)

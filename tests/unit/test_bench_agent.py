@@ -21,6 +21,8 @@ from provision.connection.local import LocalConnection
 from provision.errors import AgentError
 from provision.remote.agent import Agent
 
+pytestmark = pytest.mark.slow  # real training steps / process groups: seconds, not millis
+
 pytest.importorskip("torch")
 pytest.importorskip("PIL")
 

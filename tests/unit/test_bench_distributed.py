@@ -12,6 +12,8 @@ from provision.agent.bench.distributed import free_port
 from provision.connection.local import LocalConnection
 from provision.remote.agent import Agent
 
+pytestmark = pytest.mark.slow  # real training steps / process groups: seconds, not millis
+
 pytest.importorskip("torch.distributed")
 
 

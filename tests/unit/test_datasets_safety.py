@@ -39,14 +39,20 @@ def test_tar_stream_round_trips_hostile_names_and_tarfile_agrees() -> None:
     parts = []
     for name in HOSTILE:
         data = name.encode() * 2
-        parts += [tarstream.header(name, len(data), 1_700_000_000), data, tarstream.padding(len(data))]
+        parts += [
+            tarstream.header(name, len(data), 1_700_000_000),
+            data,
+            tarstream.padding(len(data)),
+        ]
     blob = b"".join(parts) + tarstream.END
     got = list(tarstream.read_members(io.BytesIO(blob)))
     assert [n for n, _ in got] == HOSTILE
     assert all(d == n.encode() * 2 for n, d in got)
     # an ordinary tar: the standard library reads the same names and sizes
     with tarfile.open(fileobj=io.BytesIO(blob)) as tf:
-        assert [(m.name, m.size) for m in tf.getmembers()] == [(n, len(n.encode()) * 2) for n in HOSTILE]
+        assert [(m.name, m.size) for m in tf.getmembers()] == [
+            (n, len(n.encode()) * 2) for n in HOSTILE
+        ]
 
 
 def test_tar_stream_reports_truncation_and_garbage() -> None:
@@ -54,7 +60,7 @@ def test_tar_stream_reports_truncation_and_garbage() -> None:
     blob = tarstream.header("a", len(data), 0) + data + tarstream.padding(len(data))
     with pytest.raises(tarstream.StreamTruncated):
         list(tarstream.read_members(io.BytesIO(blob[:1000])))
-    with pytest.raises(tarstream.TarFormatError, match="checksum"):
+    with pytest.raises(tarstream.TarFormatError, match="not a tar or is corrupt"):
         list(tarstream.read_members(io.BytesIO(b"\x01" * 512)))
     # EOF exactly between members reads as a short archive; the stage then sees too few samples
     assert [n for n, _ in tarstream.read_members(io.BytesIO(blob))] == ["a"]
@@ -125,7 +131,9 @@ def test_symlink_leaving_the_folder_is_refused_inside_is_followed(tmp_path: Path
     assert plan.manifest.paths == ["cat/1.jpg", "cat/alias.jpg", "dog/1.jpg", "dog/alias.jpg"]
     assert [d for _, _, d in plan.iter_samples()] == [b"one"] * 4
     (src / "cat" / "leak.jpg").symlink_to(outside)
-    with pytest.raises(UnsafePathError, match=r"leak\.jpg is a symlink to .*secret\.txt, outside the source folder"):
+    with pytest.raises(
+        UnsafePathError, match=r"leak\.jpg is a symlink to .*secret\.txt, outside the source folder"
+    ):
         open_source(str(src))
 
 
@@ -148,7 +156,10 @@ def test_agent_dataset_code_parses_as_python_3_8(path: Path) -> None:
 
 
 def _python38() -> str | None:
-    for cand in (shutil.which("python3.8"), os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8")):
+    for cand in (
+        shutil.which("python3.8"),
+        os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8"),
+    ):
         if cand and os.path.exists(cand):
             probe = subprocess.run([cand, "-c", "import lmdb"], capture_output=True)
             if probe.returncode == 0:
@@ -168,9 +179,14 @@ def test_agent_stage_and_reader_run_on_python_3_8(tmp_path: Path) -> None:
         (src / f"c{i % 2}" / name).write_bytes(name.encode() * 100)
     plan = plan_local(str(src))
     dest = tmp_path / "out" / "d.lmdb"
-    request = {"path": str(dest), "source": {"kind": "stream", "manifest": plan.manifest.to_wire(), "start": 0}}
+    request = {
+        "path": str(dest),
+        "source": {"kind": "stream", "manifest": plan.manifest.to_wire(), "start": 0},
+    }
     payload = (json.dumps(request) + "\n").encode() + b"".join(tar_stream(plan))
-    proc = subprocess.run([py38, "-m", "provision.agent", "stage"], input=payload, capture_output=True, cwd=REPO)
+    proc = subprocess.run(
+        [py38, "-m", "provision.agent", "stage"], input=payload, capture_output=True, cwd=REPO
+    )
     events = [json.loads(line) for line in proc.stdout.decode().splitlines()]
     assert events[-1]["event"] == "result", proc.stdout.decode() + proc.stderr.decode()
     assert events[-1]["data"]["count"] == len(plan.manifest)
@@ -179,7 +195,9 @@ def test_agent_stage_and_reader_run_on_python_3_8(tmp_path: Path) -> None:
         "ds = LMDBDataset(sys.argv[2]); "
         "print(json.dumps([[ds.relpath(i), ds[i][1], ds[i][0].decode()] for i in range(len(ds))]))"
     )
-    out = subprocess.run([py38, "-c", code, str(dest.parent), str(dest)], capture_output=True, text=True)
+    out = subprocess.run(
+        [py38, "-c", code, str(dest.parent), str(dest)], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [r[0] for r in rows] == plan.manifest.paths

@@ -19,9 +19,11 @@ def fake_smi(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     program = bin_dir / "nvidia-smi"
-    program.write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, FIXTURES / "fake_nvidia_smi.py"))
+    program.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" "{FIXTURES / "fake_nvidia_smi.py"}" "$@"\n'
+    )
     program.chmod(0o755)
-    monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ.get("PATH", "")))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("PROVISION_AGENT_NO_NVML", "1")
     log = tmp_path / "calls.log"
     monkeypatch.setenv("FAKE_SMI_LOG", str(log))
@@ -73,7 +75,9 @@ def test_csv_with_a_lost_gpu_and_processes(fake_smi, monkeypatch, tmp_path):
     state = nvidia.collect(smi_timeout=20)
     assert [g["index"] for g in state["gpus"]] == [0, 1, 3]
     assert state["lost_gpus"] == [{"pci_bus_id": "0000:47:00.0", "error": "Unknown Error"}]
-    assert state["gpus"][0]["processes"] == [{"pid": 4242, "name": "python", "type": "C", "used_mib": 71000}]
+    assert state["gpus"][0]["processes"] == [
+        {"pid": 4242, "name": "python", "type": "C", "used_mib": 71000}
+    ]
     assert state["gpus"][1]["processes"] == []
 
 
@@ -98,7 +102,9 @@ def test_reason_names_gpus_on_the_pci_bus_without_a_driver():
     pci = [{"address": "0000:3b:00.0", "device_id": "0x2330", "driver": ""}]
     attempts = [{"source": "nvidia-smi", "error": "nvidia-smi not found on PATH or in /usr/bin"}]
     reason = nvidia.no_gpu_reason(attempts, pci, None)
-    assert reason.startswith("1 NVIDIA GPU(s) on the PCI bus but the NVIDIA kernel module is not loaded")
+    assert reason.startswith(
+        "1 NVIDIA GPU(s) on the PCI bus but the NVIDIA kernel module is not loaded"
+    )
 
 
 def test_pci_scan_and_kernel_module_version_from_files(tmp_path):

@@ -9,7 +9,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "nvidia"
 
 def load(name):
     lines = (FIXTURES / name).read_text().splitlines()
-    fields = next(line for line in lines if line.startswith("# fields:")).split(":", 1)[1].strip().split(",")
+    fields = (
+        next(line for line in lines if line.startswith("# fields:"))
+        .split(":", 1)[1]
+        .strip()
+        .split(",")
+    )
     body = "\n".join(line for line in lines if not line.startswith("#"))
     return smi_csv.parse(body, fields)
 
@@ -20,12 +25,22 @@ def test_h100_590_row():
     (gpu,) = result["gpus"]
     assert gpu["index"] == 0 and gpu["name"] == "NVIDIA H100 80GB HBM3"
     assert gpu["compute_capability"] == "9.0"
-    assert gpu["memory"] == {"total_mib": 81559, "used_mib": 0, "free_mib": 81081, "reserved_mib": 479}
+    assert gpu["memory"] == {
+        "total_mib": 81559,
+        "used_mib": 0,
+        "free_mib": 81081,
+        "reserved_mib": 479,
+    }
     assert gpu["temperature"]["gpu_c"] == 41 and gpu["temperature"]["memory_c"] == 48
     assert gpu["power"]["draw_w"] == 69.85  # power.draw wins over power.draw.instant
     assert gpu["clock_event_reasons"] == ["gpu_idle"]  # 0x...1
     assert gpu["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
-    assert gpu["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    assert gpu["remapped_rows"] == {
+        "correctable": 0,
+        "uncorrectable": 0,
+        "pending": False,
+        "failure": False,
+    }
     assert gpu["ecc"]["enabled"] is True and gpu["ecc"]["volatile"]["uncorrected"] == 0
     assert gpu["mig"]["enabled"] is False and gpu["fan_pct"] is None
 

@@ -14,14 +14,14 @@ MIB = 1024 * 1024
 
 class NVMLError(Exception):
     def __init__(self, value):
-        super().__init__("NVML error %d" % value)
+        super().__init__(f"NVML error {value}")
         self.value = value
 
 
 NOT_SUPPORTED, GPU_IS_LOST = 3, 15
 
 
-class FakeNVML(object):
+class FakeNVML:
     NVMLError = NVMLError
     NVML_TEMPERATURE_GPU = 0
     NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
@@ -120,7 +120,7 @@ def a100(bus, links_to=()):
     }
     for link, peer in enumerate(links_to):
         device[("NvLinkState", link)] = 1
-        device[("NvLinkRemotePciInfo", link)] = SimpleNamespace(busId="00000000:%s:00.0" % peer)
+        device[("NvLinkRemotePciInfo", link)] = SimpleNamespace(busId=f"00000000:{peer}:00.0")
     return device
 
 
@@ -133,12 +133,22 @@ def test_conversion_of_units_tuples_and_bitmasks():
     assert gpu.keys() == new_gpu("nvml").keys()
     assert gpu["compute_capability"] == "8.0" and gpu["architecture"] == "Ampere"
     assert gpu["memory"]["total_mib"] == 81920 and gpu["memory"]["reserved_mib"] is None
-    assert gpu["power"] == {"draw_w": 312.5, "limit_w": 300.0, "default_limit_w": 400.0, "max_limit_w": 400.0}
+    assert gpu["power"] == {
+        "draw_w": 312.5,
+        "limit_w": 300.0,
+        "default_limit_w": 400.0,
+        "max_limit_w": 400.0,
+    }
     assert gpu["temperature"]["slowdown_c"] == 90 and gpu["temperature"]["max_operating_c"] == 87
     assert gpu["ecc"]["volatile"] == {"corrected": 2, "uncorrected": 0}
     assert gpu["ecc"]["aggregate"] == {"corrected": 5, "uncorrected": 0}
     assert gpu["retired_pages"] == {"single_bit": 0, "double_bit": 0, "pending": False}
-    assert gpu["remapped_rows"] == {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
+    assert gpu["remapped_rows"] == {
+        "correctable": 0,
+        "uncorrectable": 1,
+        "pending": True,
+        "failure": False,
+    }
     assert gpu["clock_event_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
     assert gpu["performance_state"] == "P0" and gpu["fan_pct"] is None
     assert gpu["processes"] == [{"pid": 999999999, "name": None, "type": "C", "used_mib": 900}]

@@ -32,7 +32,10 @@ def test_dmesg_lines_of_several_driver_generations():
     # the Xid 79 line and the "GPU ...: GPU has fallen off the bus." line after it
     assert events[("0000:47:00", 79)]["count"] == 2
     assert log["uuids"] == {"0000:01:00": "GPU-34d7319c-5b19-1e75-186d-c187099e4fe5"}
-    assert [(s["switch"], s["sxid"], s["fatal"]) for s in log["sxid"]] == [(2, 12028, False), (2, 11012, True)]
+    assert [(s["switch"], s["sxid"], s["fatal"]) for s in log["sxid"]] == [
+        (2, 12028, False),
+        (2, 11012, True),
+    ]
 
 
 def test_journalctl_multiline_fallen_off_the_bus_counts_as_79():

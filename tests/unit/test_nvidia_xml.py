@@ -16,29 +16,63 @@ def parse(name):
 
 def test_h100_driver_590_event_reasons_new_ecc_layout_and_processes():
     log = parse("h100-sxm-590.48.01.xml")
-    assert (log["driver_version"], log["cuda_version"], log["attached_gpus"]) == ("590.48.01", "13.1", 1)
+    assert (log["driver_version"], log["cuda_version"], log["attached_gpus"]) == (
+        "590.48.01",
+        "13.1",
+        1,
+    )
     (gpu,) = log["gpus"]
     assert gpu["name"] == "NVIDIA H100 80GB HBM3"
     assert gpu["pci_bus_id"] == "00000000:00:09.0"
     assert gpu["architecture"] == "Hopper"
     assert gpu["compute_capability"] == "9.0"  # not in the XML: from the name table
-    assert gpu["memory"] == {"total_mib": 81559, "used_mib": 19818, "free_mib": 61263, "reserved_mib": 479}
+    assert gpu["memory"] == {
+        "total_mib": 81559,
+        "used_mib": 19818,
+        "free_mib": 61263,
+        "reserved_mib": 479,
+    }
     assert gpu["utilization"] == {"gpu_pct": 100.0, "memory_pct": 11.0}
     # 590 has no <power_draw>; the average is the reading, the limit is current_power_limit.
-    assert gpu["power"] == {"draw_w": 629.45, "limit_w": 700.0, "default_limit_w": 700.0, "max_limit_w": 700.0}
+    assert gpu["power"] == {
+        "draw_w": 629.45,
+        "limit_w": 700.0,
+        "default_limit_w": 700.0,
+        "max_limit_w": 700.0,
+    }
     # T.Limit thresholds are offsets (-2 C, -8 C): only the margin may be reported.
     assert gpu["temperature"]["gpu_c"] == 59 and gpu["temperature"]["margin_c"] == 26
     assert gpu["temperature"]["slowdown_c"] is None and gpu["temperature"]["shutdown_c"] is None
-    assert gpu["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16, "replay_counter": 9}
+    assert gpu["pcie"] == {
+        "gen_current": 5,
+        "gen_max": 5,
+        "width_current": 16,
+        "width_max": 16,
+        "replay_counter": 9,
+    }
     assert gpu["ecc"]["enabled"] is True
     assert gpu["ecc"]["volatile"] == {"corrected": 0, "uncorrected": 0}
-    assert gpu["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
-    assert gpu["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}  # N/A on Hopper
+    assert gpu["remapped_rows"] == {
+        "correctable": 0,
+        "uncorrectable": 0,
+        "pending": False,
+        "failure": False,
+    }
+    assert gpu["retired_pages"] == {
+        "single_bit": None,
+        "double_bit": None,
+        "pending": None,
+    }  # N/A on Hopper
     assert gpu["clock_event_reasons"] == []
     assert gpu["mig"] == {"enabled": False, "pending_enabled": False, "devices": None}
     assert gpu["clocks"]["sm_mhz"] == 1980 and gpu["clocks"]["max_memory_mhz"] == 2619
     assert [p["pid"] for p in gpu["processes"]] == [11327, 11328, 11345]
-    assert gpu["processes"][2] == {"pid": 11345, "name": "./gpu_burn", "type": "C", "used_mib": 15690}
+    assert gpu["processes"][2] == {
+        "pid": 11345,
+        "name": "./gpu_burn",
+        "type": "C",
+        "used_mib": 15690,
+    }
     assert gpu["errors"] == []
 
 
@@ -66,7 +100,12 @@ def test_a100_mig_driver_510_throttle_reasons_and_na_utilization():
     assert gpu["ecc"]["aggregate"] == {"corrected": 0, "uncorrected": 0}
     # pre-535 absolute thresholds are read as such
     t = gpu["temperature"]
-    assert (t["slowdown_c"], t["shutdown_c"], t["max_operating_c"], t["margin_c"]) == (89, 92, 85, None)
+    assert (t["slowdown_c"], t["shutdown_c"], t["max_operating_c"], t["margin_c"]) == (
+        89,
+        92,
+        85,
+        None,
+    )
     assert gpu["power"]["limit_w"] == 400.0 and gpu["persistence_mode"] is False
 
 

@@ -432,9 +432,15 @@ def test_from_facts_document():
     assert plan.action == "keep" and plan.pin == "2.5.1+cu121"
     # a facts section that failed is an {"error": ...} mapping, not a list
     broken = HostFacts.from_facts(
-        {"nvidia": {"error": "x"}, "gpus": {"error": "x"}, "python": {"version": "3.12.3"}}
+        {
+            "nvidia": {"error": "x"},
+            "gpus": {"error": "x"},
+            "python": {"agent": {"version": "3.12.3"}},
+        }
     )
     assert broken.gpus == () and broken.driver_version is None and broken.python_version == "3.12.3"
+    with pytest.raises(ResolveInputError, match="Python version"):
+        resolve_install_plan(HostFacts.from_facts({}))
 
 
 # --- invariant sweep -------------------------------------------------------------------------
@@ -497,3 +503,66 @@ def test_invariants_over_all_combinations(allow_mvc):
             where
         )
     assert plans > 300  # most of the 630 combinations have a plan
+
+
+# --- `provision check --offline` -------------------------------------------------------------
+
+
+def _check(capsys, *argv):
+    import json
+
+    from provision.cli.main import main
+
+    rc = main(["check", "--offline", *argv])
+    out, err = capsys.readouterr()
+    return rc, (json.loads(out) if out.strip() else None), err
+
+
+def test_cli_offline_json(capsys):
+    rc, doc, _ = _check(capsys, "--gpu", V100, "--driver", D580, "--python", "3.12", "--json")
+    assert rc == 0
+    assert set(doc) >= {"plan", "reasons", "warnings", "options"}
+    plan = doc["plan"]
+    assert (plan["torch"], plan["variant"], plan["action"]) == ("2.14.0", "cu126", "install")
+    assert plan["index_url"] == "https://download.pytorch.org/whl/cu126"
+    assert plan["pip_args"][:2] == ["install", "torch==2.14.0"]
+    rc, doc, _ = _check(
+        capsys, "--cc", "8.6", "--cc", "12.0", "--driver", D570, "--python", "3.11", "--json"
+    )
+    assert rc == 0 and doc["plan"]["variant"] == "cu128" and doc["plan"]["torch"] == "2.11.0"
+
+
+def test_cli_offline_no_plan(capsys):
+    rc, doc, _ = _check(
+        capsys, "--gpu", K80, "--driver", D470, "--python", "3.10", "--torch", "2.9", "--json"
+    )
+    assert rc == 1 and doc["plan"] is None
+    assert any("2.7.1+cu118" in o for o in doc["options"])
+    rc, doc, err = _check(
+        capsys, "--gpu", K80, "--driver", D470, "--python", "3.10", "--torch", "2.9"
+    )
+    assert (
+        rc == 1 and doc is None and "no PyTorch build matches torch 2.9" in err and "options" in err
+    )
+
+
+def test_cli_offline_cpu_host_and_human_output(capsys):
+    rc, doc, err = _check(capsys, "--python", "3.12")
+    assert rc == 0 and doc is None
+    assert "install torch 2.14.0+cpu" in err and "pip install torch==2.14.0" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--gpu", "RTX 3009", "--driver", D535], "did you mean 'NVIDIA GeForce RTX 3090'"),
+        (["--gpu", RTX3090], "--driver VERSION"),
+        (["--gpu", RTX3090, "--cc", "8.6", "--cc", "9.0", "--driver", D535], "one --cc per --gpu"),
+        (["--cc", "8.6", "--driver", "535"], "NVIDIA driver version"),
+        (["--cc", "8.6", "--driver", D535, "--torch", "newest"], "torch spec"),
+        (["localhost"], "give no TARGET"),
+    ],
+)
+def test_cli_offline_usage_errors(capsys, argv, words):
+    rc, _, err = _check(capsys, *argv)
+    assert rc == 2 and words in " ".join(err.split()), err

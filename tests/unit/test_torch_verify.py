@@ -93,3 +93,41 @@ def test_python_without_torch(agent):
 )
 def test_arch_support(arch_list, cap, expected):
     assert _arch_support(arch_list, cap) == expected
+
+
+# --- `provision check localhost`: facts + resolver + verify_torch, for real -----------------
+
+
+def _check_localhost(tmp_path, *argv):
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    env = dict(os.environ, HOME=str(tmp_path))
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "provision", "check", "localhost", "--json", *argv],
+        capture_output=True, text=True, env=env, cwd=repo, timeout=300,
+    )  # fmt: skip
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None, proc.stderr
+
+
+def test_check_localhost_keeps_a_working_torch(tmp_path):
+    rc, doc, err = _check_localhost(tmp_path, "--torch", "any")
+    assert rc == 0, err
+    host = doc["hosts"]["localhost"]
+    assert host["verdict"] == "OK" and host["fix"] is None and host["problems"] == []
+    assert host["plan"]["action"] == "keep" and host["plan"]["variant"] == "cpu"
+    assert host["plan"]["torch"] == torch.__version__.split("+")[0]
+    assert host["verify"]["ok"] is True and host["verify"]["cpu"]["conv"]["ok"] is True
+    assert host["python"] == sys.executable
+
+
+def test_check_localhost_env_without_python_is_broken(tmp_path):
+    rc, doc, err = _check_localhost(tmp_path, "--env", str(tmp_path / "no-such-env"))
+    assert rc == 1, err
+    host = doc["hosts"]["localhost"]
+    assert host["verdict"] == "BROKEN"
+    assert any("no-such-env/bin/python" in p for p in host["problems"])
+    assert host["fix"].startswith("provision install localhost")

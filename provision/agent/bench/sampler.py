@@ -220,8 +220,15 @@ def _min(values):
     return min(values) if values else None
 
 
-def summarize_cpu(rows):
+def summarize_cpu(rows, cpus=None):
+    """CPU summary; `others_busy_pct_mean` is the busy share NOT explained by this process (its
+    workers excluded until they exit): other tenants or jobs competing for the CPUs."""
+    cpus = cpus or os.cpu_count() or 1
+    others = [
+        max(0.0, r[1] - 100.0 * r[4] / cpus) for r in rows if r[1] is not None and r[4] is not None
+    ]
     return {
+        "others_busy_pct_mean": _mean(others),
         "busy_pct_mean": _mean([r[1] for r in rows]),
         "busy_pct_max": _max([r[1] for r in rows]),
         "iowait_pct_mean": _mean([r[2] for r in rows]),

@@ -123,6 +123,7 @@ class Progress(object):
         self._thread = None
         self._lock = threading.Lock()
         self._window = []  # (t, bytes, done) of the last few seconds, for current rates
+        self.committed = lambda: None  # samples safely on disk: where a rerun resumes
 
     def event(self):
         now = time.monotonic()
@@ -150,6 +151,7 @@ class Progress(object):
             "bytes_per_s": round(rate_b),
             "eta_s": round(eta, 1) if eta is not None else None,
             "elapsed_s": round(now - self.t0, 2),
+            "committed": self.committed(),
         }
 
     def add(self, samples, nbytes):
@@ -335,7 +337,8 @@ def write_reader_module(directory):
 
 # -- the core, shared by every source kind and by `provision stage --local` ---------------------
 def build(path, manifest, items_from, source_desc, emit, log, verify=False, clean=False,
-          stall_timeout=DEFAULT_STALL, start=None, extra_need=0, write_reader=True, extra_meta=None):
+          stall_timeout=DEFAULT_STALL, start=None, extra_need=0, write_reader=True, extra_meta=None,
+          commit=None):
     """Build (or resume, or skip) the LMDB at `path` for `manifest`.
 
     items_from(first) -> iterator of (index, relpath, data) from sample `first` on.
@@ -357,6 +360,9 @@ def build(path, manifest, items_from, source_desc, emit, log, verify=False, clea
             result["reader"] = write_reader_module(os.path.dirname(path))
         return result
     writer = lmdb_writer.DatasetWriter(path, manifest, source_desc, emit_log=log, extra_meta=extra_meta)
+    if commit:  # tuning (and tests): commit every N samples / S seconds
+        writer.txn_samples = int(commit.get("samples") or writer.txn_samples)
+        writer.txn_seconds = float(commit.get("seconds") or writer.txn_seconds)
     committed = writer.open(clean=clean)
     try:
         first = committed if start is None else start
@@ -370,7 +376,9 @@ def build(path, manifest, items_from, source_desc, emit, log, verify=False, clea
         done_bytes = sum(manifest.sizes[:committed])
         if committed:
             log("resuming %s at sample %d of %d" % (os.path.basename(path), committed, len(manifest)))
-        progress = Progress(emit, "stage", len(manifest), manifest.total_bytes, committed, done_bytes).start()
+        progress = Progress(emit, "stage", len(manifest), manifest.total_bytes, committed, done_bytes)
+        progress.committed = lambda: writer.committed
+        progress.start()
         try:
             if committed < len(manifest) or first < len(manifest):
                 run_pipeline(items_from(first), writer, manifest, progress, stall_timeout, skip_until=committed)
@@ -547,6 +555,7 @@ def stage(request, ctx):
                 path, manifest, lambda first: stream_items(ctx.stdin, manifest, first),
                 source.get("description") or "controller stream", emit, log,
                 verify=verify_, clean=clean, stall_timeout=stall, start=start,
+                commit=request.get("commit"),
             )
         if kind == "host":
             return _stage_host_path(path, source, emit, log, verify_, clean, stall)

@@ -25,6 +25,9 @@ _MiB = 1024 * 1024
 class DiskFullError(OSError):
     kind = "disk_full"
 
+    def __str__(self):
+        return self.strerror or OSError.__str__(self)
+
 
 class StageError(RuntimeError):
     kind = "stage"
@@ -98,6 +101,7 @@ class DatasetWriter(object):
         self.last_commit = time.monotonic()
         self.bytes_written = 0
         self.extra_meta = dict(extra_meta or {})
+        self.txn_bytes, self.txn_samples, self.txn_seconds = TXN_BYTES, TXN_SAMPLES, TXN_SECONDS
 
     # -- opening ----------------------------------------------------------------------------
     def open(self, clean=False):
@@ -130,7 +134,7 @@ class DatasetWriter(object):
 
     def _try_resume(self):
         try:
-            env = self.lmdb.open(self.partial, subdir=False, max_dbs=reader.MAX_DBS, map_size=self._initial_map_size(), readahead=False)
+            env = self.lmdb.open(self.partial, subdir=False, max_dbs=reader.MAX_DBS, map_size=self._initial_map_size(), readahead=False, lock=False)
         except self.lmdb.Error as exc:
             self.log("discarding unreadable partial %s: %s" % (self.partial, exc))
             return None
@@ -170,6 +174,7 @@ class DatasetWriter(object):
             readahead=False,
             meminit=False,
             writemap=False,
+            lock=False,  # one writer per dataset is ensured by the stage lock; no -lock file
         )
         self._open_dbs()
 
@@ -201,9 +206,9 @@ class DatasetWriter(object):
         self.pending_bytes += len(data)
         self.next_index += 1
         if (
-            self.pending_bytes >= TXN_BYTES
-            or len(self.pending) >= TXN_SAMPLES
-            or time.monotonic() - self.last_commit >= TXN_SECONDS
+            self.pending_bytes >= self.txn_bytes
+            or len(self.pending) >= self.txn_samples
+            or time.monotonic() - self.last_commit >= self.txn_seconds
         ):
             self.commit()
 

@@ -71,7 +71,7 @@ class Manifest(object):
             else:
                 total += 2 * (size + _PER_SAMPLE_OVERHEAD)  # leaf pages half full, worst case
             total += 2 * (_INDEX_RECORD + len(self.paths[i].encode("utf-8")))
-        return int(total * 1.05) + 4 * 1024 * 1024
+        return int(total * 1.05) + 256 * 1024  # + meta pages, branch pages, the meta records
 
     # -- wire format ------------------------------------------------------------------------
     def to_wire(self):

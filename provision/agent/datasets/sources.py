@@ -71,10 +71,10 @@ class FolderSource(object):
         """Every regular file below the root, sorted; refuses symlinks that leave the root."""
         root_real = os.path.realpath(self.root)
         entries, warnings, odd = [], [], []
-        visited = set([root_real])
-        stack = [("", self.root)]
+        # each folder carries the real paths above it: a link back up the tree is a loop
+        stack = [("", self.root, (root_real,))]
         while stack:
-            rel_dir, abs_dir = stack.pop()
+            rel_dir, abs_dir, ancestors = stack.pop()
             try:
                 items = list(os.scandir(abs_dir))
             except OSError as exc:
@@ -101,10 +101,10 @@ class FolderSource(object):
                     raise SourceError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
                 if stat.S_ISDIR(st.st_mode):
                     real = os.path.realpath(path)
-                    if real in visited:
-                        continue  # a link back up the tree
-                    visited.add(real)
-                    stack.append((rel + "/", path))
+                    if real in ancestors:
+                        warnings.append("%s links back to a folder above it; not followed" % path)
+                        continue
+                    stack.append((rel + "/", path, ancestors + (real,)))
                 elif stat.S_ISREG(st.st_mode):
                     entries.append(Entry(rel, st.st_size, int(st.st_mtime), path))
                 else:

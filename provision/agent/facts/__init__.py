@@ -17,7 +17,16 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from provision.agent import nvidia
-from provision.agent.facts import cpu, cuda_libs, data_dir, disks, memory, python_env, system, torch_info
+from provision.agent.facts import (
+    cpu,
+    cuda_libs,
+    data_dir,
+    disks,
+    memory,
+    python_env,
+    system,
+    torch_info,
+)
 
 SCHEMA_VERSION = 1
 KEYS = ("hostname", "os", "cpu", "memory", "disks", "data_dir", "python", "torch", "nvidia", "gpus")
@@ -64,7 +73,9 @@ def gather(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     only = request.get("only") or list(KEYS)
     unknown = sorted(set(only) - set(KEYS))
     if unknown:
-        raise ValueError("unknown fact key(s) %s in the request's 'only'; known: %s" % (unknown, ", ".join(KEYS)))
+        raise ValueError(
+            "unknown fact key(s) %s in the request's 'only'; known: %s" % (unknown, ", ".join(KEYS))
+        )
     smi_timeout = float(request.get("nvidia_smi_timeout", 20))
     wanted = set(only)
     if "torch" in wanted:
@@ -74,7 +85,9 @@ def gather(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
 
     background: Dict[str, _Background] = {}
     if wanted & {"nvidia", "gpus"}:
-        background["nvidia"] = _Background(lambda: nvidia.collect(with_processes=False, smi_timeout=smi_timeout))
+        background["nvidia"] = _Background(
+            lambda: nvidia.collect(with_processes=False, smi_timeout=smi_timeout)
+        )
     if "nvidia" in wanted:
         background["cuda_libs"] = _Background(cuda_libs.gather)
 
@@ -108,7 +121,11 @@ def gather(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
         except Exception as exc:
             facts["nvidia"], facts["gpus"] = _error(exc), _error(exc)
         timings["nvidia"] = background["nvidia"].milliseconds
-    if "cuda_libs" in background and isinstance(facts.get("nvidia"), dict) and "error" not in facts["nvidia"]:
+    if (
+        "cuda_libs" in background
+        and isinstance(facts.get("nvidia"), dict)
+        and "error" not in facts["nvidia"]
+    ):
         try:
             facts["nvidia"].update(background["cuda_libs"].result(30))
         except Exception as exc:

@@ -19,7 +19,11 @@ def run(cmd: List[str], timeout: float = 5.0) -> Tuple[int, str]:
     """(exit code, stdout+stderr); 124 on timeout, 127 when the program cannot be started."""
     try:
         proc = subprocess.run(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return 124, ""

@@ -44,7 +44,11 @@ def cgroup_dirs(controller: str, root: str = "/") -> List[str]:
     for mount in mounts:
         if mount["fs_type"] == "cgroup2" and "" in paths:
             path = paths[""]
-        elif mount["fs_type"] == "cgroup" and controller in mount["super_options"] and controller in paths:
+        elif (
+            mount["fs_type"] == "cgroup"
+            and controller in mount["super_options"]
+            and controller in paths
+        ):
             path = paths[controller]
         else:
             continue
@@ -91,7 +95,11 @@ def cpu_quota(root: str = "/") -> Dict[str, Optional[object]]:
             cpus = quota / float(period_text.strip())
         if best is None or cpus < best:
             best, best_path = cpus, directory
-    return {"cpus": round(best, 2) if best is not None else None, "version": version, "path": best_path}
+    return {
+        "cpus": round(best, 2) if best is not None else None,
+        "version": version,
+        "path": best_path,
+    }
 
 
 def memory_limit(root: str = "/") -> Dict[str, Optional[object]]:
@@ -103,7 +111,9 @@ def memory_limit(root: str = "/") -> Dict[str, Optional[object]]:
     for entry in cgroup_dirs("memory", root):
         kind, _, directory = entry.partition(":")
         limit_file, usage_file = (
-            ("memory.max", "memory.current") if kind == "v2" else ("memory.limit_in_bytes", "memory.usage_in_bytes")
+            ("memory.max", "memory.current")
+            if kind == "v2"
+            else ("memory.limit_in_bytes", "memory.usage_in_bytes")
         )
         text = read_text(os.path.join(directory, limit_file))
         if text is None:

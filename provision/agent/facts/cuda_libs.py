@@ -111,14 +111,21 @@ def nvcc(env: Dict[str, str], kits: List[Dict[str, Any]]) -> Dict[str, Any]:
     path = shutil.which("nvcc", path=env.get("PATH"))
     on_path = path is not None
     if path is None:
-        default = [k for k in kits if k["default"] and k["has_nvcc"]] or [k for k in kits if k["has_nvcc"]]
+        default = [k for k in kits if k["default"] and k["has_nvcc"]] or [
+            k for k in kits if k["has_nvcc"]
+        ]
         if default:
             path = os.path.join(default[-1]["path"], "bin", "nvcc")
     if path is None:
         return {"path": None, "version": None, "on_path": False}
     code, out = run([path, "--version"], timeout=10)
     if code != 0:
-        return {"path": path, "version": None, "on_path": on_path, "error": " ".join(out.split())[:200]}
+        return {
+            "path": path,
+            "version": None,
+            "on_path": on_path,
+            "error": " ".join(out.split())[:200],
+        }
     return {"path": path, "version": parse_nvcc_version(out), "on_path": on_path}
 
 
@@ -134,10 +141,16 @@ def parse_nvcc_version(text: str) -> Optional[str]:
 def system_cudnn(libraries: List[Any], kits: List[Dict[str, Any]]) -> Dict[str, Any]:
     paths = sorted({path for name, path in libraries if name.startswith("libcudnn.so")})
     for kit in kits:
-        paths.extend(p for p in sorted(glob.glob(os.path.join(kit["path"], "lib64", "libcudnn.so*"))) if p not in paths)
+        paths.extend(
+            p
+            for p in sorted(glob.glob(os.path.join(kit["path"], "lib64", "libcudnn.so*")))
+            if p not in paths
+        )
     version = None
     header_path = None
-    headers = list(_CUDNN_HEADERS) + [os.path.join(k["path"], "include", "cudnn_version.h") for k in kits]
+    headers = list(_CUDNN_HEADERS) + [
+        os.path.join(k["path"], "include", "cudnn_version.h") for k in kits
+    ]
     for header in headers:
         text = read_text(header)
         if text:

@@ -43,8 +43,9 @@ def choose(request: Dict[str, Any], root: str = "/") -> Dict[str, Any]:
             )
     else:
         result = None
-        for path, label in KNOWN_LAYOUTS:
-            if not os.path.isdir(os.path.join(root, path.lstrip("/"))):
+        for known, label in KNOWN_LAYOUTS:
+            path = os.path.join(root, known.lstrip("/"))
+            if not os.path.isdir(path):
                 continue
             info = inspect(path, mounts, sys_root)
             why = _unsuitable(info)
@@ -69,7 +70,13 @@ def inspect(path: str, mounts: List[Dict[str, object]], sys_root: str = "/sys") 
         existing = os.path.dirname(existing)
     mount = mount_for(existing, mounts)
     if mount is None:
-        return {"path": path, "exists": False, "network": False, "fs_type": None, "error": "no mount found"}
+        return {
+            "path": path,
+            "exists": False,
+            "network": False,
+            "fs_type": None,
+            "error": "no mount found",
+        }
     info = describe(mount, mounts, sys_root)
     device = info.pop("device") or {}
     return {
@@ -95,7 +102,9 @@ def _unsuitable(info: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def _largest_local(mounts: List[Dict[str, object]], sys_root: str, rejected: List[Dict[str, str]]) -> Dict[str, Any]:
+def _largest_local(
+    mounts: List[Dict[str, object]], sys_root: str, rejected: List[Dict[str, str]]
+) -> Dict[str, Any]:
     best = None
     best_key = None
     for mount in real_mounts(mounts):
@@ -103,7 +112,11 @@ def _largest_local(mounts: List[Dict[str, object]], sys_root: str, rejected: Lis
         if point.startswith("/boot") or point.startswith("/snap"):
             continue
         info = describe(mount, mounts, sys_root)
-        if info["network"] or not info["writable"] or (info.get("free_bytes") or 0) < MIN_FREE_BYTES:
+        if (
+            info["network"]
+            or not info["writable"]
+            or (info.get("free_bytes") or 0) < MIN_FREE_BYTES
+        ):
             continue
         # Most free space wins; on a tie prefer a whole filesystem over a bind mount of part of it.
         key = (info["free_bytes"], str(mount["root"]) == "/", -len(point))
@@ -138,8 +151,9 @@ def network_dirs(mounts: List[Dict[str, object]], root: str = "/") -> List[Dict[
     """Known platform network directories present, plus every network mount."""
     found: List[Dict[str, Any]] = []
     seen = set()
-    for path, description in KNOWN_NETWORK_DIRS:
-        if os.path.isdir(os.path.join(root, path.lstrip("/"))):
+    for known, description in KNOWN_NETWORK_DIRS:
+        path = os.path.join(root, known.lstrip("/"))
+        if os.path.isdir(path):
             mount = mount_for(path, mounts)
             found.append(
                 {
@@ -152,7 +166,9 @@ def network_dirs(mounts: List[Dict[str, object]], root: str = "/") -> List[Dict[
     for mount in mounts:
         point = str(mount["mountpoint"])
         if is_network_fs(str(mount["fs_type"])) and point not in seen:
-            found.append({"path": point, "fs_type": mount["fs_type"], "description": "network mount"})
+            found.append(
+                {"path": point, "fs_type": mount["fs_type"], "description": "network mount"}
+            )
             seen.add(point)
     return found
 

@@ -31,13 +31,19 @@ def real_mounts(mounts: List[Dict[str, object]]) -> List[Dict[str, object]]:
             continue
         point = str(mount["mountpoint"])
         # (stat on a network mount can hang; those are never single-file bind mounts anyway)
-        if not is_network_fs(str(mount["fs_type"])) and os.path.exists(point) and not os.path.isdir(point):
+        if (
+            not is_network_fs(str(mount["fs_type"]))
+            and os.path.exists(point)
+            and not os.path.isdir(point)
+        ):
             continue
         top[point] = mount  # later lines mount over earlier ones
     return list(top.values())
 
 
-def describe(mount: Dict[str, object], mounts: List[Dict[str, object]], sys_root: str = "/sys") -> Dict[str, Any]:
+def describe(
+    mount: Dict[str, object], mounts: List[Dict[str, object]], sys_root: str = "/sys"
+) -> Dict[str, Any]:
     fs_type = str(mount["fs_type"])
     network = is_network_fs(fs_type)
     point = str(mount["mountpoint"])
@@ -49,7 +55,9 @@ def describe(mount: Dict[str, object], mounts: List[Dict[str, object]], sys_root
         "read_only": "ro" in mount["options"],  # type: ignore[operator]
     }
     entry.update(space(point, timeout=STATVFS_TIMEOUT_S if network else None))
-    entry["writable"] = (not entry["read_only"]) and "error" not in entry and os.access(point, os.W_OK)
+    entry["writable"] = (
+        (not entry["read_only"]) and "error" not in entry and os.access(point, os.W_OK)
+    )
     if network:
         entry["device"] = None
     elif fs_type == "overlay":
@@ -79,7 +87,9 @@ def space(path: str, timeout: Optional[float] = None) -> Dict[str, Any]:
     return {"total_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
 
 
-def overlay_backing(mount: Dict[str, object], mounts: List[Dict[str, object]], sys_root: str) -> Dict[str, Any]:
+def overlay_backing(
+    mount: Dict[str, object], mounts: List[Dict[str, object]], sys_root: str
+) -> Dict[str, Any]:
     """The device under an overlay's upper (writable) dir. On the host the upper dir is visible
     and resolves through mountinfo; inside a container it belongs to the host's namespace, so
     the backing disk cannot be named from here and the block_devices list is the best clue."""
@@ -88,7 +98,9 @@ def overlay_backing(mount: Dict[str, object], mounts: List[Dict[str, object]], s
         if str(option).startswith("upperdir="):
             upper = str(option)[len("upperdir=") :]
     if upper and os.path.isdir(upper):
-        backing = mount_for(upper, [m for m in mounts if m is not mount and m["fs_type"] != "overlay"])
+        backing = mount_for(
+            upper, [m for m in mounts if m is not mount and m["fs_type"] != "overlay"]
+        )
         if backing is not None:
             info = block_device(backing["major"], backing["minor"], sys_root)  # type: ignore[arg-type]
             info["via"] = "overlay upperdir on %s" % backing["mountpoint"]
@@ -101,7 +113,9 @@ def overlay_backing(mount: Dict[str, object], mounts: List[Dict[str, object]], s
     }
 
 
-def block_device(major: Optional[int], minor: Optional[int], sys_root: str = "/sys") -> Dict[str, Any]:
+def block_device(
+    major: Optional[int], minor: Optional[int], sys_root: str = "/sys"
+) -> Dict[str, Any]:
     """Name, media (nvme/ssd/hdd/virtio/...), rotational flag and model of the disk under
     a major:minor, following partitions up to their disk and device-mapper/md down to theirs."""
     unknown = {"name": None, "media": "unknown", "rotational": None, "model": None}
@@ -121,7 +135,10 @@ def disk_info(path: str, sys_root: str = "/sys", depth: int = 0) -> Dict[str, An
     slaves_dir = os.path.join(path, "slaves")
     slaves = sorted(os.listdir(slaves_dir)) if os.path.isdir(slaves_dir) else []
     if slaves and depth < 4:  # dm-crypt, LVM, md RAID: describe what they are built on
-        parts = [disk_info(_disk_dir(os.path.join(sys_root, "class/block", s)), sys_root, depth + 1) for s in slaves]
+        parts = [
+            disk_info(_disk_dir(os.path.join(sys_root, "class/block", s)), sys_root, depth + 1)
+            for s in slaves
+        ]
         medias = sorted({p["media"] for p in parts})
         return {
             "name": name,

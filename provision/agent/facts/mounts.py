@@ -70,7 +70,14 @@ NETWORK_FS = {
 }
 # FUSE filesystems backed by a local disk; every other fuse.* (juicefs, s3fs, ossfs, sshfs,
 # rclone, gcsfuse, goofys, ceph-fuse, mfs ...) is treated as network storage.
-LOCAL_FUSE = {"fuseblk", "fuse.ntfs-3g", "fuse.gocryptfs", "fuse.encfs", "fuse.bindfs", "fuse.mergerfs"}
+LOCAL_FUSE = {
+    "fuseblk",
+    "fuse.ntfs-3g",
+    "fuse.gocryptfs",
+    "fuse.encfs",
+    "fuse.bindfs",
+    "fuse.mergerfs",
+}
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
 

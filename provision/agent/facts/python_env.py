@@ -28,13 +28,24 @@ CONDA_BASE_GUESSES = (
     "/usr/local/anaconda3",
     "/root/miniconda3",
 )
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+PROXY_VARIABLES = (
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+)
 _PYTHON_NAME = re.compile(r"^python3(\.\d+)?$")
 _VERSION_IN_NAME = re.compile(r"python(\d+\.\d+)")
 _ASSIGNMENT = re.compile(r"\b(%s)=([^\s;&]+)" % "|".join(PROXY_VARIABLES))
 
 
-def gather(env: Optional[Dict[str, str]] = None, home: Optional[str] = None, root: str = "/") -> Dict[str, Any]:
+def gather(
+    env: Optional[Dict[str, str]] = None, home: Optional[str] = None, root: str = "/"
+) -> Dict[str, Any]:
     env = dict(os.environ) if env is None else env
     home = home or os.path.expanduser("~")
     return {
@@ -72,8 +83,12 @@ def find_pythons(path_variable: str) -> List[Dict[str, Any]]:
             if real in seen or not os.access(real, os.X_OK) or os.path.isdir(real):
                 continue
             seen.add(real)
-            version = _VERSION_IN_NAME.search(os.path.basename(real)) or _VERSION_IN_NAME.search(name)
-            found.append({"path": path, "real_path": real, "version": version.group(1) if version else None})
+            version = _VERSION_IN_NAME.search(os.path.basename(real)) or _VERSION_IN_NAME.search(
+                name
+            )
+            found.append(
+                {"path": path, "real_path": real, "version": version.group(1) if version else None}
+            )
     return found
 
 
@@ -99,10 +114,11 @@ def conda_base(env: Dict[str, str], home: str) -> Optional[str]:
     found = shutil.which("conda", path=env.get("PATH"))
     if found:
         candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(found))))
-    candidates.extend(os.path.expanduser(g.replace("~", home, 1)) if g.startswith("~") else g for g in CONDA_BASE_GUESSES)
+    candidates.extend(guess.replace("~", home, 1) for guess in CONDA_BASE_GUESSES)
     for candidate in candidates:
         if os.path.isdir(os.path.join(candidate, "conda-meta")) and (
-            os.path.isdir(os.path.join(candidate, "envs")) or os.path.exists(os.path.join(candidate, "bin", "conda"))
+            os.path.isdir(os.path.join(candidate, "envs"))
+            or os.path.exists(os.path.join(candidate, "bin", "conda"))
         ):
             return candidate
     return None
@@ -165,7 +181,9 @@ def pip_config_files(env: Dict[str, str], home: str, root: str = "/") -> List[st
     for directory in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":"):
         files.append(os.path.join(root, directory.lstrip("/"), "pip/pip.conf"))
     files.append(os.path.join(home, ".pip/pip.conf"))
-    files.append(os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "pip/pip.conf"))
+    files.append(
+        os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "pip/pip.conf")
+    )
     files.append(os.path.join(sys.prefix, "pip.conf"))
     if env.get("PIP_CONFIG_FILE") and env["PIP_CONFIG_FILE"] != os.devnull:
         files.append(env["PIP_CONFIG_FILE"])
@@ -224,5 +242,7 @@ def proxy(env: Dict[str, str], root: str = "/") -> Dict[str, Any]:
     turbo_text = read_text(turbo_path)
     turbo: Dict[str, Any] = {"present": turbo_text is not None}
     if turbo_text is not None:
-        turbo["sets"] = {name: mask_url(value.strip("\"'")) for name, value in _ASSIGNMENT.findall(turbo_text)}
+        turbo["sets"] = {
+            name: mask_url(value.strip("\"'")) for name, value in _ASSIGNMENT.findall(turbo_text)
+        }
     return {"environment": current, "network_turbo": turbo}

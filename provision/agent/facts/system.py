@@ -39,7 +39,9 @@ def os_info(root: str = "/") -> Dict[str, Any]:
 
 def _libc() -> Optional[str]:
     try:
-        return os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.35"; instant, unlike platform.libc_ver()
+        return os.confstr(
+            "CS_GNU_LIBC_VERSION"
+        )  # "glibc 2.35"; instant, unlike platform.libc_ver()
     except (ValueError, OSError, AttributeError):
         return platform.libc_ver()[0] or None
 

@@ -21,17 +21,25 @@ _VERSION = re.compile(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.M
 
 def version_assignment(text: str, name: str) -> Optional[str]:
     """Value of `name = '...'` (or `name: Optional[str] = '...'`) in a version.py; None for None."""
-    match = re.search(r"^%s\s*(?::[^=\n]*)?=\s*(?:['\"]([^'\"]*)['\"]|None)" % re.escape(name), text, re.M)
+    match = re.search(
+        r"^%s\s*(?::[^=\n]*)?=\s*(?:['\"]([^'\"]*)['\"]|None)" % re.escape(name), text, re.M
+    )
     return match.group(1) if match and match.group(1) else None
 
 
 def gather(conda_envs: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
     torch_dir = _find_package("torch")
-    result = describe(torch_dir) if torch_dir else _absent("torch is not installed for %s" % sys.executable)
+    result = (
+        describe(torch_dir)
+        if torch_dir
+        else _absent("torch is not installed for %s" % sys.executable)
+    )
     result["python"] = sys.executable
     others = []
     for env in conda_envs or []:
-        for path in sorted(glob.glob(os.path.join(env["path"], "lib", "python3*", "site-packages", "torch"))):
+        for path in sorted(
+            glob.glob(os.path.join(env["path"], "lib", "python3*", "site-packages", "torch"))
+        ):
             if torch_dir and os.path.realpath(path) == os.path.realpath(torch_dir):
                 continue
             info = describe(path)
@@ -137,5 +145,8 @@ def cudnn(torch_dir: str, wheels: Dict[str, str]) -> Optional[Dict[str, Any]]:
     for meta in sorted(glob.glob(os.path.join(prefix, "conda-meta", "cudnn-*.json"))):
         match = re.match(r"cudnn-(\d+(?:\.\d+)*)-", os.path.basename(meta))
         if match:
-            return {"version": match.group(1), "source": "conda package %s" % os.path.basename(meta)}
+            return {
+                "version": match.group(1),
+                "source": "conda package %s" % os.path.basename(meta),
+            }
     return None

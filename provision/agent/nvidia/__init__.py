@@ -20,14 +20,18 @@ from provision.agent.nvidia import nvml, smi_csv, smi_xml, topology
 NVIDIA_PCI_VENDOR = "0x10de"
 
 
-def collect(with_processes: bool = True, smi_timeout: float = 20.0, topology_timeout: float = 10.0) -> Dict[str, Any]:
+def collect(
+    with_processes: bool = True, smi_timeout: float = 20.0, topology_timeout: float = 10.0
+) -> Dict[str, Any]:
     """{"source", "driver_version", "cuda_driver_version", "gpus", "nvlink", "attempts", "reason"}."""
     attempts: List[Dict[str, str]] = []
     result: Optional[Dict[str, Any]] = None
 
     module = nvml.importable()
     if module is None:
-        attempts.append({"source": "nvml", "error": "pynvml (nvidia-ml-py) is not importable by this Python"})
+        attempts.append(
+            {"source": "nvml", "error": "pynvml (nvidia-ml-py) is not importable by this Python"}
+        )
     else:
         try:
             result = nvml.collect(module, with_processes=with_processes)
@@ -37,14 +41,22 @@ def collect(with_processes: bool = True, smi_timeout: float = 20.0, topology_tim
 
     smi = find_nvidia_smi()
     if result is None and smi is None:
-        attempts.append({"source": "nvidia-smi", "error": "nvidia-smi not found on PATH or in /usr/bin"})
+        attempts.append(
+            {"source": "nvidia-smi", "error": "nvidia-smi not found on PATH or in /usr/bin"}
+        )
     if result is None and smi is not None:
         result = _from_xml(smi, smi_timeout, attempts)
     if result is None and smi is not None:
         result = _from_csv(smi, smi_timeout, with_processes, attempts)
 
     if result is None:
-        result = {"source": None, "driver_version": None, "cuda_version": None, "gpus": [], "nvlink": None}
+        result = {
+            "source": None,
+            "driver_version": None,
+            "cuda_version": None,
+            "gpus": [],
+            "nvlink": None,
+        }
     result["attempts"] = attempts
     result["cuda_driver_version"] = result.pop("cuda_version", None) or cuda_version_from_libcuda()
     result["kernel_module_version"] = kernel_module_version()
@@ -54,7 +66,9 @@ def collect(with_processes: bool = True, smi_timeout: float = 20.0, topology_tim
         result["nvlink"] = _topology(smi, topology_timeout)
     result["pci_devices"] = nvidia_pci_devices()
     if not result["gpus"]:
-        result["reason"] = no_gpu_reason(attempts, result["pci_devices"], result["kernel_module_version"])
+        result["reason"] = no_gpu_reason(
+            attempts, result["pci_devices"], result["kernel_module_version"]
+        )
     return result
 
 
@@ -93,10 +107,16 @@ def _from_csv(
         attempts.append({"source": "nvidia-smi --query-gpu", "error": "every field was rejected"})
         return None
     for error in parsed["errors"]:
-        attempts.append({"source": "nvidia-smi --query-gpu", "error": "%(pci_bus_id)s: %(error)s" % error})
+        attempts.append(
+            {"source": "nvidia-smi --query-gpu", "error": "%(pci_bus_id)s: %(error)s" % error}
+        )
     if with_processes:
         code, out = run(
-            [smi, "--query-compute-apps=" + ",".join(smi_csv.PROCESS_FIELDS), "--format=csv,noheader,nounits"],
+            [
+                smi,
+                "--query-compute-apps=" + ",".join(smi_csv.PROCESS_FIELDS),
+                "--format=csv,noheader,nounits",
+            ],
             timeout,
         )
         by_uuid = smi_csv.parse_processes(out) if code == 0 else {}
@@ -131,7 +151,11 @@ def find_nvidia_smi() -> Optional[str]:
     found = shutil.which("nvidia-smi")
     if found:
         return found
-    for path in ("/usr/bin/nvidia-smi", "/usr/local/bin/nvidia-smi", "/usr/local/nvidia/bin/nvidia-smi"):
+    for path in (
+        "/usr/bin/nvidia-smi",
+        "/usr/local/bin/nvidia-smi",
+        "/usr/local/nvidia/bin/nvidia-smi",
+    ):
         if os.access(path, os.X_OK):
             return path
     return None
@@ -190,27 +214,39 @@ def nvidia_pci_devices(sys_root: str = "/sys") -> List[Dict[str, str]]:
         if _read(vendor_path) != NVIDIA_PCI_VENDOR:
             continue
         pci_class = _read(os.path.join(device_dir, "class")) or ""
-        if not pci_class.startswith("0x03"):  # 0x0300 VGA, 0x0302 3D controller; skip audio, bridges
+        if not pci_class.startswith(
+            "0x03"
+        ):  # 0x0300 VGA, 0x0302 3D controller; skip audio, bridges
             continue
         driver = os.path.join(device_dir, "driver")
         devices.append(
             {
                 "address": os.path.basename(device_dir),
                 "device_id": _read(os.path.join(device_dir, "device")) or "",
-                "driver": os.path.basename(os.path.realpath(driver)) if os.path.exists(driver) else "",
+                "driver": os.path.basename(os.path.realpath(driver))
+                if os.path.exists(driver)
+                else "",
             }
         )
     return devices
 
 
-def no_gpu_reason(attempts: List[Dict[str, str]], pci: List[Dict[str, str]], module: Optional[str]) -> str:
+def no_gpu_reason(
+    attempts: List[Dict[str, str]], pci: List[Dict[str, str]], module: Optional[str]
+) -> str:
     errors = " | ".join("%s: %s" % (a["source"], a["error"]) for a in attempts)
     if "No devices were found" in errors:
         return "the NVIDIA driver is loaded but sees no GPU (No devices were found)"
     if pci and not module:
-        return "%d NVIDIA GPU(s) on the PCI bus but the NVIDIA kernel module is not loaded (%s)" % (len(pci), errors)
+        return "%d NVIDIA GPU(s) on the PCI bus but the NVIDIA kernel module is not loaded (%s)" % (
+            len(pci),
+            errors,
+        )
     if pci:
-        return "%d NVIDIA GPU(s) on the PCI bus but no source could read them (%s)" % (len(pci), errors)
+        return "%d NVIDIA GPU(s) on the PCI bus but no source could read them (%s)" % (
+            len(pci),
+            errors,
+        )
     if module:
         return "NVIDIA driver %s is loaded but no GPU could be read (%s)" % (module, errors)
     if os.path.exists("/dev/nvidiactl"):

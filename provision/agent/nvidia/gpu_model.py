@@ -83,7 +83,12 @@ def new_gpu(source: str) -> Dict[str, Any]:
             "aggregate": {"corrected": None, "uncorrected": None},
         },
         "retired_pages": {"single_bit": None, "double_bit": None, "pending": None},
-        "remapped_rows": {"correctable": None, "uncorrectable": None, "pending": None, "failure": None},
+        "remapped_rows": {
+            "correctable": None,
+            "uncorrectable": None,
+            "pending": None,
+            "failure": None,
+        },
         "clock_event_reasons": None,
         "mig": {"enabled": None, "pending_enabled": None, "devices": None},
         "persistence_mode": None,

@@ -9,7 +9,11 @@ in the record's `errors`.
 import os
 from typing import Any, Dict, List, Optional
 
-from provision.agent.nvidia.gpu_model import compute_capability_from_name, new_gpu, reasons_from_bits
+from provision.agent.nvidia.gpu_model import (
+    compute_capability_from_name,
+    new_gpu,
+    reasons_from_bits,
+)
 
 # NVML return codes that mean the GPU itself is in trouble (nvml.h), as opposed to a field
 # this GPU or driver does not support.
@@ -69,7 +73,12 @@ def collect(nv: Any, with_processes: bool = True) -> Dict[str, Any]:
         gpus = []
         for index in range(nv.nvmlDeviceGetCount()):
             gpus.append(_device(nv, index, with_processes))
-        return {"driver_version": driver, "cuda_version": cuda, "gpus": gpus, "nvlink": _nvlink(nv, gpus)}
+        return {
+            "driver_version": driver,
+            "cuda_version": cuda,
+            "gpus": gpus,
+            "nvlink": _nvlink(nv, gpus),
+        }
     finally:
         try:
             nv.nvmlShutdown()
@@ -96,7 +105,9 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
     arch = r.get("architecture", "nvmlDeviceGetArchitecture", handle)
     gpu["architecture"] = _ARCHITECTURES.get(arch) if arch is not None else None
     cc = r.get("compute capability", "nvmlDeviceGetCudaComputeCapability", handle)
-    gpu["compute_capability"] = "%d.%d" % tuple(cc) if cc else compute_capability_from_name(gpu["name"])
+    gpu["compute_capability"] = (
+        "%d.%d" % tuple(cc) if cc else compute_capability_from_name(gpu["name"])
+    )
 
     memory = r.get("memory", "nvmlDeviceGetMemoryInfo", handle)
     if memory is not None:
@@ -105,7 +116,10 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
             total_mib=memory.total // mib,
             used_mib=memory.used // mib,
             free_mib=memory.free // mib,
-            reserved_mib=getattr(memory, "reserved", None) and memory.reserved // mib,
+            # only the v2 memory struct has `reserved`; pynvml returns v1 on older drivers
+            reserved_mib=memory.reserved // mib
+            if getattr(memory, "reserved", None) is not None
+            else None,
         )
     util = r.get("utilization", "nvmlDeviceGetUtilizationRates", handle)
     if util is not None:
@@ -114,13 +128,22 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
     t = gpu["temperature"]
     t["gpu_c"] = r.get("temperature", "nvmlDeviceGetTemperature", handle, nv.NVML_TEMPERATURE_GPU)
     t["slowdown_c"] = r.get(
-        "slowdown threshold", "nvmlDeviceGetTemperatureThreshold", handle, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+        "slowdown threshold",
+        "nvmlDeviceGetTemperatureThreshold",
+        handle,
+        nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
     )
     t["shutdown_c"] = r.get(
-        "shutdown threshold", "nvmlDeviceGetTemperatureThreshold", handle, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
+        "shutdown threshold",
+        "nvmlDeviceGetTemperatureThreshold",
+        handle,
+        nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
     )
     t["max_operating_c"] = r.get(
-        "max operating", "nvmlDeviceGetTemperatureThreshold", handle, nv.NVML_TEMPERATURE_THRESHOLD_GPU_MAX
+        "max operating",
+        "nvmlDeviceGetTemperatureThreshold",
+        handle,
+        nv.NVML_TEMPERATURE_THRESHOLD_GPU_MAX,
     )
 
     p = gpu["power"]
@@ -152,13 +175,24 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
     if ecc is not None:
         gpu["ecc"]["enabled"], gpu["ecc"]["pending_enabled"] = bool(ecc[0]), bool(ecc[1])
     if gpu["ecc"]["enabled"]:
-        for scope, counter in (("volatile", nv.NVML_VOLATILE_ECC), ("aggregate", nv.NVML_AGGREGATE_ECC)):
+        for scope, counter in (
+            ("volatile", nv.NVML_VOLATILE_ECC),
+            ("aggregate", nv.NVML_AGGREGATE_ECC),
+        ):
             gpu["ecc"][scope] = {
                 "corrected": r.get(
-                    "ecc", "nvmlDeviceGetTotalEccErrors", handle, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, counter
+                    "ecc",
+                    "nvmlDeviceGetTotalEccErrors",
+                    handle,
+                    nv.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                    counter,
                 ),
                 "uncorrected": r.get(
-                    "ecc", "nvmlDeviceGetTotalEccErrors", handle, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, counter
+                    "ecc",
+                    "nvmlDeviceGetTotalEccErrors",
+                    handle,
+                    nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                    counter,
                 ),
             }
         sbe = r.get(
@@ -168,7 +202,10 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
             nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
         )
         dbe = r.get(
-            "retired pages", "nvmlDeviceGetRetiredPages", handle, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+            "retired pages",
+            "nvmlDeviceGetRetiredPages",
+            handle,
+            nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
         )
         pending = r.get("retired pages", "nvmlDeviceGetRetiredPagesPendingStatus", handle)
         gpu["retired_pages"].update(
@@ -179,7 +216,10 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
         rows = r.get("remapped rows", "nvmlDeviceGetRemappedRows", handle)  # Ampere+ only
         if rows is not None:
             gpu["remapped_rows"].update(
-                correctable=rows[0], uncorrectable=rows[1], pending=bool(rows[2]), failure=bool(rows[3])
+                correctable=rows[0],
+                uncorrectable=rows[1],
+                pending=bool(rows[2]),
+                failure=bool(rows[3]),
             )
 
     reasons = r.get("clock event reasons", "nvmlDeviceGetCurrentClocksEventReasons", handle)
@@ -205,6 +245,8 @@ def _device(nv: Any, index: int, with_processes: bool) -> Dict[str, Any]:
 
 def _processes(r: _Reader, handle: Any) -> Optional[List[Dict[str, Any]]]:
     procs = r.get("processes", "nvmlDeviceGetComputeRunningProcesses", handle)
+    if procs is None:  # pynvml calls the _v3 symbol, which drivers before ~510 lack
+        procs = r.get("processes", "nvmlDeviceGetComputeRunningProcesses_v2", handle)
     if procs is None:
         return None
     result = []

@@ -128,7 +128,11 @@ def invalid_field(output: str) -> Optional[str]:
 def next_fields(fields: List[str], rejected: str) -> List[str]:
     """The field list to retry with after nvidia-smi rejected one field."""
     older = OLDER_NAMES.get(rejected)
-    return [older if name == rejected and older else name for name in fields if name != rejected or older]
+    return [
+        older if name == rejected and older else name
+        for name in fields
+        if name != rejected or older
+    ]
 
 
 def parse(text: str, fields: List[str]) -> Dict[str, Any]:
@@ -152,7 +156,7 @@ def parse(text: str, fields: List[str]) -> Dict[str, Any]:
             errors.append({"pci_bus_id": None, "error": line.strip()})
             continue
         gpu = new_gpu("nvidia-smi-csv")
-        for name, value in zip(fields, row):
+        for name, value in zip(fields, row):  # noqa: B905 (strict= is 3.10+; lengths checked above)
             if name == "driver_version":
                 driver = clean(value)
             setter = _SETTERS.get(name)

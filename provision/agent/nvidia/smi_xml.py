@@ -74,9 +74,9 @@ def _gpu(element: ET.Element, index: int) -> Dict[str, Any]:
     gpu["uuid"] = clean(element.findtext("uuid"))
     gpu["pci_bus_id"] = clean(_text(element.find("pci"), "pci_bus_id")) or element.get("id")
     gpu["architecture"] = clean(element.findtext("product_architecture"))
-    gpu["compute_capability"] = clean(element.findtext("compute_cap")) or compute_capability_from_name(
-        gpu["name"]
-    )
+    gpu["compute_capability"] = clean(
+        element.findtext("compute_cap")
+    ) or compute_capability_from_name(gpu["name"])
     gpu["persistence_mode"] = flag(element.findtext("persistence_mode"))
     gpu["performance_state"] = clean(element.findtext("performance_state"))
     gpu["fan_pct"] = number(element.findtext("fan_speed"))
@@ -113,13 +113,13 @@ def _gpu(element: ET.Element, index: int) -> Dict[str, Any]:
     )
     _ecc(gpu, element)
     retired = element.find("retired_pages")
-    gpu["retired_pages"].update(
-        single_bit=integer(_text(retired, "multiple_single_bit_retirement/retired_count")),
-        double_bit=integer(_text(retired, "double_bit_retirement/retired_count")),
-        pending=flag(_first(retired, "pending_retirement", "pending_blacklist"))
-        if retired is not None
-        else None,
-    )
+    if retired is not None:
+        gpu["retired_pages"].update(
+            single_bit=integer(retired.findtext("multiple_single_bit_retirement/retired_count")),
+            double_bit=integer(retired.findtext("double_bit_retirement/retired_count")),
+            # "pending_blacklist" is the older name of the same flag
+            pending=flag(_first(retired, "pending_retirement", "pending_blacklist")),
+        )
     remapped = element.find("remapped_rows")
     if remapped is not None and len(remapped):
         gpu["remapped_rows"].update(
@@ -168,7 +168,9 @@ def _power(gpu: Dict[str, Any], element: ET.Element) -> None:
         return
     gpu["power"].update(
         draw_w=number(_first(readings, "power_draw", "average_power_draw", "instant_power_draw")),
-        limit_w=number(_first(readings, "current_power_limit", "enforced_power_limit", "power_limit")),
+        limit_w=number(
+            _first(readings, "current_power_limit", "enforced_power_limit", "power_limit")
+        ),
         default_limit_w=number(readings.findtext("default_power_limit")),
         max_limit_w=number(readings.findtext("max_power_limit")),
     )

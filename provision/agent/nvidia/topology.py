@@ -30,7 +30,7 @@ def parse_topo_matrix(text: str) -> Dict[str, Any]:
         if not row:
             continue
         source = row.group(1)
-        for column, cell in zip(header[1:], cells[1:]):
+        for column, cell in zip(header[1:], cells[1:]):  # noqa: B905 (3.8; rows may be short)
             target = _GPU.match(column)
             if not target or target.group(1) == source:
                 continue

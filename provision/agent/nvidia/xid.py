@@ -47,11 +47,15 @@ XID_MEANINGS: Dict[int, Tuple[str, str]] = {
 }
 
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+),?\s*(.*)")
-_SXID = re.compile(r"nvidia-nvswitch(\d+): SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+),\s*([\w-]+)?,?\s*(.*)")
+_SXID = re.compile(
+    r"nvidia-nvswitch(\d+): SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+),\s*([\w-]+)?,?\s*(.*)"
+)
 _PCI = r"([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
 # "NVRM: The NVIDIA GPU 0000:b3:00.0" (first of a multi-line message, 570+) and
 # "NVRM: GPU 0000:47:00.0: GPU has fallen off the bus." (next to the Xid 79 line).
-_FELL_OFF = re.compile(r"NVRM: (?:The NVIDIA GPU %s\s*$|GPU %s: GPU has fallen off the bus)" % (_PCI, _PCI))
+_FELL_OFF = re.compile(
+    r"NVRM: (?:The NVIDIA GPU %s\s*$|GPU %s: GPU has fallen off the bus)" % (_PCI, _PCI)
+)
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9a-fA-F:.]+): (GPU-[0-9a-fA-F-]+)")
 
 
@@ -70,7 +74,13 @@ def parse_kernel_log(lines: Iterable[str]) -> Dict[str, Any]:
             continue
         match = _XID.search(line)
         if match:
-            _add(events, normalize_pci_bus_id(match.group(1)), int(match.group(2)), match.group(3), line)
+            _add(
+                events,
+                normalize_pci_bus_id(match.group(1)),
+                int(match.group(2)),
+                match.group(3),
+                line,
+            )
             continue
         match = _FELL_OFF.search(line)
         if match:

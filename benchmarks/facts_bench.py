@@ -1,0 +1,421 @@
+#!/usr/bin/env python3
+"""Facts benchmark: `provision facts` vs pyinfra (4 facts) vs `ansible -m setup`, same fleet, same run.
+
+    sudo python3 benchmarks/facts_bench.py                      # 8 and 32 hosts, 7 repeats
+    sudo python3 benchmarks/facts_bench.py --sizes 8 --repeats 3 --no-ansible
+    sudo python3 benchmarks/facts_bench.py --profile            # + where provision's time goes
+
+For each fleet size: one discarded warm-up run per tool, then `--repeats` rounds of
+[provision warm, pyinfra] in alternating order (noise on a shared machine hits both), then
+`--cold-repeats` provision runs with the agent removed from every host and known_hosts emptied
+first (a first contact: host keys recorded, agent uploaded and unpacked, bytecode compiled),
+then `ansible all -m setup` on the size given by --ansible-size. Wall-clock time of the whole
+command, interpreter start-up included; medians reported. Each run's output is checked (every
+host answered, with its own hostname) and a run that fails stops the benchmark.
+
+pyinfra gathers server.Hostname, hardware.Memory, server.LinuxDistribution (OS) and
+hardware.Cpus. ansible: ANSIBLE_HOST_KEY_CHECKING=False, pipelining on, forks = hosts.
+The "values" column counts the leaf values each tool returns per host.
+
+Tools are found through $PYINFRA / $ANSIBLE, then ~/.cache/provision-bench-venv/bin, then PATH:
+pyinfra 3.x pins paramiko < 5, so it lives in its own venv (see benchmarks/README.md).
+Needs root (the fleet: network namespaces + sshd). Anchors (shared/reference/anchors.md, this
+kind of machine): pyinfra 4 facts 0.99 s for 8 hosts, 1.78 s for 32; ansible -m setup 13.3 s
+for 8. Goal: provision facts <= 1.0x pyinfra's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "fleet"))
+sys.path.insert(0, str(ROOT))
+
+from fleet import Fleet, preflight  # noqa: E402
+
+ANCHORS = {("pyinfra", 8): 0.99, ("pyinfra", 32): 1.78, ("ansible -m setup", 8): 13.3}
+PYINFRA_FACTS = ["server.Hostname", "hardware.Memory", "server.LinuxDistribution", "hardware.Cpus"]
+VENV_BIN = Path.home() / ".cache" / "provision-bench-venv" / "bin"
+
+
+@dataclass
+class Series:
+    tool: str
+    hosts: int
+    seconds: list[float] = field(default_factory=list)
+    values_per_host: int = 0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def find_tool(name: str, env_var: str) -> str | None:
+    if os.environ.get(env_var):
+        return os.environ[env_var]
+    for candidate in (str(VENV_BIN / name), shutil.which(name)):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def leaf_count(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(leaf_count(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(leaf_count(v) for v in value)
+    return 1
+
+
+def base_env(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SSH_AUTH_SOCK", None)  # keys from files only, for every tool
+    # An installed tool runs from cached bytecode (pip compiles it); this machine's environment
+    # turns bytecode writing off, which would make our source-tree run compile every module.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["LC_ALL"] = env["LANG"] = "C.UTF-8"
+    env["PROVISION_HOME"] = str(work / "provision-home")
+    env["PROVISION_KNOWN_HOSTS"] = str(work / "provision_known_hosts")
+    env["PROVISION_USER_KNOWN_HOSTS"] = str(work / "user_known_hosts")  # never the real one
+    return env
+
+
+class Bench:
+    def __init__(self, fleet: Fleet, work: Path, pyinfra: str | None, ansible: str | None) -> None:
+        self.fleet = fleet
+        self.work = work
+        self.n = len(fleet.hosts)
+        self.pyinfra = pyinfra
+        self.ansible = ansible
+        self.env = base_env(work)
+        self.inventory = fleet.write_inventory(work / "hosts.ini")
+        self.ssh_config = work / "ssh_config"
+        self.ssh_config.write_text("")  # the user's ~/.ssh/config takes no part
+        (work / "provision-home").mkdir(exist_ok=True)
+        self._write_pyinfra_inventory()
+        self.names = {h.name for h in fleet.hosts}
+        self.by_address = {h.address: h.name for h in fleet.hosts}
+
+    # -- commands ----------------------------------------------------------------------------
+    def provision_cmd(self) -> list[str]:
+        return [
+            sys.executable, "-m", "provision", "facts", "all", "-i", str(self.inventory),
+            "--json", "--forks", str(self.n), "--ssh-config", str(self.ssh_config),
+        ]  # fmt: skip
+
+    def _write_pyinfra_inventory(self) -> None:
+        data = {
+            "ssh_user": "root",
+            "ssh_key": self.fleet.key_file,
+            "ssh_config_file": str(self.ssh_config),
+            "ssh_known_hosts_file": str(self.work / "pyinfra_known_hosts"),
+            "ssh_strict_host_key_checking": "accept-new",  # as ours: record on first contact
+        }
+        hosts = [(h.address, data) for h in self.fleet.hosts]
+        (self.work / "pyinfra_inventory.py").write_text(f"hosts = {hosts!r}\n")
+        (self.work / "pyinfra_known_hosts").touch()
+
+    def pyinfra_cmd(self) -> list[str]:
+        assert self.pyinfra
+        return [
+            self.pyinfra, str(self.work / "pyinfra_inventory.py"), "fact", *PYINFRA_FACTS,
+            "--json", "-y", "--parallel", str(self.n),
+        ]  # fmt: skip
+
+    def ansible_cmd(self) -> tuple[list[str], dict[str, str]]:
+        assert self.ansible
+        env = dict(self.env)
+        env.update(
+            ANSIBLE_HOST_KEY_CHECKING="False",
+            ANSIBLE_PIPELINING="True",
+            ANSIBLE_FORKS=str(self.n),
+            ANSIBLE_PYTHON_INTERPRETER="auto_silent",
+            ANSIBLE_LOCAL_TEMP=str(self.work / "ansible-tmp"),
+            ANSIBLE_SSH_CONTROL_PATH_DIR=str(self.work / "ansible-cp"),
+            ANSIBLE_SSH_ARGS=(
+                "-F /dev/null -C -o ControlMaster=auto -o ControlPersist=60s "
+                f"-o UserKnownHostsFile={self.work / 'ansible_known_hosts'}"
+            ),
+            ANSIBLE_NOCOLOR="1",
+        )
+        env.pop("ANSIBLE_CONFIG", None)
+        return [self.ansible, "all", "-i", str(self.inventory), "-m", "setup", "-o"], env
+
+    # -- running -----------------------------------------------------------------------------
+    def _timed(self, cmd: list[str], env: dict[str, str], label: str) -> tuple[float, str]:
+        log = self.work / f"{label}.stderr"
+        started = time.perf_counter()
+        with open(log, "w") as err:
+            proc = subprocess.run(
+                cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT, timeout=600
+            )
+        seconds = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"{label} exited {proc.returncode}; stderr in {log}:\n{log.read_text()[-2000:]}"
+            )
+        return seconds, proc.stdout
+
+    def run_provision(self) -> tuple[float, int]:
+        seconds, out = self._timed(self.provision_cmd(), self.env, "provision")
+        hosts = json.loads(out)["hosts"]
+        got = {name: f.get("hostname") for name, f in hosts.items()}
+        if got != {n: n for n in self.names}:
+            raise SystemExit(f"provision facts: wrong answer {got}")
+        return seconds, statistics.median(leaf_count(f) for f in hosts.values())
+
+    def run_pyinfra(self) -> tuple[float, int]:
+        seconds, out = self._timed(self.pyinfra_cmd(), self.env, "pyinfra")
+        facts = json.loads(out)
+        hostnames = facts.get("server.Hostname") or {}
+        if {self.by_address.get(a): h for a, h in hostnames.items()} != {n: n for n in self.names}:
+            raise SystemExit(f"pyinfra: wrong answer {hostnames}")
+        per_host = [leaf_count([facts[f].get(a) for f in PYINFRA_FACTS]) for a in hostnames]
+        return seconds, statistics.median(per_host)
+
+    def run_ansible(self) -> tuple[float, int]:
+        cmd, env = self.ansible_cmd()
+        seconds, out = self._timed(cmd, env, "ansible")
+        counts = []
+        for line in out.splitlines():  # -o: "gpu1 | SUCCESS => {...}" one line per host
+            name, _, rest = line.partition(" | ")
+            if rest.startswith("SUCCESS"):
+                counts.append(leaf_count(json.loads(rest.split("=>", 1)[1])))
+        if len(counts) != self.n:
+            raise SystemExit(f"ansible: {len(counts)} of {self.n} hosts answered")
+        return seconds, statistics.median(counts)
+
+    def make_cold(self) -> None:
+        """As before a first contact: no agent on any host, no recorded host keys."""
+        for host in self.fleet.hosts:
+            self.fleet.ns_exec(host, "rm -rf /root/.cache/provision")
+        Path(self.env["PROVISION_KNOWN_HOSTS"]).unlink(missing_ok=True)
+
+
+def bench_size(
+    fleet: Fleet, args: argparse.Namespace, pyinfra: str | None, ansible: str | None
+) -> list[Series]:
+    n = len(fleet.hosts)
+    with tempfile.TemporaryDirectory(prefix=f"facts-bench-{n}-") as tmp:
+        bench = Bench(fleet, Path(tmp), pyinfra, ansible)
+        warm = Series("provision facts (warm)", n)
+        cold = Series("provision facts (cold: upload)", n)
+        pyi = Series("pyinfra", n)
+        series = [warm, cold] + ([pyi] if pyinfra else [])
+
+        bench.run_provision()  # warm-up: uploads the agent, records host keys, fills caches
+        if pyinfra:
+            bench.run_pyinfra()
+        for i in range(args.repeats):
+            order = [("p", bench.run_provision), ("i", bench.run_pyinfra)]
+            if i % 2:
+                order.reverse()
+            for tag, func in order:
+                if tag == "i" and not pyinfra:
+                    continue
+                seconds, values = func()
+                target = warm if tag == "p" else pyi
+                target.seconds.append(seconds)
+                target.values_per_host = values
+            print(f"  {n} hosts, round {i + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+        for _ in range(args.cold_repeats):
+            bench.make_cold()
+            seconds, values = bench.run_provision()
+            cold.seconds.append(seconds)
+            cold.values_per_host = values
+        if ansible and n == args.ansible_size:
+            ans = Series("ansible -m setup", n)
+            for i in range(args.ansible_repeats):
+                seconds, values = bench.run_ansible()
+                ans.seconds.append(seconds)
+                ans.values_per_host = values
+                print(f"  ansible run {i + 1}: {seconds:.2f}s", file=sys.stderr, flush=True)
+            series.append(ans)
+        if args.profile:
+            profile(bench)
+    return series
+
+
+# -- where provision's time goes -------------------------------------------------------------------
+def _py_seconds(code: str, env: dict[str, str]) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True
+    )
+    return float(out.stdout.strip())
+
+
+def profile(bench: Bench) -> None:
+    """Phases of one warm `provision facts` run, measured one by one in this process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    os.environ.update({k: v for k, v in bench.env.items() if k.startswith("PROVISION_")})
+    from provision.connection.base import ConnectOptions
+    from provision.connection.ssh import SSHConnection
+    from provision.remote.agent import Agent
+
+    env = bench.env
+    startup = [
+        _py_seconds(
+            "import time; t = time.perf_counter(); import provision.cli.main, "
+            "provision.cli.facts, provision.connection.ssh, provision.remote.agent; "
+            "print(time.perf_counter() - t)",
+            env,
+        )
+        for _ in range(3)
+    ]
+    bare = []
+    for _ in range(3):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-S", "-c", "pass"], env=env, check=True)
+        bare.append(time.perf_counter() - t)
+
+    options = ConnectOptions(ssh_config=str(bench.ssh_config), connect_timeout=10)
+    hosts = bench.fleet.provision_hosts()
+    conns = [SSHConnection(h, options) for h in hosts]
+
+    def timed(func):
+        def run(arg):
+            t = time.perf_counter()
+            value = func(arg)
+            return time.perf_counter() - t, value
+
+        return run
+
+    with ThreadPoolExecutor(len(conns)) as pool:
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        list(pool.map(timed(lambda c: c._open()), conns))
+        connect_wall, connect_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+
+        t0 = time.perf_counter()
+        shell = list(pool.map(timed(lambda c: c.run("true")), conns))
+        shell_wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        list(pool.map(timed(lambda c: c.run("python3 -c pass")), conns))
+        python_wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        list(pool.map(timed(lambda c: Agent(c).call("ping")), conns))
+        ping_wall = time.perf_counter() - t0
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        facts = list(pool.map(timed(lambda c: Agent(c).call("facts")), conns))
+        facts_wall, facts_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    for c in conns:
+        c.close()
+    inside = [f["seconds"] for _, f in facts]
+    one = bench.fleet.hosts[0]
+    single = bench.fleet.ns_exec(
+        one,
+        "cd /root/.cache/provision/agent-* && s=$(date +%s%N) && "
+        "echo '{}' | python3 . facts >/dev/null && echo $(( ($(date +%s%N) - s) / 1000000 ))",
+    ).stdout.strip()
+    print(f"\nWhere a warm `provision facts` on {bench.n} hosts spends its time:")
+    rows = [
+        ("controller: interpreter start (python -S)", f"{statistics.median(bare):.3f} s"),
+        ("controller: importing provision + fabric/paramiko/rich", f"{statistics.median(startup):.3f} s"),
+        (f"connect {bench.n} hosts in parallel (TCP + SSH handshake + auth)",
+         f"{connect_wall:.3f} s wall, {connect_cpu:.3f} s controller CPU"),
+        (f"`true` on every host (one channel, no Python)", f"{shell_wall:.3f} s wall"),
+        (f"`python3 -c pass` on every host", f"{python_wall:.3f} s wall"),
+        (f"agent `ping` on every host (Python + agent import)", f"{ping_wall:.3f} s wall"),
+        (f"agent `facts` on every host", f"{facts_wall:.3f} s wall, {facts_cpu:.3f} s controller CPU"),
+        ("  facts gathering inside the agent (median per host)", f"{statistics.median(inside):.3f} s"),
+        ("  one agent `facts` alone on one host, no SSH", f"{single} ms"),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    for label, value in rows:
+        print(f"  {label:<{width}}  {value}")
+
+
+# -- output --------------------------------------------------------------------------------------
+def print_table(all_series: list[Series]) -> None:
+    pyinfra_median = {s.hosts: s.median for s in all_series if s.tool == "pyinfra"}
+    header = (
+        "hosts",
+        "tool",
+        "runs",
+        "median",
+        "min-max",
+        "vs pyinfra",
+        "anchor",
+        "vs anchor",
+        "values/host",
+    )
+    rows = []
+    for s in all_series:
+        anchor_key = (
+            ("pyinfra", s.hosts)
+            if s.tool.startswith(("provision", "pyinfra"))
+            else (s.tool, s.hosts)
+        )
+        anchor = ANCHORS.get(anchor_key)
+        ref = pyinfra_median.get(s.hosts)
+        rows.append((
+            str(s.hosts), s.tool, str(len(s.seconds)), f"{s.median:.2f} s",
+            f"{min(s.seconds):.2f}-{max(s.seconds):.2f}",
+            f"{s.median / ref:.2f}x" if ref else "-",
+            f"{anchor:.2f} s" if anchor else "-",
+            f"{s.median / anchor:.2f}x" if anchor else "-",
+            str(int(s.values_per_host)),
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
+    print(
+        "\nanchors: pyinfra gathering 4 facts (provision rows compare with it), `ansible -m setup`;"
+    )
+    print("shared/reference/anchors.md. vs pyinfra = median / pyinfra's median in this run.")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--repeats", type=int, default=7, help="warm rounds per size (default 7)")
+    parser.add_argument("--cold-repeats", type=int, default=3)
+    parser.add_argument("--ansible-size", type=int, default=8)
+    parser.add_argument("--ansible-repeats", type=int, default=3)
+    parser.add_argument("--no-ansible", action="store_true")
+    parser.add_argument("--no-pyinfra", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="also break down provision's time")
+    parser.add_argument("--json-out", metavar="FILE", help="also write the raw timings here")
+    args = parser.parse_args()
+    for name in ("repeats", "cold_repeats", "ansible_repeats"):
+        if not 1 <= getattr(args, name) <= 50:
+            parser.error(f"--{name.replace('_', '-')} must be 1..50")
+    reason = preflight()
+    if reason:
+        print(f"cannot start the test fleet: {reason}", file=sys.stderr)
+        return 2
+    pyinfra = None if args.no_pyinfra else find_tool("pyinfra", "PYINFRA")
+    ansible = None if args.no_ansible else find_tool("ansible", "ANSIBLE")
+    for name, path in (("pyinfra", pyinfra), ("ansible", ansible)):
+        print(f"{name}: {path or 'not found, skipped (see benchmarks/README.md)'}", file=sys.stderr)
+
+    results: list[Series] = []
+    for size in args.sizes:
+        with Fleet(size) as fleet:
+            print(f"{size} hosts up in {fleet.start_seconds:.2f}s", file=sys.stderr, flush=True)
+            results += bench_size(fleet, args, pyinfra, ansible)
+    print()
+    print_table(results)
+    if args.json_out:
+        Path(args.json_out).write_text(
+            json.dumps([s.__dict__ | {"median": s.median} for s in results], indent=2) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

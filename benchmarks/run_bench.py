@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Control plane benchmark: the same 5 steps on N fleet hosts with `provision run`, pyinfra 3.x
+and ansible-core, side by side in one run.
+
+Steps: ensure a directory, run `nproc`, run `python3 -c ...`, copy a small file, run `df`.
+Each tool runs twice per fleet size: the first run (directory and file absent on every host)
+and the no-change run right after. Wall-clock time of the whole command, start-up included.
+
+    sudo python3 benchmarks/run_bench.py                 # 8 and 32 hosts, every tool found
+    sudo python3 benchmarks/run_bench.py --sizes 8 --tools provision,pyinfra
+    PYINFRA=/path/to/pyinfra ANSIBLE_PLAYBOOK=/path/to/ansible-playbook python3 benchmarks/run_bench.py
+
+Needs root (the fleet: network namespaces + sshd). pyinfra and ansible-core are found on PATH,
+next to this Python, or in ~/.cache/provision-bench-venv (pip install pyinfra ansible-core);
+a tool that is missing is reported and skipped. Anchors measured on this kind of machine
+(shared/reference/anchors.md): pyinfra 1.17 s (8 hosts) / 3.1 s (32); ansible-playbook with fact
+gathering 21.5 s / 60.4 s. Goal: provision <= 0.8x pyinfra at 32 hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "fleet"))
+sys.path.insert(0, str(ROOT))
+
+ANCHORS = {  # seconds, measured on this kind of machine (anchors.md)
+    ("pyinfra", 8): 1.17, ("pyinfra", 32): 3.1,
+    ("ansible+facts", 8): 21.5, ("ansible+facts", 32): 60.4, ("ansible", 8): 10.4,
+}
+SMALL_FILE = "provision benchmark: a small file\n" * 8
+TOOLS = ("provision", "provision+facts", "pyinfra", "ansible", "ansible+facts")
+
+
+def find_tool(name: str, env: str) -> str | None:
+    if os.environ.get(env):
+        return os.environ[env]
+    for candidate in (
+        shutil.which(name),
+        str(Path(sys.executable).parent / name),
+        str(Path.home() / ".cache" / "provision-bench-venv" / "bin" / name),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def write_files(work: Path, fleet: object, n: int) -> None:
+    hosts = fleet.hosts  # type: ignore[attr-defined]
+    (work / "small.txt").write_text(SMALL_FILE)
+    fleet.write_inventory(work / "hosts.ini")  # type: ignore[attr-defined]
+    for facts in (False, True):
+        suffix = "-facts" if facts else ""
+        (work / f"bench{suffix}.yml").write_text(textwrap.dedent(f"""\
+            - hosts: all
+              gather_facts: {str(facts).lower()}
+              tasks:
+                - name: ensure a directory
+                  file: path=/tmp/bench state=directory mode=0755
+                - name: nproc
+                  command: nproc
+                  changed_when: false
+                - name: python
+                  command: python3 -c "import sys; print(sys.version_info[:2])"
+                  changed_when: false
+                - name: copy a small file
+                  copy: src={work}/small.txt dest=/tmp/bench/small.txt mode=0644
+                - name: df
+                  command: df -h /
+                  changed_when: false
+            """))
+    (work / "ansible.cfg").write_text(textwrap.dedent(f"""\
+        [defaults]
+        forks = {n}
+        host_key_checking = False
+        interpreter_python = /usr/bin/python3
+        stdout_callback = default
+        retry_files_enabled = False
+        deprecation_warnings = False
+        [ssh_connection]
+        pipelining = True
+        ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile={work}/ansible_known_hosts
+        """))
+    lines = ["hosts = ["]
+    for h in hosts:
+        lines.append(
+            f"    ({h.address!r}, {{'ssh_port': {h.port}, 'ssh_user': {h.user!r}, 'ssh_key': {h.key_file!r}, "
+            f"'ssh_known_hosts_file': {str(work / 'pyinfra_known_hosts')!r}, "
+            f"'ssh_strict_host_key_checking': 'accept-new'}}),"
+        )
+    lines.append("]")
+    (work / "inventory.py").write_text("\n".join(lines) + "\n")
+    (work / "deploy.py").write_text(textwrap.dedent(f"""\
+        from pyinfra.operations import files, server
+        files.directory(name="ensure a directory", path="/tmp/bench", mode="755")
+        server.shell(name="nproc", commands=["nproc"])
+        server.shell(name="python", commands=['python3 -c "import sys; print(sys.version_info[:2])"'])
+        files.put(name="copy a small file", src={str(work / 'small.txt')!r}, dest="/tmp/bench/small.txt", mode="644")
+        server.shell(name="df", commands=["df -h /"])
+        """))
+
+
+def command_for(tool: str, work: Path, n: int, paths: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ)
+    if tool.startswith("provision"):
+        facts = "-facts" if tool.endswith("+facts") else ""
+        env["PROVISION_KNOWN_HOSTS"] = str(work / "provision_known_hosts")
+        env["PROVISION_HOME"] = str(work / "provision_home")
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        return ([sys.executable, "-m", "provision", "run", str(work / f"bench{facts}.yml"), "-i",
+                 str(work / "hosts.ini"), "-f", str(n), "--known-hosts", "accept-new"], env)
+    if tool == "pyinfra":
+        return ([paths["pyinfra"], str(work / "inventory.py"), str(work / "deploy.py"), "-y",
+                 "--parallel", str(n)], env)
+    facts = "-facts" if tool.endswith("+facts") else ""
+    env["ANSIBLE_CONFIG"] = str(work / "ansible.cfg")
+    env["ANSIBLE_LOCAL_TEMP"] = str(work / "ansible_tmp")
+    return ([paths["ansible-playbook"], "-i", str(work / "hosts.ini"), str(work / f"bench{facts}.yml")], env)
+
+
+def reset_hosts(fleet: object) -> None:
+    for host in fleet.hosts:  # type: ignore[attr-defined]
+        fleet.ns_exec(host, "rm -rf /tmp/bench")  # type: ignore[attr-defined]
+
+
+def verify(fleet: object) -> bool:
+    out = fleet.ns_exec(fleet.hosts[-1], "cat /tmp/bench/small.txt", check=False)  # type: ignore[attr-defined]
+    text = out.stdout if hasattr(out, "stdout") else str(out)
+    return SMALL_FILE.strip() in (text.decode() if isinstance(text, bytes) else text)
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    with open(log, "ab") as fh:
+        proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=900)
+    return time.perf_counter() - start, proc.returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="8,32", help="fleet sizes (default 8,32)")
+    parser.add_argument("--tools", default=",".join(TOOLS), help=f"subset of {','.join(TOOLS)}")
+    parser.add_argument("--repeat", type=int, default=1, help="repeat each measurement; median reported")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, inventories)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("needs root: the benchmark starts an SSH test fleet (network namespaces)", file=sys.stderr)
+        return 2
+    from fleet import Fleet
+
+    paths = {"pyinfra": find_tool("pyinfra", "PYINFRA"), "ansible-playbook": find_tool("ansible-playbook", "ANSIBLE_PLAYBOOK")}
+    tools = [t for t in args.tools.split(",") if t]
+    for tool in list(tools):
+        need = "pyinfra" if tool == "pyinfra" else "ansible-playbook" if tool.startswith("ansible") else None
+        if need and not paths[need]:
+            print(f"skipping {tool}: {need} not found (pip install pyinfra ansible-core, or set "
+                  f"{'PYINFRA' if need == 'pyinfra' else 'ANSIBLE_PLAYBOOK'})", file=sys.stderr)
+            tools.remove(tool)
+    rows: list[tuple[int, str, float, float, int]] = []
+    base = Path(tempfile.mkdtemp(prefix="provision-bench-"))
+    for n in [int(s) for s in args.sizes.split(",") if s]:
+        fleet = Fleet(n).start()
+        try:
+            work = base / f"n{n}"
+            work.mkdir()
+            write_files(work, fleet, n)
+            for tool in tools:
+                cmd, env = command_for(tool, work, n, paths)
+                log = work / f"{tool}.log"
+                firsts, seconds, codes = [], [], []
+                for _ in range(args.repeat):
+                    reset_hosts(fleet)
+                    t1, c1 = timed(cmd, env, work, log)
+                    ok = verify(fleet)
+                    t2, c2 = timed(cmd, env, work, log)
+                    firsts.append(t1)
+                    seconds.append(t2)
+                    codes.append(c1 or c2 or (0 if ok else 99))
+                code = max(codes)
+                rows.append((n, tool, statistics.median(firsts), statistics.median(seconds), code))
+                status = "ok" if code == 0 else f"FAILED (exit {code}, see {log})"
+                print(f"{n:>3} hosts  {tool:<16} first {rows[-1][2]:6.2f}s  no-change {rows[-1][3]:6.2f}s  {status}",
+                      file=sys.stderr, flush=True)
+        finally:
+            fleet.stop()
+    print_table(rows)
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    else:
+        print(f"work dir: {base}")
+    return 0 if all(r[4] == 0 for r in rows) else 1
+
+
+def print_table(rows: list[tuple[int, str, float, float, int]]) -> None:
+    print()
+    print(f"{'hosts':>5}  {'tool':<16} {'first run':>10} {'no-change':>10} {'vs pyinfra':>11} {'anchor':>8}")
+    for n in sorted({r[0] for r in rows}):
+        ref = next((r for r in rows if r[0] == n and r[1] == "pyinfra"), None)
+        for size, tool, first, second, code in [r for r in rows if r[0] == n]:
+            ratio = ""
+            if ref and tool != "pyinfra":
+                ratio = f"{first / ref[2]:.2f}/{second / ref[3]:.2f}x"
+            anchor = ANCHORS.get((tool, size))
+            flag = "" if code == 0 else "  FAILED"
+            print(f"{size:>5}  {tool:<16} {first:>9.2f}s {second:>9.2f}s {ratio:>11} "
+                  f"{(f'{anchor:.2f}s' if anchor else ''):>8}{flag}")
+    print("(vs pyinfra: first-run ratio / no-change ratio; goal for provision at 32 hosts: <= 0.80x)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
