@@ -299,7 +299,7 @@ def profile(bench: Bench) -> None:
         connect_wall, connect_cpu = time.perf_counter() - t0, time.process_time() - cpu0
 
         t0 = time.perf_counter()
-        shell = list(pool.map(timed(lambda c: c.run("true")), conns))
+        list(pool.map(timed(lambda c: c.run("true")), conns))
         shell_wall = time.perf_counter() - t0
         t0 = time.perf_counter()
         list(pool.map(timed(lambda c: c.run("python3 -c pass")), conns))
@@ -325,10 +325,10 @@ def profile(bench: Bench) -> None:
         ("controller: importing provision + fabric/paramiko/rich", f"{statistics.median(startup):.3f} s"),
         (f"connect {bench.n} hosts in parallel (TCP + SSH handshake + auth)",
          f"{connect_wall:.3f} s wall, {connect_cpu:.3f} s controller CPU"),
-        (f"`true` on every host (one channel, no Python)", f"{shell_wall:.3f} s wall"),
-        (f"`python3 -c pass` on every host", f"{python_wall:.3f} s wall"),
-        (f"agent `ping` on every host (Python + agent import)", f"{ping_wall:.3f} s wall"),
-        (f"agent `facts` on every host", f"{facts_wall:.3f} s wall, {facts_cpu:.3f} s controller CPU"),
+        ("`true` on every host (one channel, no Python)", f"{shell_wall:.3f} s wall"),
+        ("`python3 -c pass` on every host", f"{python_wall:.3f} s wall"),
+        ("agent `ping` on every host (Python + agent import)", f"{ping_wall:.3f} s wall"),
+        ("agent `facts` on every host", f"{facts_wall:.3f} s wall, {facts_cpu:.3f} s controller CPU"),
         ("  facts gathering inside the agent (median per host)", f"{statistics.median(inside):.3f} s"),
         ("  one agent `facts` alone on one host, no SSH", f"{single} ms"),
     ]  # fmt: skip

@@ -238,6 +238,8 @@ class _HostPlay:
         except Stop:
             pass
         finally:
+            if self.failed:
+                self.rt.failed = True  # sits out the later plays, as in Ansible
             if self.failed and self.play.force_handlers and self.notified and not self.runner.stop.is_set():
                 self.failed_handlers()
             self.pstate.run_once.done(self.rt.host.name)

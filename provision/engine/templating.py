@@ -70,7 +70,7 @@ def is_template(value: Any) -> bool:
 def contains_template(value: Any) -> bool:
     if isinstance(value, str):
         return is_template(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):  # plain data only: never walk views like hostvars
         return any(contains_template(k) or contains_template(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return any(contains_template(v) for v in value)
@@ -571,7 +571,7 @@ class Templar:
                     return out[0]
                 return "".join(str(v) for v in out)
             return "".join(self._run(self._template(value, "str"), variables))
-        if isinstance(value, Mapping):
+        if isinstance(value, dict):
             return {self.render(k, variables): self.render(v, variables) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.render(v, variables) for v in value]

@@ -59,7 +59,9 @@ class HostVarsView(Mapping):
                 state = HostVars(self._manager.inventory.hosts[name])
             else:
                 raise KeyError(name)
-        return self._manager.host_layers(state)
+        from provision.engine.templating import LazyVars, Templar
+
+        return LazyVars(self._manager.host_layers(state), Templar())
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._manager.inventory.hosts)

