@@ -35,8 +35,11 @@ sys.path.insert(0, str(ROOT / "tests" / "fleet"))
 sys.path.insert(0, str(ROOT))
 
 ANCHORS = {  # seconds, measured on this kind of machine (anchors.md)
-    ("pyinfra", 8): 1.17, ("pyinfra", 32): 3.1,
-    ("ansible+facts", 8): 21.5, ("ansible+facts", 32): 60.4, ("ansible", 8): 10.4,
+    ("pyinfra", 8): 1.17,
+    ("pyinfra", 32): 3.1,
+    ("ansible+facts", 8): 21.5,
+    ("ansible+facts", 32): 60.4,
+    ("ansible", 8): 10.4,
 }
 SMALL_FILE = "provision benchmark: a small file\n" * 8
 TOOLS = ("provision", "provision+facts", "pyinfra", "ansible", "ansible+facts")
@@ -61,7 +64,8 @@ def write_files(work: Path, fleet: object, n: int) -> None:
     fleet.write_inventory(work / "hosts.ini")  # type: ignore[attr-defined]
     for facts in (False, True):
         suffix = "-facts" if facts else ""
-        (work / f"bench{suffix}.yml").write_text(textwrap.dedent(f"""\
+        (work / f"bench{suffix}.yml").write_text(
+            textwrap.dedent(f"""\
             - hosts: all
               gather_facts: {str(facts).lower()}
               tasks:
@@ -78,8 +82,10 @@ def write_files(work: Path, fleet: object, n: int) -> None:
                 - name: df
                   command: df -h /
                   changed_when: false
-            """))
-    (work / "ansible.cfg").write_text(textwrap.dedent(f"""\
+            """)
+        )
+    (work / "ansible.cfg").write_text(
+        textwrap.dedent(f"""\
         [defaults]
         forks = {n}
         host_key_checking = False
@@ -90,7 +96,8 @@ def write_files(work: Path, fleet: object, n: int) -> None:
         [ssh_connection]
         pipelining = True
         ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile={work}/ansible_known_hosts
-        """))
+        """)
+    )
     lines = ["hosts = ["]
     for h in hosts:
         lines.append(
@@ -100,32 +107,62 @@ def write_files(work: Path, fleet: object, n: int) -> None:
         )
     lines.append("]")
     (work / "inventory.py").write_text("\n".join(lines) + "\n")
-    (work / "deploy.py").write_text(textwrap.dedent(f"""\
+    (work / "deploy.py").write_text(
+        textwrap.dedent(f"""\
         from pyinfra.operations import files, server
         files.directory(name="ensure a directory", path="/tmp/bench", mode="755")
         server.shell(name="nproc", commands=["nproc"])
         server.shell(name="python", commands=['python3 -c "import sys; print(sys.version_info[:2])"'])
-        files.put(name="copy a small file", src={str(work / 'small.txt')!r}, dest="/tmp/bench/small.txt", mode="644")
+        files.put(name="copy a small file", src={str(work / "small.txt")!r}, dest="/tmp/bench/small.txt", mode="644")
         server.shell(name="df", commands=["df -h /"])
-        """))
+        """)
+    )
 
 
-def command_for(tool: str, work: Path, n: int, paths: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+def command_for(
+    tool: str, work: Path, n: int, paths: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     if tool.startswith("provision"):
         facts = "-facts" if tool.endswith("+facts") else ""
         env["PROVISION_KNOWN_HOSTS"] = str(work / "provision_known_hosts")
         env["PROVISION_HOME"] = str(work / "provision_home")
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        return ([sys.executable, "-m", "provision", "run", str(work / f"bench{facts}.yml"), "-i",
-                 str(work / "hosts.ini"), "-f", str(n), "--known-hosts", "accept-new"], env)
+        return (
+            [
+                sys.executable,
+                "-m",
+                "provision",
+                "run",
+                str(work / f"bench{facts}.yml"),
+                "-i",
+                str(work / "hosts.ini"),
+                "-f",
+                str(n),
+                "--known-hosts",
+                "accept-new",
+            ],
+            env,
+        )
     if tool == "pyinfra":
-        return ([paths["pyinfra"], str(work / "inventory.py"), str(work / "deploy.py"), "-y",
-                 "--parallel", str(n)], env)
+        return (
+            [
+                paths["pyinfra"],
+                str(work / "inventory.py"),
+                str(work / "deploy.py"),
+                "-y",
+                "--parallel",
+                str(n),
+            ],
+            env,
+        )
     facts = "-facts" if tool.endswith("+facts") else ""
     env["ANSIBLE_CONFIG"] = str(work / "ansible.cfg")
     env["ANSIBLE_LOCAL_TEMP"] = str(work / "ansible_tmp")
-    return ([paths["ansible-playbook"], "-i", str(work / "hosts.ini"), str(work / f"bench{facts}.yml")], env)
+    return (
+        [paths["ansible-playbook"], "-i", str(work / "hosts.ini"), str(work / f"bench{facts}.yml")],
+        env,
+    )
 
 
 def reset_hosts(fleet: object) -> None:
@@ -142,30 +179,56 @@ def verify(fleet: object) -> bool:
 def timed(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[float, int]:
     start = time.perf_counter()
     with open(log, "ab") as fh:
-        proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, timeout=900)
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=900,
+        )
     return time.perf_counter() - start, proc.returncode
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="8,32", help="fleet sizes (default 8,32)")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"subset of {','.join(TOOLS)}")
-    parser.add_argument("--repeat", type=int, default=1, help="repeat each measurement; median reported")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="repeat each measurement; median reported"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, inventories)")
     args = parser.parse_args()
     if os.geteuid() != 0:
-        print("needs root: the benchmark starts an SSH test fleet (network namespaces)", file=sys.stderr)
+        print(
+            "needs root: the benchmark starts an SSH test fleet (network namespaces)",
+            file=sys.stderr,
+        )
         return 2
     from fleet import Fleet
 
-    paths = {"pyinfra": find_tool("pyinfra", "PYINFRA"), "ansible-playbook": find_tool("ansible-playbook", "ANSIBLE_PLAYBOOK")}
+    paths = {
+        "pyinfra": find_tool("pyinfra", "PYINFRA"),
+        "ansible-playbook": find_tool("ansible-playbook", "ANSIBLE_PLAYBOOK"),
+    }
     tools = [t for t in args.tools.split(",") if t]
     for tool in list(tools):
-        need = "pyinfra" if tool == "pyinfra" else "ansible-playbook" if tool.startswith("ansible") else None
+        need = (
+            "pyinfra"
+            if tool == "pyinfra"
+            else "ansible-playbook"
+            if tool.startswith("ansible")
+            else None
+        )
         if need and not paths[need]:
-            print(f"skipping {tool}: {need} not found (pip install pyinfra ansible-core, or set "
-                  f"{'PYINFRA' if need == 'pyinfra' else 'ANSIBLE_PLAYBOOK'})", file=sys.stderr)
+            print(
+                f"skipping {tool}: {need} not found (pip install pyinfra ansible-core, or set "
+                f"{'PYINFRA' if need == 'pyinfra' else 'ANSIBLE_PLAYBOOK'})",
+                file=sys.stderr,
+            )
             tools.remove(tool)
     rows: list[tuple[int, str, float, float, int]] = []
     base = Path(tempfile.mkdtemp(prefix="provision-bench-"))
@@ -190,8 +253,11 @@ def main() -> int:
                 code = max(codes)
                 rows.append((n, tool, statistics.median(firsts), statistics.median(seconds), code))
                 status = "ok" if code == 0 else f"FAILED (exit {code}, see {log})"
-                print(f"{n:>3} hosts  {tool:<16} first {rows[-1][2]:6.2f}s  no-change {rows[-1][3]:6.2f}s  {status}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{n:>3} hosts  {tool:<16} first {rows[-1][2]:6.2f}s  no-change {rows[-1][3]:6.2f}s  {status}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         finally:
             fleet.stop()
     print_table(rows)
@@ -204,7 +270,9 @@ def main() -> int:
 
 def print_table(rows: list[tuple[int, str, float, float, int]]) -> None:
     print()
-    print(f"{'hosts':>5}  {'tool':<16} {'first run':>10} {'no-change':>10} {'vs pyinfra':>11} {'anchor':>8}")
+    print(
+        f"{'hosts':>5}  {'tool':<16} {'first run':>10} {'no-change':>10} {'vs pyinfra':>11} {'anchor':>8}"
+    )
     for n in sorted({r[0] for r in rows}):
         ref = next((r for r in rows if r[0] == n and r[1] == "pyinfra"), None)
         for size, tool, first, second, code in [r for r in rows if r[0] == n]:
@@ -213,9 +281,13 @@ def print_table(rows: list[tuple[int, str, float, float, int]]) -> None:
                 ratio = f"{first / ref[2]:.2f}/{second / ref[3]:.2f}x"
             anchor = ANCHORS.get((tool, size))
             flag = "" if code == 0 else "  FAILED"
-            print(f"{size:>5}  {tool:<16} {first:>9.2f}s {second:>9.2f}s {ratio:>11} "
-                  f"{(f'{anchor:.2f}s' if anchor else ''):>8}{flag}")
-    print("(vs pyinfra: first-run ratio / no-change ratio; goal for provision at 32 hosts: <= 0.80x)")
+            print(
+                f"{size:>5}  {tool:<16} {first:>9.2f}s {second:>9.2f}s {ratio:>11} "
+                f"{(f'{anchor:.2f}s' if anchor else ''):>8}{flag}"
+            )
+    print(
+        "(vs pyinfra: first-run ratio / no-change ratio; goal for provision at 32 hosts: <= 0.80x)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 MASK = "********"
-NO_LOG_MESSAGE = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+NO_LOG_MESSAGE = (
+    "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+)
 
 _SECRET_NAME = re.compile(
     r"(passw(or)?d|passwd|passphrase|secret|token|api[_-]?key|private[_-]?key|credential|auth[_-]?key)",
@@ -85,7 +87,12 @@ class Masker:
         if isinstance(obj, Mapping):
             out = {}
             for key, value in obj.items():
-                if isinstance(key, str) and is_secret_name(key) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                if (
+                    isinstance(key, str)
+                    and is_secret_name(key)
+                    and isinstance(value, (str, int, float))
+                    and not isinstance(value, bool)
+                ):
                     out[key] = MASK
                 else:
                     out[key] = self.mask(value)

@@ -1,44 +1,129 @@
-"""`provision report FILE...`: re-render saved reports, rank hosts, compare with history."""
+"""`provision report FILE...`: re-render saved reports, rank hosts, compare with history.
+
+    provision report provision-reports/                 newest report per host in the folder
+    provision report a.json b.json --html cmp.html      one page, hosts side by side
+    provision report provision-reports/ --compare       each host against its previous run
+    provision report r/ -i hosts.ini                    price_per_hour from the inventory
+
+Every report read is also recorded in the local history (once: same content is not stored
+twice), so `--compare` finds the previous run even for files copied from another machine.
+"""
 
 from __future__ import annotations
 
 import argparse
+import copy
 from pathlib import Path
+from typing import Any
 
-from provision.cli.common import console, emit_json
+from provision.cli.common import EXIT_OK, console, emit_json
+from provision.errors import ConfigError
 from provision.report import history
-from provision.report.document import headline, load_report
-from provision.report.render import print_console, rank, render_html, render_markdown
+from provision.report.document import load_report
+from provision.report.render import print_console, rankings, render_html, render_markdown
 
 describe = "re-render saved reports; rank hosts by throughput and by samples per unit of money"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="report JSON files (from bench/up --out)")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="report JSON files (from bench/up --out), or folders: the newest report per host",
+    )
     parser.add_argument("--html", metavar="OUT", help="write one self-contained HTML page")
     parser.add_argument("--markdown", metavar="OUT", help="write Markdown")
-    parser.add_argument("--compare", action="store_true",
-                        help="rank hosts side by side and show each host's previous run from the history")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="show each host's previous run from the local history, with the change in %%",
+    )
+    parser.add_argument(
+        "--no-history",
+        dest="record",
+        action="store_false",
+        help="do not record the reports read in the local history",
+    )
+
+
+def collect_reports(paths: list[str]) -> list[dict[str, Any]]:
+    """Files as given; for a folder, the newest report of each host in it."""
+    docs: list[dict[str, Any]] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            newest: dict[str, dict[str, Any]] = {}
+            for file in sorted(path.glob("*.json")):
+                doc = load_report(file)
+                if doc["host"] not in newest or doc["created"] > newest[doc["host"]]["created"]:
+                    newest[doc["host"]] = doc
+            if not newest:
+                raise ConfigError(f"{path}: no report .json files in this folder")
+            docs.extend(sorted(newest.values(), key=lambda d: d["host"]))
+        else:
+            docs.append(load_report(path))
+    return docs
+
+
+def apply_prices(docs: list[dict[str, Any]], inventory_files: list[str]) -> list[dict[str, Any]]:
+    """Copies of the reports with price_per_hour from the inventory's host vars, where set."""
+    if not inventory_files:
+        return docs
+    from provision.inventory.loader import load_inventory
+
+    inventory = load_inventory(inventory_files)
+    priced = []
+    for doc in docs:
+        host = inventory.hosts.get(doc["host"])
+        value = host.vars.get("price_per_hour") if host else None
+        if value is None:
+            priced.append(doc)
+            continue
+        try:
+            price = float(value)
+        except (TypeError, ValueError):
+            price = -1.0
+        if not price > 0:
+            origin = inventory.host_origins.get(doc["host"], ", ".join(inventory_files))
+            raise ConfigError(
+                f"{origin}: host {doc['host']}: price_per_hour={value!r} is not a positive number"
+            )
+        doc = copy.deepcopy(doc)
+        doc["price_per_hour"] = price
+        priced.append(doc)
+    return priced
 
 
 def run(args: argparse.Namespace) -> int:
-    docs = [load_report(f) for f in args.files]
-    if args.html:
-        Path(args.html).write_text(render_html(docs), encoding="utf-8")
-        console.print(f"HTML report: {args.html}")
-    if args.markdown:
-        Path(args.markdown).write_text(render_markdown(docs), encoding="utf-8")
-        console.print(f"Markdown report: {args.markdown}")
-    previous = {}
+    docs = collect_reports(args.files)
+    if args.record:
+        for doc in docs:
+            history.record(doc)
+    comparisons: dict[str, Any] = {}
     if args.compare:
         for doc in docs:
-            prev = history.previous(doc["host"], doc["created"])
-            if prev:
-                previous[doc["host"]] = headline(prev)
+            found = history.compare(doc)
+            if found is not None:
+                comparisons[doc["host"]] = found
+    docs = apply_prices(docs, args.inventory)
+    if args.html:
+        Path(args.html).expanduser().write_text(render_html(docs, comparisons), encoding="utf-8")
+        console.print(f"HTML report: {args.html}")
+    if args.markdown:
+        Path(args.markdown).expanduser().write_text(
+            render_markdown(docs, comparisons), encoding="utf-8"
+        )
+        console.print(f"Markdown report: {args.markdown}")
     if args.json:
-        emit_json({"ranking": rank(docs), "previous": previous, "reports": docs})
-        return 0
-    print_console(docs, console)
-    for host, head in previous.items():
-        console.print(f"[dim]{host}: previous run {head['effective_samples_per_s']} samples/s[/]")
-    return 0
+        document: dict[str, Any] = {"ranking": rankings(docs), "reports": docs}
+        if args.compare:
+            document["compare"] = {d["host"]: comparisons.get(d["host"]) for d in docs}
+        emit_json(document)
+        return EXIT_OK
+    print_console(docs, console, comparisons, detail=bool(args.verbose))
+    if args.compare:
+        missing = [d["host"] for d in docs if d["host"] not in comparisons]
+        if missing:
+            console.print(f"[dim]no earlier run in the history for: {', '.join(missing)}[/]")
+    return EXIT_OK

@@ -21,21 +21,48 @@ describe = "run an Ansible-style playbook (plays, tasks, when, loop, handlers, c
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("playbook", metavar="PLAYBOOK", help="playbook file (YAML)")
     parser.add_argument(
-        "targets", nargs="*", metavar="TARGET",
+        "targets",
+        nargs="*",
+        metavar="TARGET",
         help="hosts to run on: inventory host/group, user@host:port, 'ssh -p PORT user@host', "
-             "ssh_config alias, localhost (default: the inventory's hosts)",
+        "ssh_config alias, localhost (default: the inventory's hosts)",
     )
-    parser.add_argument("-l", "--limit", metavar="PATTERN", help="further limit hosts (pattern or @file)")
-    parser.add_argument("-t", "--tags", action="append", default=[], metavar="TAGS",
-                        help="only tasks with these tags (comma-separated; repeatable)")
-    parser.add_argument("--skip-tags", action="append", default=[], metavar="TAGS",
-                        help="skip tasks with these tags (comma-separated; repeatable)")
-    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
-                        help="k=v [k2=v2], @vars.yml or a JSON/YAML mapping; highest precedence; repeatable")
-    parser.add_argument("-C", "--check", action="store_true", help="report what would change; change nothing")
+    parser.add_argument(
+        "-l", "--limit", metavar="PATTERN", help="further limit hosts (pattern or @file)"
+    )
+    parser.add_argument(
+        "-t",
+        "--tags",
+        action="append",
+        default=[],
+        metavar="TAGS",
+        help="only tasks with these tags (comma-separated; repeatable)",
+    )
+    parser.add_argument(
+        "--skip-tags",
+        action="append",
+        default=[],
+        metavar="TAGS",
+        help="skip tasks with these tags (comma-separated; repeatable)",
+    )
+    parser.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=[],
+        metavar="VARS",
+        help="k=v [k2=v2], @vars.yml or a JSON/YAML mapping; highest precedence; repeatable",
+    )
+    parser.add_argument(
+        "-C", "--check", action="store_true", help="report what would change; change nothing"
+    )
     parser.add_argument("-D", "--diff", action="store_true", help="show file differences")
-    parser.add_argument("--syntax-check", action="store_true", help="validate the playbook and exit")
-    parser.add_argument("--list-tasks", action="store_true", help="list the tasks each play would run and exit")
+    parser.add_argument(
+        "--syntax-check", action="store_true", help="validate the playbook and exit"
+    )
+    parser.add_argument(
+        "--list-tasks", action="store_true", help="list the tasks each play would run and exit"
+    )
 
 
 def _split_tags(values: list[str]) -> frozenset[str]:
@@ -65,7 +92,7 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
             except ValueError:
                 data = loads(text, "-e")
             if not isinstance(data, dict):
-                raise ConfigError(f"-e {text!r}: expected a mapping like '{{\"name\": \"value\"}}'")
+                raise ConfigError(f'-e {text!r}: expected a mapping like \'{{"name": "value"}}\'')
             merged.update(data)
         else:
             try:
@@ -76,7 +103,9 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
                 word = text[start:end]
                 key, sep, value = word.partition("=")
                 if not sep or not key.isidentifier():
-                    raise ConfigError(f"-e {text!r}: expected name=value, @file or a mapping; got {word!r}")
+                    raise ConfigError(
+                        f"-e {text!r}: expected name=value, @file or a mapping; got {word!r}"
+                    )
                 if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                     value = value[1:-1]
                 merged[key] = value
@@ -96,8 +125,11 @@ def _inventory(args: argparse.Namespace, options: Any) -> tuple[Any, str | None]
         if options.user or options.port or options.key_file:
             for name, host in inventory.hosts.items():
                 inventory.hosts[name] = dataclasses.replace(
-                    host, user=options.user or host.user, port=options.port or host.port,
-                    key_file=options.key_file or host.key_file)
+                    host,
+                    user=options.user or host.user,
+                    port=options.port or host.port,
+                    key_file=options.key_file or host.key_file,
+                )
         return inventory, args.limit
     hosts = resolve_targets(args.targets, args.inventory, options, limit=args.limit)
     wanted = {h.name for h in hosts}
@@ -125,7 +157,9 @@ def _list_tasks(playbook: Any, tags: frozenset[str], skip: frozenset[str]) -> No
             pad = "  " * depth
             if isinstance(node, Task):
                 if tags_selected(node.tags, tags, skip):
-                    tag_text = f"  [dim]tags: {', '.join(sorted(node.tags))}[/]" if node.tags else ""
+                    tag_text = (
+                        f"  [dim]tags: {', '.join(sorted(node.tags))}[/]" if node.tags else ""
+                    )
                     console.print(f"{pad}{node.display_name}  [dim]{node.pos}[/]{tag_text}")
             elif isinstance(node, Block):
                 walk(node.block + node.rescue + node.always, depth)
@@ -160,10 +194,21 @@ def run(args: argparse.Namespace) -> int:
     if args.forks < 1:
         console.print("[bold red]error:[/] --forks must be >= 1")
         return EXIT_USAGE
-    display = RichDisplay(console, verbosity=args.verbose, live=None if not args.json else False, diff=args.diff)
+    display = RichDisplay(
+        console, verbosity=args.verbose, live=None if not args.json else False, diff=args.diff
+    )
     result = run_playbook(
-        playbook, inventory, extra_vars=extra_vars, options=options, check=args.check, diff=args.diff,
-        forks=args.forks, limit=limit, tags=tags, skip_tags=skip_tags, display=display,
+        playbook,
+        inventory,
+        extra_vars=extra_vars,
+        options=options,
+        check=args.check,
+        diff=args.diff,
+        forks=args.forks,
+        limit=limit,
+        tags=tags,
+        skip_tags=skip_tags,
+        display=display,
     )
     if args.json:
         emit_json(result.to_json())

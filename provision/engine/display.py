@@ -21,12 +21,20 @@ from rich.text import Text
 
 from provision.engine.results import PlaybookResult, TaskResult
 
-_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "cyan", "unreachable": "bold magenta"}
+_STYLE = {
+    "ok": "green",
+    "changed": "yellow",
+    "failed": "bold red",
+    "skipped": "cyan",
+    "unreachable": "bold magenta",
+}
 _TAIL_LINES = 20
 
 
 class RichDisplay:
-    def __init__(self, console: Console, verbosity: int = 0, live: bool | None = None, diff: bool = False) -> None:
+    def __init__(
+        self, console: Console, verbosity: int = 0, live: bool | None = None, diff: bool = False
+    ) -> None:
         self.console = console
         self.verbosity = verbosity
         self.use_live = console.is_terminal if live is None else live
@@ -41,7 +49,9 @@ class RichDisplay:
         table = Table.grid(padding=(0, 2))
         table.add_column(no_wrap=True, style="bold")
         table.add_column(no_wrap=True)
-        table.add_column(no_wrap=True, overflow="ellipsis", max_width=max(20, self.console.width - 40))
+        table.add_column(
+            no_wrap=True, overflow="ellipsis", max_width=max(20, self.console.width - 40)
+        )
         table.add_column(no_wrap=True, justify="right")
         now = time.monotonic()
         with self.lock:
@@ -53,20 +63,29 @@ class RichDisplay:
                 task = Text(info["task"])
                 clock = f"{now - info['since']:.1f}s"
             else:
-                mark = Text("✗" if state in ("failed", "unreachable") else "✓",
-                            style=_STYLE.get(state, "green"))
+                mark = Text(
+                    "✗" if state in ("failed", "unreachable") else "✓",
+                    style=_STYLE.get(state, "green"),
+                )
                 task = Text(state if state != "done" else "done", style=_STYLE.get(state, "dim"))
                 clock = ""
             counts = f"[green]{info['ok']}[/] ok  [yellow]{info['changed']}[/] changed"
             if info["failed"]:
                 counts += f"  [red]{info['failed']}[/] failed"
-            table.add_row(name, mark, task, Text.from_markup(counts + ("  " + clock if clock else "")))
+            table.add_row(
+                name, mark, task, Text.from_markup(counts + ("  " + clock if clock else ""))
+            )
         return Group(Text(f"PLAY {self.play}", style="bold"), table)
 
     def start(self) -> None:
         if self.use_live and self._live is None:
-            self._live = Live(self._render(), console=self.console, refresh_per_second=8, transient=True,
-                              get_renderable=self._render)
+            self._live = Live(
+                self._render(),
+                console=self.console,
+                refresh_per_second=8,
+                transient=True,
+                get_renderable=self._render,
+            )
             self._live.start()
 
     def stop(self) -> None:
@@ -81,8 +100,17 @@ class RichDisplay:
     def play_start(self, play: Any, hosts: list[Any]) -> None:
         self.play = f"[{play.name}]"
         with self.lock:
-            self.hosts = {h.name: {"state": "waiting", "task": "waiting", "since": time.monotonic(), "ok": 0,
-                                   "changed": 0, "failed": 0} for h in hosts}
+            self.hosts = {
+                h.name: {
+                    "state": "waiting",
+                    "task": "waiting",
+                    "since": time.monotonic(),
+                    "ok": 0,
+                    "changed": 0,
+                    "failed": 0,
+                }
+                for h in hosts
+            }
         if not hosts:
             self._print(f"[bold]PLAY {escape(self.play)}[/] [dim]no hosts matched[/]")
         elif not self.use_live:
@@ -107,20 +135,34 @@ class RichDisplay:
         if result.status in ("failed", "unreachable") and not result.ignored:
             self._failure(result)
         elif result.status == "failed" and result.ignored:
-            self._print(f"[red]failed (ignored)[/] [bold]{escape(result.host)}[/] | {escape(result.task)}: {escape(result.msg)}")
+            self._print(
+                f"[red]failed (ignored)[/] [bold]{escape(result.host)}[/] | {escape(result.task)}: {escape(result.msg)}"
+            )
         elif result.action == "debug" and result.status != "skipped":
             self._debug(result)
         elif self.verbosity >= 1:
             style = _STYLE.get(result.status, "")
-            self._print(f"[{style}]{result.status:<8}[/] [bold]{escape(result.host)}[/] | {escape(result.task)}"
-                        + (f" [dim]({result.seconds:.2f}s)[/]" if result.seconds >= 0.01 else ""))
+            self._print(
+                f"[{style}]{result.status:<8}[/] [bold]{escape(result.host)}[/] | {escape(result.task)}"
+                + (f" [dim]({result.seconds:.2f}s)[/]" if result.seconds >= 0.01 else "")
+            )
         if self.diff and result.status == "changed" and not result.no_log:
             self._diff(result)
 
     def item_result(self, host: str, task: str, label: str, result: dict[str, Any]) -> None:
         if self.verbosity >= 2:
-            status = "failed" if result.get("failed") else "skipped" if result.get("skipped") else "changed" if result.get("changed") else "ok"
-            self._print(f"  [{_STYLE[status]}]{status}[/] {escape(host)} | {escape(task)} => (item={escape(label)})")
+            status = (
+                "failed"
+                if result.get("failed")
+                else "skipped"
+                if result.get("skipped")
+                else "changed"
+                if result.get("changed")
+                else "ok"
+            )
+            self._print(
+                f"  [{_STYLE[status]}]{status}[/] {escape(host)} | {escape(task)} => (item={escape(label)})"
+            )
 
     def host_done(self, host: str) -> None:
         with self.lock:
@@ -134,7 +176,9 @@ class RichDisplay:
     # -- detail --------------------------------------------------------------------------------
     def _failure(self, result: TaskResult) -> None:
         kind = "UNREACHABLE" if result.status == "unreachable" else "FAILED"
-        lines = [f"[bold red]{kind}[/] [bold]{escape(result.host)}[/] | {escape(result.task)} [dim]{escape(result.position)}[/]"]
+        lines = [
+            f"[bold red]{kind}[/] [bold]{escape(result.host)}[/] | {escape(result.task)} [dim]{escape(result.position)}[/]"
+        ]
         if result.msg:
             lines.append(f"  [red]{escape(result.msg)}[/]")
         res = result.result
@@ -169,7 +213,9 @@ class RichDisplay:
         entries = result.result.get("diff") or []
         for one in entries if isinstance(entries, list) else []:
             if one.get("note") and not one.get("before") and not one.get("after"):
-                self._print(f"[bold]{escape(result.host)}[/] | {escape(one.get('after_header', ''))}: {escape(one['note'])}")
+                self._print(
+                    f"[bold]{escape(result.host)}[/] | {escape(one.get('after_header', ''))}: {escape(one['note'])}"
+                )
                 continue
             diff = difflib.unified_diff(
                 str(one.get("before", "")).splitlines(keepends=True),
@@ -179,7 +225,15 @@ class RichDisplay:
             )
             out = Text()
             for line in diff:
-                style = "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else ""
+                style = (
+                    "green"
+                    if line.startswith("+")
+                    else "red"
+                    if line.startswith("-")
+                    else "cyan"
+                    if line.startswith("@@")
+                    else ""
+                )
                 out.append(line if line.endswith("\n") else line + "\n", style=style)
             if out:
                 self._print(Text(f"--- {result.host} | {result.task}\n", style="bold"), out)
@@ -197,15 +251,27 @@ def _pretty(value: Any) -> str:
 def print_recap(console: Console, result: PlaybookResult) -> None:
     """The PLAY RECAP table: one row per host, then the elapsed time."""
     show_extra = any(s.ignored or s.rescued for s in result.recap.values())
-    table = Table(title="PLAY RECAP" + (" (check mode: nothing was changed)" if result.check_mode else ""),
-                  title_justify="left", title_style="bold", show_edge=False, pad_edge=False)
+    table = Table(
+        title="PLAY RECAP" + (" (check mode: nothing was changed)" if result.check_mode else ""),
+        title_justify="left",
+        title_style="bold",
+        show_edge=False,
+        pad_edge=False,
+    )
     table.add_column("host", style="bold")
-    for name in ("ok", "changed", "failed", "skipped", "unreachable") + (("ignored", "rescued") if show_extra else ()):
+    for name in ("ok", "changed", "failed", "skipped", "unreachable") + (
+        ("ignored", "rescued") if show_extra else ()
+    ):
         table.add_column(name, justify="right")
     for host, stats in result.recap.items():
         row = [host]
-        for name, style in (("ok", "green"), ("changed", "yellow"), ("failed", "red"), ("skipped", "cyan"),
-                            ("unreachable", "magenta")) + ((("ignored", "blue"), ("rescued", "blue")) if show_extra else ()):
+        for name, style in (
+            ("ok", "green"),
+            ("changed", "yellow"),
+            ("failed", "red"),
+            ("skipped", "cyan"),
+            ("unreachable", "magenta"),
+        ) + ((("ignored", "blue"), ("rescued", "blue")) if show_extra else ()):
             value = getattr(stats, name)
             row.append(f"[{style}]{value}[/]" if value else "[dim]0[/]")
         table.add_row(*row)

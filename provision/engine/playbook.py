@@ -20,7 +20,14 @@ from typing import Any
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
-from provision.modules.base import ArgError, Module, get_module, module_names, normalize_args, suggest
+from provision.modules.base import (
+    ArgError,
+    Module,
+    get_module,
+    module_names,
+    normalize_args,
+    suggest,
+)
 
 
 class PlaybookError(ConfigError):
@@ -35,25 +42,109 @@ class PlaybookError(ConfigError):
 
 
 PLAY_KEYWORDS = {
-    "name", "hosts", "vars", "vars_files", "gather_facts", "gather_subset", "become", "become_user",
-    "become_method", "environment", "tasks", "handlers", "pre_tasks", "post_tasks", "roles", "tags",
-    "any_errors_fatal", "force_handlers", "ignore_errors", "ignore_unreachable", "no_log", "check_mode",
-    "diff", "remote_user", "connection", "strategy", "timeout", "serial", "max_fail_percentage", "order",
-    "module_defaults", "collections",
+    "name",
+    "hosts",
+    "vars",
+    "vars_files",
+    "gather_facts",
+    "gather_subset",
+    "become",
+    "become_user",
+    "become_method",
+    "environment",
+    "tasks",
+    "handlers",
+    "pre_tasks",
+    "post_tasks",
+    "roles",
+    "tags",
+    "any_errors_fatal",
+    "force_handlers",
+    "ignore_errors",
+    "ignore_unreachable",
+    "no_log",
+    "check_mode",
+    "diff",
+    "remote_user",
+    "connection",
+    "strategy",
+    "timeout",
+    "serial",
+    "max_fail_percentage",
+    "order",
+    "module_defaults",
+    "collections",
 }
 TASK_KEYWORDS = {
-    "name", "when", "loop", "loop_control", "with_items", "with_list", "with_dict", "register", "notify",
-    "changed_when", "failed_when", "ignore_errors", "ignore_unreachable", "tags", "become", "become_user",
-    "become_method", "environment", "retries", "until", "delay", "run_once", "no_log", "vars", "args",
-    "check_mode", "diff", "timeout", "delegate_to", "local_action", "async", "poll", "any_errors_fatal",
-    "listen", "debugger", "collections", "throttle",
+    "name",
+    "when",
+    "loop",
+    "loop_control",
+    "with_items",
+    "with_list",
+    "with_dict",
+    "register",
+    "notify",
+    "changed_when",
+    "failed_when",
+    "ignore_errors",
+    "ignore_unreachable",
+    "tags",
+    "become",
+    "become_user",
+    "become_method",
+    "environment",
+    "retries",
+    "until",
+    "delay",
+    "run_once",
+    "no_log",
+    "vars",
+    "args",
+    "check_mode",
+    "diff",
+    "timeout",
+    "delegate_to",
+    "local_action",
+    "async",
+    "poll",
+    "any_errors_fatal",
+    "listen",
+    "debugger",
+    "collections",
+    "throttle",
 }
 BLOCK_KEYWORDS = {
-    "name", "block", "rescue", "always", "when", "tags", "become", "become_user", "become_method",
-    "environment", "vars", "ignore_errors", "ignore_unreachable", "no_log", "any_errors_fatal",
-    "check_mode", "diff", "run_once", "timeout", "delegate_to", "collections",
+    "name",
+    "block",
+    "rescue",
+    "always",
+    "when",
+    "tags",
+    "become",
+    "become_user",
+    "become_method",
+    "environment",
+    "vars",
+    "ignore_errors",
+    "ignore_unreachable",
+    "no_log",
+    "any_errors_fatal",
+    "check_mode",
+    "diff",
+    "run_once",
+    "timeout",
+    "delegate_to",
+    "collections",
 }
-SPECIAL_ACTIONS = {"import_tasks", "include_tasks", "include", "import_role", "include_role", "meta"}
+SPECIAL_ACTIONS = {
+    "import_tasks",
+    "include_tasks",
+    "include",
+    "import_role",
+    "include_role",
+    "meta",
+}
 META_ACTIONS = {"flush_handlers", "noop", "end_play", "end_host", "clear_host_errors"}
 UNSUPPORTED = {
     "delegate_to": "delegate_to is not supported: run the step in a separate play for that host",
@@ -294,13 +385,20 @@ class _Loader:
         for name in raw:
             if not isinstance(name, str) or not _VAR_NAME.match(name):
                 where = raw.where(name) if isinstance(raw, YMap) else data.where(key, True)
-                self.error(where, f"invalid variable name {name!r} (letters, digits and _; not starting with a digit)")
+                self.error(
+                    where,
+                    f"invalid variable name {name!r} (letters, digits and _; not starting with a digit)",
+                )
         self.check_templates(raw, data.where(key, True))
         return dict(raw)
 
     def bool_keyword(self, data: YMap, key: str) -> Any:
         value = data.get(key)
-        if value is None or isinstance(value, bool) or (isinstance(value, str) and is_template(value)):
+        if (
+            value is None
+            or isinstance(value, bool)
+            or (isinstance(value, str) and is_template(value))
+        ):
             return value
         text = str(value).strip().lower()
         if text in ("yes", "true", "on", "1"):
@@ -313,8 +411,14 @@ class _Loader:
     def extend(self, inherit: Inherit, data: YMap, *, role: Role | None = None) -> Inherit:
         """The inheritance a block/import passes on: its keywords over its parent's."""
         env = data.get("environment")
-        if env is not None and not isinstance(env, Mapping) and not (isinstance(env, str) and is_template(env)):
-            self.error(data.where("environment", True), "environment must be a mapping of NAME: value")
+        if (
+            env is not None
+            and not isinstance(env, Mapping)
+            and not (isinstance(env, str) and is_template(env))
+        ):
+            self.error(
+                data.where("environment", True), "environment must be a mapping of NAME: value"
+            )
             env = None
         when = self.as_list(data.get("when"))
         if when:
@@ -328,12 +432,18 @@ class _Loader:
             become_user=self._pick(data.get("become_user"), inherit.become_user),
             environment=inherit.environment + ((env,) if env else ()),
             no_log=self._pick(self.bool_keyword(data, "no_log"), inherit.no_log),
-            ignore_errors=self._pick(self.bool_keyword(data, "ignore_errors"), inherit.ignore_errors),
-            ignore_unreachable=self._pick(self.bool_keyword(data, "ignore_unreachable"), inherit.ignore_unreachable),
+            ignore_errors=self._pick(
+                self.bool_keyword(data, "ignore_errors"), inherit.ignore_errors
+            ),
+            ignore_unreachable=self._pick(
+                self.bool_keyword(data, "ignore_unreachable"), inherit.ignore_unreachable
+            ),
             check_mode=self._pick(self.bool_keyword(data, "check_mode"), inherit.check_mode),
             diff=self._pick(self.bool_keyword(data, "diff"), inherit.diff),
             run_once=self._pick(self.bool_keyword(data, "run_once"), inherit.run_once),
-            any_errors_fatal=self._pick(self.bool_keyword(data, "any_errors_fatal"), inherit.any_errors_fatal),
+            any_errors_fatal=self._pick(
+                self.bool_keyword(data, "any_errors_fatal"), inherit.any_errors_fatal
+            ),
             timeout=self._pick(data.get("timeout"), inherit.timeout),
             role=role or inherit.role,
         )
@@ -373,25 +483,39 @@ class _Loader:
         )
 
     # -- task lists ----------------------------------------------------------------------------
-    def task_list(self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, what: str = "tasks",
-                  handlers: bool = False) -> list[Node]:
+    def task_list(
+        self,
+        data: Any,
+        pos: Pos,
+        inherit: Inherit,
+        base_dir: Path,
+        what: str = "tasks",
+        handlers: bool = False,
+    ) -> list[Node]:
         if data is None:
             return []
         if not isinstance(data, list):
-            self.error(pos, f"{what} must be a list of tasks (each starting with '- name:' or '- module:')")
+            self.error(
+                pos, f"{what} must be a list of tasks (each starting with '- name:' or '- module:')"
+            )
             return []
         nodes: list[Node] = []
         for i, item in enumerate(data):
             where = data.where(i) if isinstance(data, YList) else pos
             if not isinstance(item, YMap):
-                self.error(where, f"each entry of {what} must be a mapping (a task), got {type(item).__name__}: {item!r}")
+                self.error(
+                    where,
+                    f"each entry of {what} must be a mapping (a task), got {type(item).__name__}: {item!r}",
+                )
                 continue
             node = self.task(item, inherit, base_dir, handlers=handlers)
             if node is not None:
                 nodes.append(node)
         return nodes
 
-    def task(self, data: YMap, inherit: Inherit, base_dir: Path, handlers: bool = False) -> Node | None:
+    def task(
+        self, data: YMap, inherit: Inherit, base_dir: Path, handlers: bool = False
+    ) -> Node | None:
         if "block" in data:
             return self.block(data, inherit, base_dir)
         for key in data:
@@ -407,12 +531,20 @@ class _Loader:
                 self.error(data.where(key), f"unknown task keyword '{key}'{hint}")
             else:
                 hint = suggest(str(key), module_names() + sorted(TASK_KEYWORDS | SPECIAL_ACTIONS))
-                self.error(data.where(key), f"unknown module '{key}'{hint}; modules: {', '.join(module_names())}")
+                self.error(
+                    data.where(key),
+                    f"unknown module '{key}'{hint}; modules: {', '.join(module_names())}",
+                )
         if not actions:
-            self.error(data.pos, "task has no action: add a module, e.g. `command: ...` or `debug: msg=...`")
+            self.error(
+                data.pos,
+                "task has no action: add a module, e.g. `command: ...` or `debug: msg=...`",
+            )
             return None
         if len(known) > 1:
-            self.error(data.where(known[1]), f"a task runs one module; found {', '.join(map(str, known))}")
+            self.error(
+                data.where(known[1]), f"a task runs one module; found {', '.join(map(str, known))}"
+            )
             return None
         if not known:
             return None
@@ -426,17 +558,23 @@ class _Loader:
         if action == "meta":
             value = data.get("meta")
             if value not in META_ACTIONS:
-                self.error(data.where("meta", True), f"meta: {value!r} is not supported (use one of {', '.join(sorted(META_ACTIONS))})")
+                self.error(
+                    data.where("meta", True),
+                    f"meta: {value!r} is not supported (use one of {', '.join(sorted(META_ACTIONS))})",
+                )
             return Meta(action=str(value), **self.node_fields(data, inherit, base_dir))
         return self.module_task(data, action, inherit, base_dir, handlers)
 
-    def module_task(self, data: YMap, action: str, inherit: Inherit, base_dir: Path, handlers: bool) -> Task | None:
+    def module_task(
+        self, data: YMap, action: str, inherit: Inherit, base_dir: Path, handlers: bool
+    ) -> Task | None:
         cls = get_module(action)
         assert cls is not None
         module = cls()
         fields = self.node_fields(data, inherit, base_dir)
         raw = data.get(action)
         where = data.where(action, True)
+        problems_before = len(self.problems)
         args = self.module_args(module, raw, where)
         extra = data.get("args")
         if extra is not None:
@@ -446,16 +584,24 @@ class _Loader:
                 self.error(data.where("args", True), "args must be a mapping")
         self.check_templates(args, where)
         try:
-            normalize_args(module, args, static=True)
+            if len(self.problems) == problems_before:  # unparsable args: one error is enough
+                normalize_args(module, args, static=True)
         except ArgError as exc:
-            arg_where = raw.where(exc.key, not exc.at_key) if isinstance(raw, YMap) and exc.key in raw else where
+            arg_where = (
+                raw.where(exc.key, not exc.at_key)
+                if isinstance(raw, YMap) and exc.key in raw
+                else where
+            )
             self.error(arg_where, f"{action}: {exc}")
         task = Task(action=cls.name, module=module, args=args, **fields)
         self.loop_fields(task, data)
         register = data.get("register")
         if register is not None:
             if not isinstance(register, str) or not _VAR_NAME.match(register):
-                self.error(data.where("register", True), f"register needs a variable name, got {register!r}")
+                self.error(
+                    data.where("register", True),
+                    f"register needs a variable name, got {register!r}",
+                )
             else:
                 task.register = register
         notify = data.get("notify")
@@ -465,7 +611,9 @@ class _Loader:
             elif isinstance(notify, list) and all(isinstance(n, str) for n in notify):
                 task.notify = list(notify)
             else:
-                self.error(data.where("notify", True), "notify must be a handler name or a list of names")
+                self.error(
+                    data.where("notify", True), "notify must be a handler name or a list of names"
+                )
         for key in ("changed_when", "failed_when", "until"):
             if key in data:
                 value = self.as_list(data[key])
@@ -477,10 +625,10 @@ class _Loader:
                 if isinstance(value, str) and is_template(value):
                     self.check_templates(value, data.where(key, True))
                 elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    self.error(data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}")
+                    self.error(
+                        data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}"
+                    )
                 setattr(task, key, value)
-        if task.retries is not None and task.until is None:
-            task.until = ("result_is_not_failed__",)  # Ansible: retries alone retry until success
         if handlers:
             listen = data.get("listen")
             task.listen = [listen] if isinstance(listen, str) else list(listen or [])
@@ -497,7 +645,10 @@ class _Loader:
             node.loop = data[kinds[0]]
             self.check_templates(node.loop, data.where(kinds[0], True))
             if not isinstance(node.loop, (list, str, Mapping)):
-                self.error(data.where(kinds[0], True), f"{kinds[0]} must be a list or a template giving one")
+                self.error(
+                    data.where(kinds[0], True),
+                    f"{kinds[0]} must be a list or a template giving one",
+                )
         control = data.get("loop_control")
         if control is not None:
             if not isinstance(control, Mapping):
@@ -506,8 +657,14 @@ class _Loader:
             allowed = {"loop_var", "label", "index_var", "pause", "extended"}
             for key in control:
                 if key not in allowed:
-                    where = control.where(key) if isinstance(control, YMap) else data.where("loop_control", True)
-                    self.error(where, f"unknown loop_control key '{key}'{suggest(str(key), allowed)}")
+                    where = (
+                        control.where(key)
+                        if isinstance(control, YMap)
+                        else data.where("loop_control", True)
+                    )
+                    self.error(
+                        where, f"unknown loop_control key '{key}'{suggest(str(key), allowed)}"
+                    )
             self.check_templates(control, data.where("loop_control", True))
             node.loop_control = dict(control)
 
@@ -524,7 +681,10 @@ class _Loader:
                 return {}
         if isinstance(raw, list) and module.name == "command":
             return {"argv": list(raw)}
-        self.error(where, f"{module.name}: arguments must be a mapping or key=value text, got {type(raw).__name__}")
+        self.error(
+            where,
+            f"{module.name}: arguments must be a mapping or key=value text, got {type(raw).__name__}",
+        )
         return {}
 
     def block(self, data: YMap, inherit: Inherit, base_dir: Path) -> Block:
@@ -532,13 +692,22 @@ class _Loader:
             if key in UNSUPPORTED:
                 self.error(data.where(key), UNSUPPORTED[key])
             elif key not in BLOCK_KEYWORDS:
-                self.error(data.where(key), f"unknown block keyword '{key}'{suggest(str(key), BLOCK_KEYWORDS)}")
+                self.error(
+                    data.where(key),
+                    f"unknown block keyword '{key}'{suggest(str(key), BLOCK_KEYWORDS)}",
+                )
         inner = self.extend(inherit, data)
         fields = self.node_fields(data, inherit, base_dir)
         return Block(
-            block=self.task_list(data.get("block"), data.where("block", True), inner, base_dir, "block"),
-            rescue=self.task_list(data.get("rescue"), data.where("rescue", True), inner, base_dir, "rescue"),
-            always=self.task_list(data.get("always"), data.where("always", True), inner, base_dir, "always"),
+            block=self.task_list(
+                data.get("block"), data.where("block", True), inner, base_dir, "block"
+            ),
+            rescue=self.task_list(
+                data.get("rescue"), data.where("rescue", True), inner, base_dir, "rescue"
+            ),
+            always=self.task_list(
+                data.get("always"), data.where("always", True), inner, base_dir, "always"
+            ),
             **{**fields, "when": ()},  # the block's when already went to each task inside
         )
 
@@ -548,7 +717,9 @@ class _Loader:
         if isinstance(raw, Mapping):
             extra = set(raw) - {"file", "apply"}
             if extra:
-                self.error(where, f"{action}: unknown argument(s) {', '.join(map(str, extra))} (use file:)")
+                self.error(
+                    where, f"{action}: unknown argument(s) {', '.join(map(str, extra))} (use file:)"
+                )
             file = raw.get("file")
         else:
             file = raw
@@ -557,16 +728,41 @@ class _Loader:
             return None
         self.check_templates(file, where)
         for key in data:
-            if key not in (action, "name", "when", "tags", "vars", "loop", "loop_control", "with_items",
-                           "with_list", "with_dict", "become", "become_user", "environment", "no_log",
-                           "ignore_errors", "check_mode", "diff", "timeout", "run_once", "any_errors_fatal"):
+            if key not in (
+                action,
+                "name",
+                "when",
+                "tags",
+                "vars",
+                "loop",
+                "loop_control",
+                "with_items",
+                "with_list",
+                "with_dict",
+                "become",
+                "become_user",
+                "environment",
+                "no_log",
+                "ignore_errors",
+                "check_mode",
+                "diff",
+                "timeout",
+                "run_once",
+                "any_errors_fatal",
+            ):
                 self.error(data.where(key), f"'{key}' is not valid on {action}")
         if action == "import_tasks":
             if is_template(file):
-                self.error(where, "import_tasks is static: its file name can't use variables (use include_tasks)")
+                self.error(
+                    where,
+                    "import_tasks is static: its file name can't use variables (use include_tasks)",
+                )
                 return None
             if any(k in data for k in ("loop", "with_items", "with_list", "with_dict")):
-                self.error(data.where("loop") if "loop" in data else where, "import_tasks can't loop (use include_tasks)")
+                self.error(
+                    data.where("loop") if "loop" in data else where,
+                    "import_tasks can't loop (use include_tasks)",
+                )
             inner = self.extend(inherit, data)
             path = self.find_tasks_file(file, base_dir, inherit.role, where)
             fields = self.node_fields(data, inherit, base_dir)
@@ -582,7 +778,9 @@ class _Loader:
             node.static_children = self.load_tasks_file(path, child_inherit, where) if path else []
         return node
 
-    def find_tasks_file(self, file: str, base_dir: Path, role: Role | None, where: Pos) -> Path | None:
+    def find_tasks_file(
+        self, file: str, base_dir: Path, role: Role | None, where: Pos
+    ) -> Path | None:
         candidates = []
         path = Path(file).expanduser()
         if path.is_absolute():
@@ -595,7 +793,10 @@ class _Loader:
         for candidate in candidates:
             if candidate.is_file():
                 return candidate
-        self.error(where, f"tasks file {file!r} not found (looked in: {', '.join(display_path(c) for c in candidates)})")
+        self.error(
+            where,
+            f"tasks file {file!r} not found (looked in: {', '.join(display_path(c) for c in candidates)})",
+        )
         return None
 
     def load_tasks_file(self, path: Path, inherit: Inherit, where: Pos) -> list[Node]:
@@ -612,8 +813,13 @@ class _Loader:
         self.file_stack.append(resolved)
         try:
             start = Pos(display_path(path), 1, 1)
-            return self.task_list(data, data.pos if isinstance(data, (YMap, YList)) else start, inherit,
-                                  path.parent, display_path(path))
+            return self.task_list(
+                data,
+                data.pos if isinstance(data, (YMap, YList)) else start,
+                inherit,
+                path.parent,
+                display_path(path),
+            )
         finally:
             self.file_stack.pop()
 
@@ -625,13 +831,29 @@ class _Loader:
                 candidates.append(Path(extra).expanduser() / name)
         candidates.append(base_dir / name)
         for candidate in candidates:
-            if (candidate / "tasks").is_dir() or (candidate / "handlers").is_dir() or (candidate / "defaults").is_dir():
+            if (
+                (candidate / "tasks").is_dir()
+                or (candidate / "handlers").is_dir()
+                or (candidate / "defaults").is_dir()
+            ):
                 return candidate
-        self.error(where, f"role {name!r} not found (looked in: {', '.join(display_path(c) for c in candidates)})")
+        self.error(
+            where,
+            f"role {name!r} not found (looked in: {', '.join(display_path(c) for c in candidates)})",
+        )
         return None
 
-    def load_role(self, name: str, params: dict[str, Any], data: YMap, inherit: Inherit, base_dir: Path,
-                  where: Pos, tasks_from: str = "main", when_once: bool = False) -> Block | None:
+    def load_role(
+        self,
+        name: str,
+        params: dict[str, Any],
+        data: YMap,
+        inherit: Inherit,
+        base_dir: Path,
+        where: Pos,
+        tasks_from: str = "main",
+        when_once: bool = False,
+    ) -> Block | None:
         path = self.find_role(name, base_dir, where)
         if path is None:
             return None
@@ -648,13 +870,22 @@ class _Loader:
                     if loaded is None:
                         return {}
                     if not isinstance(loaded, Mapping):
-                        self.error(Pos(display_path(file), 1, 1), f"role {kind} must be a mapping of name: value")
+                        self.error(
+                            Pos(display_path(file), 1, 1),
+                            f"role {kind} must be a mapping of name: value",
+                        )
                         return {}
                     self.check_templates(loaded, Pos(display_path(file), 1, 1))
                     return dict(loaded)
             return {}
 
-        role = Role(name=name, path=path, defaults=read_vars("defaults"), vars=read_vars("vars"), params=params)
+        role = Role(
+            name=name,
+            path=path,
+            defaults=read_vars("defaults"),
+            vars=read_vars("vars"),
+            params=params,
+        )
         role_inherit = self.extend(inherit, data, role=role)
         if when_once:
             role_inherit = replace(role_inherit, when=inherit.when)
@@ -666,15 +897,27 @@ class _Loader:
                 break
         else:
             if tasks_from != "main":
-                self.error(where, f"role {name}: tasks file {tasks_from}.yml not found in {display_path(path / 'tasks')}")
+                self.error(
+                    where,
+                    f"role {name}: tasks file {tasks_from}.yml not found in {display_path(path / 'tasks')}",
+                )
         for ext in ("yml", "yaml"):
             file = path / "handlers" / f"main.{ext}"
             if file.is_file():
                 data_h = self._load(file)
                 handler_inherit = replace(role_inherit, when=(), tags=frozenset())
-                role.handlers = [n for n in self.task_list(data_h, Pos(display_path(file), 1, 1), handler_inherit,
-                                                            file.parent, "handlers", handlers=True)
-                                 if isinstance(n, Task)]
+                role.handlers = [
+                    n
+                    for n in self.task_list(
+                        data_h,
+                        Pos(display_path(file), 1, 1),
+                        handler_inherit,
+                        file.parent,
+                        "handlers",
+                        handlers=True,
+                    )
+                    if isinstance(n, Task)
+                ]
                 break
         fields = self.node_fields(data, inherit, base_dir)
         fields["name"] = fields["name"] or f"role {name}"
@@ -689,22 +932,39 @@ class _Loader:
             self.problems.append(str(exc))
             return None
 
-    def role_include(self, data: YMap, action: str, inherit: Inherit, base_dir: Path) -> Node | None:
+    def role_include(
+        self, data: YMap, action: str, inherit: Inherit, base_dir: Path
+    ) -> Node | None:
         raw = data.get(action)
         where = data.where(action, True)
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
             self.error(where, f"{action} needs `name: ROLE`")
             return None
-        unknown = set(raw) - {"name", "tasks_from", "vars_from", "defaults_from", "handlers_from", "public", "apply"}
+        unknown = set(raw) - {
+            "name",
+            "tasks_from",
+            "vars_from",
+            "defaults_from",
+            "handlers_from",
+            "public",
+            "apply",
+        }
         for key in unknown:
             self.error(where, f"{action}: unknown argument '{key}'")
         if is_template(raw["name"]):
             self.error(where, f"{action}: the role name can't use variables")
             return None
         params = self.vars_of(data)
-        return self.load_role(raw["name"], params, data, inherit, base_dir, where,
-                              tasks_from=str(raw.get("tasks_from") or "main"),
-                              when_once=action == "include_role")
+        return self.load_role(
+            raw["name"],
+            params,
+            data,
+            inherit,
+            base_dir,
+            where,
+            tasks_from=str(raw.get("tasks_from") or "main"),
+            when_once=action == "include_role",
+        )
 
     def roles_section(self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path) -> list[Node]:
         if data is None:
@@ -724,17 +984,45 @@ class _Loader:
                 self.error(where, "a role entry is a name or a mapping with `role: NAME`")
                 continue
             name = entry_map.get("role", entry_map.get("name"))
-            keywords = {"role", "name", "when", "tags", "become", "become_user", "environment", "vars",
-                        "no_log", "ignore_errors", "check_mode", "diff", "any_errors_fatal", "timeout"}
-            params = dict(entry_map.get("vars") or {}) if isinstance(entry_map.get("vars"), Mapping) else {}
+            keywords = {
+                "role",
+                "name",
+                "when",
+                "tags",
+                "become",
+                "become_user",
+                "environment",
+                "vars",
+                "no_log",
+                "ignore_errors",
+                "check_mode",
+                "diff",
+                "any_errors_fatal",
+                "timeout",
+            }
+            params = (
+                dict(entry_map.get("vars") or {})
+                if isinstance(entry_map.get("vars"), Mapping)
+                else {}
+            )
             for key, value in entry_map.items():
                 if key not in keywords:
                     if isinstance(key, str) and _VAR_NAME.match(key):
                         params[key] = value  # role parameters, as in Ansible
                     else:
                         self.error(entry_map.where(key), f"invalid role parameter {key!r}")
-            clean = YMap({k: v for k, v in entry_map.items() if k in keywords and k not in ("role", "name", "vars")})
-            clean.pos, clean.key_pos, clean.value_pos = entry_map.pos, entry_map.key_pos, entry_map.value_pos
+            clean = YMap(
+                {
+                    k: v
+                    for k, v in entry_map.items()
+                    if k in keywords and k not in ("role", "name", "vars")
+                }
+            )
+            clean.pos, clean.key_pos, clean.value_pos = (
+                entry_map.pos,
+                entry_map.key_pos,
+                entry_map.value_pos,
+            )
             block = self.load_role(str(name), params, clean, inherit, base_dir, where)
             if block is not None:
                 blocks.append(block)
@@ -746,7 +1034,10 @@ class _Loader:
             if key in UNSUPPORTED:
                 self.error(data.where(key), UNSUPPORTED[key])
             elif key not in PLAY_KEYWORDS:
-                self.error(data.where(key), f"unknown play keyword '{key}'{suggest(str(key), PLAY_KEYWORDS)}")
+                self.error(
+                    data.where(key),
+                    f"unknown play keyword '{key}'{suggest(str(key), PLAY_KEYWORDS)}",
+                )
         hosts = data.get("hosts")
         if hosts is None:
             self.error(data.pos, "play needs `hosts:` (a pattern like all, a group, or a:b)")
@@ -758,12 +1049,17 @@ class _Loader:
         play_vars = self.vars_of(data)
         env = data.get("environment")
         if env is not None and not isinstance(env, Mapping):
-            self.error(data.where("environment", True), "environment must be a mapping of NAME: value")
+            self.error(
+                data.where("environment", True), "environment must be a mapping of NAME: value"
+            )
             env = None
         gather = self.bool_keyword(data, "gather_facts")
         connection = data.get("connection")
         if connection not in (None, "local", "ssh", "smart", "paramiko"):
-            self.error(data.where("connection", True), f"connection {connection!r} is not supported (local or ssh)")
+            self.error(
+                data.where("connection", True),
+                f"connection {connection!r} is not supported (local or ssh)",
+            )
         play_inherit = Inherit(
             tags=self.tags_of(data),
             become=self.bool_keyword(data, "become"),
@@ -781,7 +1077,9 @@ class _Loader:
         raw_files = data.get("vars_files")
         if raw_files is not None:
             if not isinstance(raw_files, list):
-                self.error(data.where("vars_files", True), "vars_files must be a list of file names")
+                self.error(
+                    data.where("vars_files", True), "vars_files must be a list of file names"
+                )
             else:
                 for i, f in enumerate(raw_files):
                     where = raw_files.where(i) if isinstance(raw_files, YList) else data.pos
@@ -797,11 +1095,15 @@ class _Loader:
                         else:
                             loaded = self._load(path)
                             if loaded is not None and not isinstance(loaded, Mapping):
-                                self.error(where, f"vars file {f!r} must hold a mapping of name: value")
+                                self.error(
+                                    where, f"vars file {f!r} must hold a mapping of name: value"
+                                )
         name = data.get("name")
         play = Play(
             pos=data.pos,
-            name=str(name) if name is not None else (hosts if isinstance(hosts, str) else ",".join(hosts)),
+            name=str(name)
+            if name is not None
+            else (hosts if isinstance(hosts, str) else ",".join(hosts)),
             hosts=hosts,
             vars=play_vars,
             vars_files=vars_files,
@@ -818,13 +1120,35 @@ class _Loader:
             check_mode=play_inherit.check_mode,
             diff=play_inherit.diff,
         )
-        play.pre_tasks = self.task_list(data.get("pre_tasks"), data.where("pre_tasks", True), play_inherit, base_dir, "pre_tasks")
-        play.roles = self.roles_section(data.get("roles"), data.where("roles", True), play_inherit, base_dir)
-        play.tasks = self.task_list(data.get("tasks"), data.where("tasks", True), play_inherit, base_dir, "tasks")
-        play.post_tasks = self.task_list(data.get("post_tasks"), data.where("post_tasks", True), play_inherit, base_dir, "post_tasks")
+        play.pre_tasks = self.task_list(
+            data.get("pre_tasks"),
+            data.where("pre_tasks", True),
+            play_inherit,
+            base_dir,
+            "pre_tasks",
+        )
+        play.roles = self.roles_section(
+            data.get("roles"), data.where("roles", True), play_inherit, base_dir
+        )
+        play.tasks = self.task_list(
+            data.get("tasks"), data.where("tasks", True), play_inherit, base_dir, "tasks"
+        )
+        play.post_tasks = self.task_list(
+            data.get("post_tasks"),
+            data.where("post_tasks", True),
+            play_inherit,
+            base_dir,
+            "post_tasks",
+        )
         handler_inherit = replace(play_inherit, tags=frozenset())
-        handlers = self.task_list(data.get("handlers"), data.where("handlers", True), handler_inherit, base_dir,
-                                  "handlers", handlers=True)
+        handlers = self.task_list(
+            data.get("handlers"),
+            data.where("handlers", True),
+            handler_inherit,
+            base_dir,
+            "handlers",
+            handlers=True,
+        )
         for node in handlers:
             if not isinstance(node, Task):
                 self.error(node.pos, "handlers must be plain tasks (no blocks or includes)")
@@ -846,7 +1170,10 @@ class _Loader:
         for task in iter_tasks(play):
             for target in task.notify:
                 if not is_template(target) and target not in names:
-                    self.error(task.pos, f"notify: no handler named {target!r}{suggest(target, names)} in this play")
+                    self.error(
+                        task.pos,
+                        f"notify: no handler named {target!r}{suggest(target, names)} in this play",
+                    )
 
     def playbook(self, path: Path, data: Any, depth: int = 0) -> list[Play]:
         if depth > 20:
@@ -863,7 +1190,9 @@ class _Loader:
         for i, item in enumerate(data):
             where = data.where(i) if isinstance(data, YList) else Pos(display_path(path), 1, 1)
             if not isinstance(item, YMap):
-                self.error(where, f"each play must be a mapping with `hosts:`, got {type(item).__name__}")
+                self.error(
+                    where, f"each play must be a mapping with `hosts:`, got {type(item).__name__}"
+                )
                 continue
             if "import_playbook" in item:
                 target = item["import_playbook"]
@@ -871,11 +1200,17 @@ class _Loader:
                 for key in extra:
                     self.error(item.where(key), f"'{key}' is not valid on import_playbook")
                 if not isinstance(target, str) or is_template(target):
-                    self.error(item.where("import_playbook", True), "import_playbook needs a plain file name")
+                    self.error(
+                        item.where("import_playbook", True),
+                        "import_playbook needs a plain file name",
+                    )
                     continue
                 sub = (path.parent / target) if not Path(target).is_absolute() else Path(target)
                 if not sub.is_file():
-                    self.error(item.where("import_playbook", True), f"playbook {target!r} not found ({display_path(sub)})")
+                    self.error(
+                        item.where("import_playbook", True),
+                        f"playbook {target!r} not found ({display_path(sub)})",
+                    )
                     continue
                 sub_data = self._load(sub)
                 if sub_data is not None:
@@ -954,10 +1289,16 @@ def split_words(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+
+
 def _unquote(value: str) -> str:
+    """Strip one pair of quotes; in "double quotes" \\n, \\t, \\" … are escapes (as in Ansible)."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         inner = value[1:-1]
-        return inner.replace('\\"', '"') if value[0] == '"' else inner
+        if value[0] == '"':
+            return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), inner)
+        return inner
     return value
 
 
@@ -975,22 +1316,26 @@ def parse_kv(text: str, module: Module) -> dict[str, Any]:
             else:
                 keep.append((start, end))
         if keep:
-            args[module.free_form] = text[keep[0][0]:keep[-1][1]]
+            args[module.free_form] = text[keep[0][0] : keep[-1][1]]
             # words pulled out from the middle leave the rest joined as written around them
-            removed = [(s, e) for s, e in spans if (s, e) not in keep and keep[0][0] < s < keep[-1][1]]
+            removed = [
+                (s, e) for s, e in spans if (s, e) not in keep and keep[0][0] < s < keep[-1][1]
+            ]
             if removed:
                 pieces, cursor = [], keep[0][0]
                 for s, e in removed:
                     pieces.append(text[cursor:s].rstrip())
                     cursor = e
-                pieces.append(text[cursor:keep[-1][1]].lstrip())
+                pieces.append(text[cursor : keep[-1][1]].lstrip())
                 args[module.free_form] = " ".join(p for p in pieces if p)
         return args
     for start, end in spans:
         word = text[start:end]
         match = _KV.match(word)
         if not match:
-            raise ValueError(f"expected key=value, got {word!r} (this module takes no free-form text)")
+            raise ValueError(
+                f"expected key=value, got {word!r} (this module takes no free-form text)"
+            )
         args[match.group(1)] = _unquote(match.group(2))
     return args
 

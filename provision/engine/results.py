@@ -21,7 +21,7 @@ class TaskResult:
     status: str  # ok | changed | failed | skipped | unreachable
     msg: str = ""
     result: dict[str, Any] = field(default_factory=dict)  # the registered value (masked / censored)
-    changed: bool = False  # also for a failed task that changed something (Ansible counts both)
+    changed: bool = False  # also for a failed task that changed something (counted when ignored)
     ignored: bool = False  # failed, but ignore_errors
     rescued: bool = False
     items: int = 0  # loop items, 0 without a loop
@@ -84,8 +84,8 @@ class HostStats:
     rescued: int = 0
 
     def add(self, result: TaskResult) -> None:
-        """Ansible's counting: `ok` includes changed tasks; an ignored failure counts as ok
-        and ignored; a rescued failure as rescued."""
+        """Ansible's counting: `ok` includes changed tasks; an ignored failure counts as ok and
+        ignored (and changed when it changed something); a rescued failure only as rescued."""
         if result.status == "unreachable":
             self.unreachable += 1
         elif result.status == "skipped":
@@ -94,12 +94,12 @@ class HostStats:
             if result.ignored:
                 self.ok += 1
                 self.ignored += 1
+                if result.changed:
+                    self.changed += 1
             elif result.rescued:
                 self.rescued += 1
             else:
                 self.failed += 1
-            if result.changed:
-                self.changed += 1
         else:
             self.ok += 1
             if result.status == "changed":
@@ -107,8 +107,11 @@ class HostStats:
 
     def to_json(self) -> dict[str, int]:
         return {
-            "ok": self.ok, "changed": self.changed, "failed": self.failed,
-            "skipped": self.skipped, "unreachable": self.unreachable,
+            "ok": self.ok,
+            "changed": self.changed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "unreachable": self.unreachable,
         }
 
 

@@ -35,13 +35,31 @@ from provision.engine.playbook import (
     load_tasks_at_runtime,
 )
 from provision.engine.results import HostStats, PlaybookResult, TaskResult, clean_result
-from provision.engine.templating import OMIT, Templar, TemplateError, UndefinedVariableError, to_bool
+from provision.engine.templating import (
+    OMIT,
+    Templar,
+    TemplateError,
+    UndefinedVariableError,
+    to_bool,
+)
 from provision.engine.variables import HostVars, VariableManager
 from provision.engine.yamlpos import load_yaml
-from provision.errors import AgentError, AuthError, ConfigError, HostError, HostKeyError, UnreachableError
+from provision.errors import (
+    AuthError,
+    ConfigError,
+    HostError,
+    HostKeyError,
+    UnreachableError,
+)
 from provision.inventory.model import Host, Inventory
+from provision.modules.base import (
+    ArgError,
+    ModuleFailure,
+    ModuleResult,
+    TaskContext,
+    normalize_args,
+)
 from provision.paths import bundle_dir
-from provision.modules.base import ArgError, ModuleFailure, ModuleResult, TaskContext, normalize_args
 from provision.secrets import Masker, collect_secrets
 
 _UNREACHABLE = (UnreachableError, AuthError, HostKeyError)
@@ -94,8 +112,13 @@ class HostRuntime:
     """One host for the whole run: its connection (opened on first use, one thread at a time),
     agent, accumulated variables and whether it failed."""
 
-    def __init__(self, host: Host, connect_options: ConnectOptions, variables: HostVars,
-                 connections: Mapping[str, Connection] | None = None) -> None:
+    def __init__(
+        self,
+        host: Host,
+        connect_options: ConnectOptions,
+        variables: HostVars,
+        connections: Mapping[str, Connection] | None = None,
+    ) -> None:
         self.host = host
         self.options = connect_options
         self.vars = variables
@@ -156,7 +179,9 @@ class _RunOnce:
         self.claimed: set[tuple[int, int]] = set()
         self.shared: dict[tuple[int, int], Any] = {}
 
-    def enter(self, key: tuple[int, int], host: str, stopped: Callable[[], bool]) -> tuple[bool, Any]:
+    def enter(
+        self, key: tuple[int, int], host: str, stopped: Callable[[], bool]
+    ) -> tuple[bool, Any]:
         with self.cond:
             while True:
                 if key in self.shared:
@@ -230,7 +255,11 @@ class _HostPlay:
         try:
             if self.play.gather_facts and not self.rt.facts_gathered:
                 self.gather_facts()
-            for section in (self.play.pre_tasks, self.play.roles + self.play.tasks, self.play.post_tasks):
+            for section in (
+                self.play.pre_tasks,
+                self.play.roles + self.play.tasks,
+                self.play.post_tasks,
+            ):
                 self.run_nodes(section)
                 self.flush_handlers()
                 if self.failed or self.stopped():
@@ -240,7 +269,12 @@ class _HostPlay:
         finally:
             if self.failed:
                 self.rt.failed = True  # sits out the later plays, as in Ansible
-            if self.failed and self.play.force_handlers and self.notified and not self.runner.stop.is_set():
+            if (
+                self.failed
+                and self.play.force_handlers
+                and self.notified
+                and not self.runner.stop.is_set()
+            ):
                 self.failed_handlers()
             self.pstate.run_once.done(self.rt.host.name)
 
@@ -258,10 +292,22 @@ class _HostPlay:
         start = time.monotonic()
         self.runner.display.task_start(self.rt.host.name, "Gathering Facts")
         conn = self.connection()
-        ctx = TaskContext(host=self.rt.host, connection=conn, args={}, vars=self.vars_for(None),
-                          agent_factory=lambda: self.rt.agent(conn), task_name="Gathering Facts")
-        result = TaskResult(host=self.rt.host.name, task="Gathering Facts", play=self.play.name,
-                            action="gather_facts", status="ok", position=str(self.play.pos))
+        ctx = TaskContext(
+            host=self.rt.host,
+            connection=conn,
+            args={},
+            vars=self.vars_for(None),
+            agent_factory=lambda: self.rt.agent(conn),
+            task_name="Gathering Facts",
+        )
+        result = TaskResult(
+            host=self.rt.host.name,
+            task="Gathering Facts",
+            play=self.play.name,
+            action="gather_facts",
+            status="ok",
+            position=str(self.play.pos),
+        )
         try:
             facts = gather_facts(ctx)
         except _UNREACHABLE as exc:
@@ -330,7 +376,9 @@ class _HostPlay:
             if self.last_failure is not None:
                 self.last_failure.rescued = True
             self.failed = False
-            self.rt.vars.set_facts["ansible_failed_result"] = (self.last_failure.result if self.last_failure else {})
+            self.rt.vars.set_facts["ansible_failed_result"] = (
+                self.last_failure.result if self.last_failure else {}
+            )
             self.run_nodes(block.rescue)
         if block.always and not self.runner.stop.is_set():
             was_failed = self.failed
@@ -338,7 +386,9 @@ class _HostPlay:
             self.run_nodes(block.always)
             self.failed = self.failed or was_failed
         if self.failed and self.rescue_depth == 0:
-            if self.last_failure is not None and (block.any_errors_fatal or self.play.any_errors_fatal):
+            if self.last_failure is not None and (
+                block.any_errors_fatal or self.play.any_errors_fatal
+            ):
                 self.pstate.abort.set()
             raise Stop()
 
@@ -364,8 +414,14 @@ class _HostPlay:
         variables = self.vars_for(node)
         try:
             if node.when and not self.templar.condition(list(node.when), variables):
-                result = TaskResult(host=self.rt.host.name, task=name, play=self.play.name, action="include_tasks",
-                                    status="skipped", position=str(node.pos))
+                result = TaskResult(
+                    host=self.rt.host.name,
+                    task=name,
+                    play=self.play.name,
+                    action="include_tasks",
+                    status="skipped",
+                    position=str(node.pos),
+                )
                 self.record(result)
                 return
             items = self.loop_items(node, variables) if node.loop is not None else [None]
@@ -396,16 +452,26 @@ class _HostPlay:
 
     def task_error(self, node: Node, name: str, action: str, exc: Exception) -> None:
         msg = self.describe_error(node, name, exc)
-        result = TaskResult(host=self.rt.host.name, task=name, play=self.play.name, action=action,
-                            status="failed", msg=msg, position=str(node.pos))
+        result = TaskResult(
+            host=self.rt.host.name,
+            task=name,
+            play=self.play.name,
+            action=action,
+            status="failed",
+            msg=msg,
+            position=str(node.pos),
+        )
         self.record(result)
         self.fail(result, fatal=bool(node.any_errors_fatal or self.play.any_errors_fatal))
 
     def describe_error(self, node: Node, name: str, exc: Exception) -> str:
         where = f"task '{name}' ({node.pos}) on host {self.rt.host.name}"
         if isinstance(exc, UndefinedVariableError) and not exc.attribute and exc.variable:
-            return (f"{where}: undefined variable '{exc.variable}'. Define it (vars, inventory, "
-                    f"-e {exc.variable}=...) or use `| default(...)`")
+            inside = f" in template {exc.source}" if exc.source else ""
+            return (
+                f"{where}: undefined variable '{exc.variable}'{inside}. Define it (vars, inventory, "
+                f"-e {exc.variable}=...) or use `| default(...)`"
+            )
         if isinstance(exc, UndefinedVariableError):
             return f"{where}: {exc} (use `| default(...)` where it may be missing)"
         return f"{where}: {exc}"
@@ -438,7 +504,9 @@ class _HostPlay:
         names = {handler.name, *handler.listen}
         if handler.role and handler.name:
             names.add(f"{handler.role.name} : {handler.name}")
-        self.notified = [n for n in self.notified if n not in names or self._other_listeners(n, handler)]
+        self.notified = [
+            n for n in self.notified if n not in names or self._other_listeners(n, handler)
+        ]
 
     def _other_listeners(self, name: str, handler: Task) -> bool:
         """A topic several handlers listen to stays notified until each has run."""
@@ -446,7 +514,9 @@ class _HostPlay:
 
     # -- tasks ---------------------------------------------------------------------------------
     def run_task(self, task: Task, is_handler: bool = False) -> None:
-        if not is_handler and not tags_selected(task.tags, self.runner.options.tags, self.runner.options.skip_tags):
+        if not is_handler and not tags_selected(
+            task.tags, self.runner.options.tags, self.runner.options.skip_tags
+        ):
             return
         if self.stopped():
             raise Stop()
@@ -471,7 +541,9 @@ class _HostPlay:
                     self.runner.note_run_once(other.name)
         self.finish(task, result, full, facts, notify)
 
-    def apply_shared(self, task: Task, shared: tuple[TaskResult, dict[str, Any], dict[str, Any], bool]) -> None:
+    def apply_shared(
+        self, task: Task, shared: tuple[TaskResult, dict[str, Any], dict[str, Any], bool]
+    ) -> None:
         result, full, facts, notify = shared
         if task.register:
             self.rt.vars.set_facts[task.register] = full
@@ -479,12 +551,23 @@ class _HostPlay:
         if notify:
             self.notified.extend(task.notify)
         if result.status == "failed" and not result.ignored:
-            mine = replace(result, host=self.rt.host.name, run_once_from=result.host,
-                           msg=f"run_once task failed on {result.host}: {result.msg}")
+            mine = replace(
+                result,
+                host=self.rt.host.name,
+                run_once_from=result.host,
+                msg=f"run_once task failed on {result.host}: {result.msg}",
+            )
             self.record(mine)
             self.fail(mine, fatal=bool(task.any_errors_fatal or self.play.any_errors_fatal))
 
-    def finish(self, task: Task, result: TaskResult, full: dict[str, Any], facts: dict[str, Any], notify: bool) -> None:
+    def finish(
+        self,
+        task: Task,
+        result: TaskResult,
+        full: dict[str, Any],
+        facts: dict[str, Any],
+        notify: bool,
+    ) -> None:
         if task.register and result.status != "unreachable":
             self.rt.vars.set_facts[task.register] = full
         if facts:
@@ -506,20 +589,31 @@ class _HostPlay:
             self.failed = False
             return
         if result.status == "failed" and not result.ignored:
-            self.fail(result, fatal=bool(self._bool(task.any_errors_fatal, task) or self.play.any_errors_fatal))
+            self.fail(
+                result,
+                fatal=bool(self._bool(task.any_errors_fatal, task) or self.play.any_errors_fatal),
+            )
 
     def _bool(self, value: Any, node: Node, variables: Mapping[str, Any] | None = None) -> bool:
         if value is None:
             return False
         if isinstance(value, bool):
             return value
-        return to_bool(self.templar.render(value, variables if variables is not None else self.vars_for(node)))
+        return to_bool(
+            self.templar.render(value, variables if variables is not None else self.vars_for(node))
+        )
 
     def execute(self, task: Task) -> tuple[TaskResult, dict[str, Any], dict[str, Any], bool]:
         """Run one task (with its loop) on this host: (result, registered value, facts, notify)."""
         host = self.rt.host.name
-        result = TaskResult(host=host, task=task.display_name, play=self.play.name, action=task.action,
-                            status="ok", position=str(task.pos))
+        result = TaskResult(
+            host=host,
+            task=task.display_name,
+            play=self.play.name,
+            action=task.action,
+            status="ok",
+            position=str(task.pos),
+        )
         variables = self.vars_for(task)
         try:
             no_log = self._bool(task.no_log, task, variables)
@@ -542,7 +636,11 @@ class _HostPlay:
             result.msg = getattr(exc, "detail", None) or str(exc)
             return result, {"unreachable": True, "msg": result.msg}, {}, False
         except (TemplateError, ArgError) as exc:
-            full = {"failed": True, "changed": False, "msg": self.describe_error(task, task.display_name, exc)}
+            full = {
+                "failed": True,
+                "changed": False,
+                "msg": self.describe_error(task, task.display_name, exc),
+            }
             facts = {}
         except Stop:
             raise
@@ -550,7 +648,11 @@ class _HostPlay:
             detail = getattr(exc, "detail", None) or str(exc)
             full = {"failed": True, "changed": False, "msg": detail}
         except Exception as exc:  # a bug in a module: report it on this host, keep the run going
-            full = {"failed": True, "changed": False, "msg": f"{type(exc).__name__}: {exc} (internal error in module {task.action})"}
+            full = {
+                "failed": True,
+                "changed": False,
+                "msg": f"{type(exc).__name__}: {exc} (internal error in module {task.action})",
+            }
         failed = bool(full.get("failed"))
         changed = bool(full.get("changed"))
         if full.get("skipped") and not failed:
@@ -565,11 +667,19 @@ class _HostPlay:
         else:
             result.status = "changed" if changed else "ok"
         msg = full.get("msg")
-        result.msg = "" if msg is None else self.runner.masker.text(str(msg)) if not no_log else ("" if not failed else "(output hidden by no_log)")
+        result.msg = (
+            ""
+            if msg is None
+            else self.runner.masker.text(str(msg))
+            if not no_log
+            else ("" if not failed else "(output hidden by no_log)")
+        )
         result.result = clean_result(full, self.runner.masker, no_log)
         return result, full, facts, changed and not failed
 
-    def execute_loop(self, task: Task, variables: ChainMap, result: TaskResult) -> tuple[dict[str, Any], dict[str, Any]]:
+    def execute_loop(
+        self, task: Task, variables: ChainMap, result: TaskResult
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
             items = self.loop_items(task, variables)
         except UndefinedVariableError:
@@ -594,16 +704,24 @@ class _HostPlay:
                 loop_vars[str(index_var)] = index
             if control.get("extended"):
                 loop_vars["ansible_loop"] = {
-                    "index": index + 1, "index0": index, "first": index == 0, "last": index == len(items) - 1,
-                    "length": len(items), "revindex": len(items) - index, "revindex0": len(items) - index - 1,
-                    "allitems": items, "previtem": items[index - 1] if index else None,
+                    "index": index + 1,
+                    "index0": index,
+                    "first": index == 0,
+                    "last": index == len(items) - 1,
+                    "length": len(items),
+                    "revindex": len(items) - index,
+                    "revindex0": len(items) - index - 1,
+                    "allitems": items,
+                    "previtem": items[index - 1] if index else None,
                     "nextitem": items[index + 1] if index + 1 < len(items) else None,
                 }
             item_vars = self.vars_for(task, loop_vars)
             label = item
             if control.get("label") is not None:
                 label = self.templar.render(control["label"], item_vars)
-            self.runner.display.task_start(self.rt.host.name, f"{task.display_name} ({_short(label)})")
+            self.runner.display.task_start(
+                self.rt.host.name, f"{task.display_name} ({_short(label)})"
+            )
             if task.when and not self.templar.condition(list(task.when), item_vars):
                 one = skipped_result(task)
             else:
@@ -613,13 +731,19 @@ class _HostPlay:
                     if item_facts:  # set_fact in a loop: later items see earlier ones
                         self.rt.vars.set_facts.update(item_facts)
                 except (TemplateError, ArgError) as exc:
-                    one = {"failed": True, "changed": False, "msg": self.describe_error(task, task.display_name, exc)}
+                    one = {
+                        "failed": True,
+                        "changed": False,
+                        "msg": self.describe_error(task, task.display_name, exc),
+                    }
             one[loop_var] = item
             one["ansible_loop_var"] = loop_var
             if control.get("label") is not None:
                 one["_ansible_item_label"] = label
             results.append(one)
-            self.runner.display.item_result(self.rt.host.name, task.display_name, _short(label), one)
+            self.runner.display.item_result(
+                self.rt.host.name, task.display_name, _short(label), one
+            )
             if pause and index + 1 < len(items):
                 self.runner.stop.wait(pause)
         result.items = len(items)
@@ -636,7 +760,9 @@ class _HostPlay:
         if full["failed"]:
             first = next(r for r in results if r.get("failed"))
             label = first.get("_ansible_item_label", first.get(loop_var))
-            full["msg"] = f"One or more items failed (first: {_short(label)}: {first.get('msg', '')})"
+            full["msg"] = (
+                f"One or more items failed (first: {_short(label)}: {first.get('msg', '')})"
+            )
         return full, facts
 
     def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
@@ -649,7 +775,9 @@ class _HostPlay:
         if isinstance(raw, str):
             if kind in ("with_items", "with_list"):
                 return [raw]
-            raise TemplateError(f"loop needs a list, got the string {raw!r} (use a YAML list or a list variable)")
+            raise TemplateError(
+                f"loop needs a list, got the string {raw!r} (use a YAML list or a list variable)"
+            )
         if raw is None:
             return []
         if isinstance(raw, Mapping):
@@ -671,8 +799,14 @@ class _HostPlay:
         for key, value in task.args.items():
             if key in module.raw_args:
                 args[key] = value
-            elif key in module.shell_args or (key == "_raw" and module.free_form in module.shell_args):
-                args[key] = self.templar.render_shell(value, lazy) if isinstance(value, str) else self.templar.render(value, lazy)
+            elif key in module.shell_args or (
+                key == "_raw" and module.free_form in module.shell_args
+            ):
+                args[key] = (
+                    self.templar.render_shell(value, lazy)
+                    if isinstance(value, str)
+                    else self.templar.render(value, lazy)
+                )
             else:
                 args[key] = self.templar.render(value, lazy)
         args = {k: v for k, v in args.items() if not (isinstance(v, str) and v == OMIT)}
@@ -684,14 +818,20 @@ class _HostPlay:
         if task.diff is not None:
             diff = self._bool(task.diff, task, lazy)
         if check and not module.supports_check_mode:
-            return {"changed": False, "skipped": True, "msg": f"{module.name} does not support check mode"}, {}
+            return {
+                "changed": False,
+                "skipped": True,
+                "msg": f"{module.name} does not support check mode",
+            }, {}
         environment: dict[str, str] = {}
         for layer in task.environment:
             rendered = self.templar.render(layer, lazy)
             if not isinstance(rendered, Mapping):
                 raise TemplateError(f"environment must be a mapping, got {type(rendered).__name__}")
             environment.update({str(k): "" if v is None else str(v) for k, v in rendered.items()})
-        become = self._bool(task.become if task.become is not None else self.play.become, task, lazy)
+        become = self._bool(
+            task.become if task.become is not None else self.play.become, task, lazy
+        )
         become_user = task.become_user if task.become_user is not None else self.play.become_user
         timeout = task.timeout
         conn = self.connection()
@@ -704,7 +844,9 @@ class _HostPlay:
             vars=lazy,
             facts=self.rt.vars.facts,
             become=become,
-            become_user=None if become_user is None else str(self.templar.render(become_user, lazy)),
+            become_user=None
+            if become_user is None
+            else str(self.templar.render(become_user, lazy)),
             environment=environment or None,
             timeout=None if timeout is None else float(self.templar.render(timeout, lazy)),
             task_name=task.display_name,
@@ -718,7 +860,11 @@ class _HostPlay:
             attempts = 1 + (int(self.templar.render(retries, lazy)) if retries is not None else 3)
         else:
             attempts = 1
-        delay = float(self.templar.render(task.delay, lazy)) if task.delay is not None else _DEFAULT_DELAY
+        delay = (
+            float(self.templar.render(task.delay, lazy))
+            if task.delay is not None
+            else _DEFAULT_DELAY
+        )
         full: dict[str, Any] = {}
         mres = ModuleResult()
         for attempt in range(1, attempts + 1):
@@ -734,19 +880,29 @@ class _HostPlay:
                 if task.changed_when is not None:
                     full["changed"] = self.templar.condition(list(task.changed_when), post)
                 if task.failed_when is not None:
-                    full["failed"] = full["failed_when_result"] = self.templar.condition(list(task.failed_when), post)
+                    full["failed"] = full["failed_when_result"] = self.templar.condition(
+                        list(task.failed_when), post
+                    )
             if attempts > 1:
-                done = (not full.get("failed")) if until is None else self.templar.condition(list(until), post)
+                done = (
+                    (not full.get("failed"))
+                    if until is None
+                    else self.templar.condition(list(until), post)
+                )
                 if done:
                     break
                 if attempt < attempts:
-                    self.runner.display.task_start(self.rt.host.name, f"{task.display_name} (retry {attempt}/{attempts - 1})")
+                    self.runner.display.task_start(
+                        self.rt.host.name, f"{task.display_name} (retry {attempt}/{attempts - 1})"
+                    )
                     if self.runner.stop.wait(delay):
                         raise Stop()
                 else:
                     full["failed"] = True
                     full.setdefault("msg", "")
-                    full["msg"] = (full["msg"] + " " if full["msg"] else "") + f"(gave up after {attempts} attempts)"
+                    full["msg"] = (
+                        full["msg"] + " " if full["msg"] else ""
+                    ) + f"(gave up after {attempts} attempts)"
         return full, dict(mres.facts)
 
     def search_paths(self, node: Node) -> list[Path]:
@@ -764,8 +920,12 @@ class _HostPlay:
 
 
 def skipped_result(task: Task) -> dict[str, Any]:
-    return {"changed": False, "skipped": True, "skip_reason": "Conditional result was False",
-            "false_condition": str(task.when[-1]) if task.when else ""}
+    return {
+        "changed": False,
+        "skipped": True,
+        "skip_reason": "Conditional result was False",
+        "false_condition": str(task.when[-1]) if task.when else "",
+    }
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -787,8 +947,14 @@ class NullDisplay:
 
 
 class PlaybookRunner:
-    def __init__(self, playbook: Playbook, inventory: Inventory, options: RunOptions,
-                 display: Any = None, connections: Mapping[str, Connection] | None = None) -> None:
+    def __init__(
+        self,
+        playbook: Playbook,
+        inventory: Inventory,
+        options: RunOptions,
+        display: Any = None,
+        connections: Mapping[str, Connection] | None = None,
+    ) -> None:
         self.playbook = playbook
         self.inventory = inventory
         self.options = options
@@ -796,7 +962,9 @@ class PlaybookRunner:
         self.connections = connections
         self.playbook_dir = playbook.base_dir
         self.templar = Templar()
-        self.vm = VariableManager(inventory, options.extra_vars, self.playbook_dir, options.check, options.diff)
+        self.vm = VariableManager(
+            inventory, options.extra_vars, self.playbook_dir, options.check, options.diff
+        )
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.result = PlaybookResult(playbook=str(playbook.path), check_mode=options.check)
@@ -845,7 +1013,14 @@ class PlaybookRunner:
             # as Ansible: a play whose pattern matches nothing is skipped, with a warning
             self.display.message(f"play '{play.name}' ({play.pos}): {exc}; skipping the play")
             return []
-        return [h for h in hosts if not (h.name in self.runtimes and (self.runtimes[h.name].failed or self.runtimes[h.name].unreachable))]
+        return [
+            h
+            for h in hosts
+            if not (
+                h.name in self.runtimes
+                and (self.runtimes[h.name].failed or self.runtimes[h.name].unreachable)
+            )
+        ]
 
     def play_vars(self, play: Play, rt: HostRuntime) -> dict[str, Any]:
         merged = dict(play.vars)
@@ -920,7 +1095,9 @@ class PlaybookRunner:
             except KeyboardInterrupt:
                 self.interrupt()
             return
-        pool = ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(runtimes))), thread_name_prefix="host")
+        pool = ThreadPoolExecutor(
+            max_workers=max(1, min(self.options.forks, len(runtimes))), thread_name_prefix="host"
+        )
         futures: list[Future[None]] = [pool.submit(work, rt) for rt in runtimes]
         try:
             pending = set(futures)
@@ -929,7 +1106,9 @@ class PlaybookRunner:
         except KeyboardInterrupt:
             # stop cleanly: every host finishes the step it is in, then stops
             self.interrupt()
-            self.display.message("interrupted: stopping after the running steps (Ctrl-C again to abort them)")
+            self.display.message(
+                "interrupted: stopping after the running steps (Ctrl-C again to abort them)"
+            )
             try:
                 pending = set(futures)
                 while pending:
@@ -989,8 +1168,15 @@ def run_playbook(
         names = [h.name for h in hosts]
         limit = ",".join(names) if limit is None else limit
     run_options = RunOptions(
-        forks=forks, check=check, diff=diff,
-        tags=frozenset(tags or ()), skip_tags=frozenset(skip_tags or ()),
-        limit=limit, connect=options or ConnectOptions(), extra_vars=dict(extra_vars or {}),
+        forks=forks,
+        check=check,
+        diff=diff,
+        tags=frozenset(tags or ()),
+        skip_tags=frozenset(skip_tags or ()),
+        limit=limit,
+        connect=options or ConnectOptions(),
+        extra_vars=dict(extra_vars or {}),
     )
-    return PlaybookRunner(playbook, inventory, run_options, display=display, connections=connections).run()
+    return PlaybookRunner(
+        playbook, inventory, run_options, display=display, connections=connections
+    ).run()

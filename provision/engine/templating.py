@@ -50,10 +50,30 @@ class TemplateError(ProvisionError):
 
 
 class UndefinedVariableError(TemplateError):
-    def __init__(self, variable: str, message: str, attribute: bool = False) -> None:
+    def __init__(
+        self, variable: str, message: str, attribute: bool = False, source: str | None = None
+    ) -> None:
         super().__init__(message)
         self.variable = variable
         self.attribute = attribute  # a missing key/attribute of a defined value
+        self.source = source  # template file:line, when it happened in a template file
+
+
+def _template_line(template: jinja2.Template, exc: BaseException) -> int | None:
+    """The template line an exception was raised at (from the compiled code's frames)."""
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if (
+            tb.tb_frame.f_globals.get("__jinja_template__") is template
+            or tb.tb_frame.f_code.co_filename == "<template>"
+        ):
+            try:
+                line = template.get_corresponding_lineno(tb.tb_lineno)
+            except Exception:
+                pass
+        tb = tb.tb_next
+    return line
 
 
 class StrictChainableUndefined(ChainableUndefined, StrictUndefined):
@@ -111,13 +131,22 @@ def _regex_flags(ignorecase: bool = False, multiline: bool = False) -> int:
     return (re.IGNORECASE if ignorecase else 0) | (re.MULTILINE if multiline else 0)
 
 
-def _regex_replace(value: Any, pattern: str = "", replacement: str = "", ignorecase: bool = False,
-                   multiline: bool = False, count: int = 0) -> str:
-    return re.sub(pattern, replacement, str(value), count=count, flags=_regex_flags(ignorecase, multiline))
+def _regex_replace(
+    value: Any,
+    pattern: str = "",
+    replacement: str = "",
+    ignorecase: bool = False,
+    multiline: bool = False,
+    count: int = 0,
+) -> str:
+    return re.sub(
+        pattern, replacement, str(value), count=count, flags=_regex_flags(ignorecase, multiline)
+    )
 
 
-def _regex_search(value: Any, pattern: str, *groups: str, ignorecase: bool = False,
-                  multiline: bool = False) -> Any:
+def _regex_search(
+    value: Any, pattern: str, *groups: str, ignorecase: bool = False, multiline: bool = False
+) -> Any:
     match = re.search(pattern, str(value), _regex_flags(ignorecase, multiline))
     if not match:
         return None
@@ -134,7 +163,9 @@ def _regex_search(value: Any, pattern: str, *groups: str, ignorecase: bool = Fal
     return out
 
 
-def _regex_findall(value: Any, pattern: str, ignorecase: bool = False, multiline: bool = False) -> list:
+def _regex_findall(
+    value: Any, pattern: str, ignorecase: bool = False, multiline: bool = False
+) -> list:
     return re.findall(pattern, str(value), _regex_flags(ignorecase, multiline))
 
 
@@ -230,8 +261,13 @@ def _version_key(version: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p != "")
 
 
-def _version_compare(value: Any, version: Any, operator: str = "eq", strict: bool = False,
-                     version_type: str | None = None) -> bool:
+def _version_compare(
+    value: Any,
+    version: Any,
+    operator: str = "eq",
+    strict: bool = False,
+    version_type: str | None = None,
+) -> bool:
     try:
         from packaging.version import Version
 
@@ -239,8 +275,20 @@ def _version_compare(value: Any, version: Any, operator: str = "eq", strict: boo
     except Exception:  # not PEP 440: fall back to a loose numeric/lexical comparison
         left, right = _version_key(str(value)), _version_key(str(version))  # type: ignore[assignment]
     ops = {
-        "==": "eq", "=": "eq", "eq": "eq", "<": "lt", "lt": "lt", "<=": "le", "le": "le",
-        ">": "gt", "gt": "gt", ">=": "ge", "ge": "ge", "!=": "ne", "<>": "ne", "ne": "ne",
+        "==": "eq",
+        "=": "eq",
+        "eq": "eq",
+        "<": "lt",
+        "lt": "lt",
+        "<=": "le",
+        "le": "le",
+        ">": "gt",
+        "gt": "gt",
+        ">=": "ge",
+        "ge": "ge",
+        "!=": "ne",
+        "<>": "ne",
+        "ne": "ne",
     }
     op = ops.get(operator)
     if op is None:
@@ -312,9 +360,13 @@ FILTERS: dict[str, Any] = {
     "union": lambda a, b: _unique_list(list(a) + list(b)),
     "intersect": lambda a, b: _unique_list([x for x in a if x in b]),
     "difference": lambda a, b: _unique_list([x for x in a if x not in b]),
-    "symmetric_difference": lambda a, b: _unique_list([x for x in list(a) + list(b) if (x in a) != (x in b)]),
-    "zip": lambda *lists: [list(t) for t in zip(*lists)],
-    "zip_longest": lambda *lists, fillvalue=None: [list(t) for t in itertools.zip_longest(*lists, fillvalue=fillvalue)],
+    "symmetric_difference": lambda a, b: _unique_list(
+        [x for x in list(a) + list(b) if (x in a) != (x in b)]
+    ),
+    "zip": lambda *lists: [list(t) for t in zip(*lists, strict=False)],
+    "zip_longest": lambda *lists, fillvalue=None: [
+        list(t) for t in itertools.zip_longest(*lists, fillvalue=fillvalue)
+    ],
     "human_readable": _human_readable,
     "version_compare": _version_compare,
     "version": _version_compare,
@@ -325,9 +377,15 @@ FILTERS: dict[str, Any] = {
 TESTS: dict[str, Any] = {
     "version": _version_compare,
     "version_compare": _version_compare,
-    "match": lambda v, p, ignorecase=False, multiline=False: re.match(p, str(v), _regex_flags(ignorecase, multiline)) is not None,
-    "search": lambda v, p, ignorecase=False, multiline=False: re.search(p, str(v), _regex_flags(ignorecase, multiline)) is not None,
-    "regex": lambda v, p, ignorecase=False, multiline=False, match_type="search": getattr(re, match_type)(p, str(v), _regex_flags(ignorecase, multiline)) is not None,
+    "match": lambda v, p, ignorecase=False, multiline=False: (
+        re.match(p, str(v), _regex_flags(ignorecase, multiline)) is not None
+    ),
+    "search": lambda v, p, ignorecase=False, multiline=False: (
+        re.search(p, str(v), _regex_flags(ignorecase, multiline)) is not None
+    ),
+    "regex": lambda v, p, ignorecase=False, multiline=False, match_type="search": (
+        getattr(re, match_type)(p, str(v), _regex_flags(ignorecase, multiline)) is not None
+    ),
     "succeeded": _result_flag("succeeded"),
     "success": _result_flag("succeeded"),
     "failed": _result_flag("failed"),
@@ -419,6 +477,8 @@ def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> 
 
 
 _ENV = _make_env()
+
+
 @jinja2.pass_context
 def _keep_value(ctx: Any, value: Any) -> Any:
     """Identity; needing the context stops Jinja from folding constants into strings at compile
@@ -577,18 +637,32 @@ class Templar:
             return [self.render(v, variables) for v in value]
         return value
 
-    def render_text(self, source: str, variables: Mapping[str, Any], name: str = "<template>") -> str:
+    def render_text(
+        self, source: str, variables: Mapping[str, Any], name: str = "<template>"
+    ) -> str:
         """A template file's text (the `template` module). Errors name the file and line."""
         try:
             template = _ENV.from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(f"{name}:{exc.lineno}: {exc.message}") from None
+        ctx = template.new_context(self.vars(variables), shared=True)
         try:
-            return "".join(self._run(template, variables))
-        except UndefinedVariableError as exc:
-            raise UndefinedVariableError(exc.variable, f"{name}: {exc}", exc.attribute) from None
-        except TemplateError as exc:
-            raise TemplateError(f"{name}: {exc}") from None
+            return "".join(str(v) for v in template.root_render_func(ctx))
+        except Exception as exc:  # name the template file and line in every error
+            line = _template_line(template, exc)
+            where = f"{name}:{line}" if line else name
+            if isinstance(exc, jinja2.UndefinedError):
+                err = _undefined_error(exc)
+                raise UndefinedVariableError(
+                    err.variable, f"{where}: {err}", err.attribute, source=where
+                ) from None
+            if isinstance(exc, UndefinedVariableError):
+                raise UndefinedVariableError(
+                    exc.variable, f"{where}: {exc}", exc.attribute, source=where
+                ) from None
+            raise TemplateError(
+                f"{where}: {type(exc).__name__ if not isinstance(exc, TemplateError) else ''}{': ' if not isinstance(exc, TemplateError) else ''}{exc}"
+            ) from None
 
     def evaluate(self, expression: Any, variables: Mapping[str, Any]) -> Any:
         """A bare Jinja expression (`when`, `until`, `changed_when`, `failed_when`)."""
@@ -606,7 +680,12 @@ class Templar:
         for expression in expressions:
             value = self.evaluate(expression, variables)
             if isinstance(value, str):
-                value = to_bool(value) if value.strip().lower() in ("yes", "no", "true", "false", "on", "off", "0", "1", "") else bool(value)
+                value = (
+                    to_bool(value)
+                    if value.strip().lower()
+                    in ("yes", "no", "true", "false", "on", "off", "0", "1", "")
+                    else bool(value)
+                )
             if not value:
                 return False
         return True

@@ -30,8 +30,16 @@ if TYPE_CHECKING:
     from provision.engine.playbook import Node, Play
 
 PRECEDENCE = (
-    "role defaults", "inventory group vars", "inventory host vars", "facts", "play vars / vars_files",
-    "role vars and params", "block and task vars", "set_fact / register", "loop variables", "extra vars",
+    "role defaults",
+    "inventory group vars",
+    "inventory host vars",
+    "facts",
+    "play vars / vars_files",
+    "role vars and params",
+    "block and task vars",
+    "set_fact / register",
+    "loop variables",
+    "extra vars",
     "magic variables",
 )
 
@@ -74,8 +82,14 @@ class VariableManager:
     """Builds the variable view for (host, task). Shared by host threads; per-host data lives in
     each host's own HostVars, which only that host's thread writes."""
 
-    def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], playbook_dir: Path,
-                 check_mode: bool = False, diff: bool = False) -> None:
+    def __init__(
+        self,
+        inventory: Inventory,
+        extra_vars: Mapping[str, Any],
+        playbook_dir: Path,
+        check_mode: bool = False,
+        diff: bool = False,
+    ) -> None:
         self.inventory = inventory
         self.extra_vars = dict(extra_vars)
         self.playbook_dir = playbook_dir
@@ -109,11 +123,22 @@ class VariableManager:
 
     def host_layers(self, state: HostVars) -> ChainMap:
         """Host-level view (what `hostvars[name]` shows): no task, role or loop layers."""
-        return ChainMap(self.magic(state.host), self.extra_vars, state.set_facts, dict(state.play_vars),
-                        state.facts, state.host.vars)
+        return ChainMap(
+            self.magic(state.host),
+            self.extra_vars,
+            state.set_facts,
+            dict(state.play_vars),
+            state.facts,
+            state.host.vars,
+        )
 
-    def task_vars(self, state: HostVars, node: Node | None = None, loop_vars: Mapping[str, Any] | None = None,
-                  play: Play | None = None) -> ChainMap:
+    def task_vars(
+        self,
+        state: HostVars,
+        node: Node | None = None,
+        loop_vars: Mapping[str, Any] | None = None,
+        play: Play | None = None,
+    ) -> ChainMap:
         """All layers for one task on one host, highest first."""
         layers: list[Mapping[str, Any]] = [self.magic(state.host), self.extra_vars]
         if loop_vars:

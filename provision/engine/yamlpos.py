@@ -79,7 +79,9 @@ def _construct_map(loader: _Loader, node: yaml.MappingNode) -> YMap:
         try:
             hash(key)
         except TypeError:
-            raise ConfigError(f"{_pos(loader, key_node)}: a mapping key must be a plain value") from None
+            raise ConfigError(
+                f"{_pos(loader, key_node)}: a mapping key must be a plain value"
+            ) from None
         if key in data:
             raise ConfigError(
                 f"{_pos(loader, key_node)}: duplicate key {key!r} (first at {data.key_pos[key]}); "

@@ -195,6 +195,26 @@ def installed_of(state: EnvState) -> dict[str, Any] | None:
     return None
 
 
+def plan_warnings(plan: Plan, with_: list[str]) -> list[str]:
+    """The plan's warnings, less those about companions nobody asked for (the resolver speaks of
+    torchaudio whether or not it is installed)."""
+    return [w for w in plan.warnings if not any(c in w and c not in with_ for c in COMPANIONS)]
+
+
+def check_locked_variant(plan: Plan, packages: list[LockedPackage], where: str) -> None:
+    """The index must have served the planned build: a custom index holding only +cpu would
+    otherwise lock a CPU torch for a GPU plan."""
+    torch = next((p for p in packages if p.name.lower() == "torch"), None)
+    if torch is None:
+        raise ConfigError(f"{where}: the resolution holds no torch")
+    local = torch.version.partition("+")[2]
+    if local and local != plan.variant:
+        raise ConfigError(
+            f"{where}: the index served torch {torch.version}, but this host needs the {plan.variant} build; "
+            f"use an index that carries it (e.g. https://download.pytorch.org/whl/{plan.variant}) or --variant {local}"
+        )
+
+
 def env_fingerprint(plan: Plan, with_: list[str], extras: list[str], requirement_texts: list[bytes],
                     python: str, lock: Lock | None) -> str:
     return fingerprint(
@@ -454,9 +474,7 @@ def install(
                 raise fail(exc.detail, "refused") from None
     result.plan = plan.as_dict()
     result.reasons = list(plan.reasons)
-    # the resolver speaks of companions whether or not they were asked for
-    result.warnings = [w for w in plan.warnings
-                       if not any(c in w and c not in options.with_ for c in COMPANIONS)]
+    result.warnings = plan_warnings(plan, options.with_)
     fp = env_fingerprint(plan, options.with_, options.extras, requirement_texts, py.major_minor, lock)
 
     # Already there? Same contents (fingerprint) and it still verifies: nothing to do.
@@ -837,6 +855,8 @@ def create_lock(
     finally:
         connection.run(f"rm -rf -- {q(tmp)}", timeout=120)
     packages = _hash_missing(connection, packages, host)
+    check_locked_variant(plan, packages, host)
+    plan.warnings = plan_warnings(plan, options.with_)
     return build_lock(
         plan=plan.as_dict(), packages=packages, python_version=py.version, machine=py.machine,
         index=index_cfg.as_dict(), request=_lock_request(options),
@@ -872,6 +892,8 @@ def create_lock_offline(facts: dict[str, Any], py: PythonInfo, options: InstallO
         packages = relay_mod.resolve_for(py, requirements, index_cfg, requirement_files=options.requirements)
     except relay_mod.RelayError as exc:
         raise ConfigError(str(exc)) from None
+    check_locked_variant(plan, packages, "offline")
+    plan.warnings = plan_warnings(plan, options.with_)
     return build_lock(
         plan=plan.as_dict(), packages=packages, python_version=py.version, machine=py.machine,
         index=index_cfg.as_dict(), request=_lock_request(options),

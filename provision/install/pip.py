@@ -88,7 +88,7 @@ def _env_block(env: dict[str, str]) -> bytes:
         if not _ENV_NAME.match(key) or "\n" in value or "\0" in value:
             raise ValueError(f"bad environment entry {key!r}")
         lines.append(f"{key}={value}")
-    return ("\n".join(lines) + "\n\n").encode()
+    return "".join(line + "\n" for line in lines).encode() + b"\n"  # the empty line ends the block
 
 
 def _prelude(network_turbo: bool, pid_file: str | None) -> str:

@@ -55,7 +55,9 @@ class ModuleResult:
     rc: int | None = None
     stdout: str | None = None
     stderr: str | None = None
-    diff: list[dict[str, str]] | None = None  # [{"before", "after", "before_header", "after_header"}]
+    diff: list[dict[str, str]] | None = (
+        None  # [{"before", "after", "before_header", "after_header"}]
+    )
     data: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -107,7 +109,9 @@ class TaskContext:
     environment: dict[str, str] | None = None
     timeout: float | None = None
     task_name: str = ""
-    search_paths: list[Path] = field(default_factory=list)  # role dir, playbook dir (templates/, files/)
+    search_paths: list[Path] = field(
+        default_factory=list
+    )  # role dir, playbook dir (templates/, files/)
     templar: Templar | None = None
     agent_factory: Callable[[], Agent] | None = None
     on_progress: Callable[[str], None] | None = None
@@ -121,8 +125,14 @@ class TaskContext:
             return Agent(self.connection)
         return self.agent_factory()
 
-    def run(self, command: str, *, stdin: bytes | None = None, timeout: float | None = None,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+    def run(
+        self,
+        command: str,
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         """Run a shell command with the task's become and environment applied."""
         merged = dict(self.environment or {})
         if env:
@@ -135,8 +145,9 @@ class TaskContext:
             user = shlex.quote(self.become_user)
             wrapped = f"sudo -n -H -u {user} sh -c {inner}"
             return self.connection.run(wrapped, stdin=stdin, timeout=timeout)
-        return self.connection.run(command, env=merged or None, stdin=stdin, timeout=timeout,
-                                   sudo=self.become)
+        return self.connection.run(
+            command, env=merged or None, stdin=stdin, timeout=timeout, sudo=self.become
+        )
 
     def find_file(self, name: str, kind: str) -> Path:
         """A controller file for `src`: absolute, else `<dir>/<kind>/name` then `<dir>/name` for
@@ -213,14 +224,16 @@ def _load_all() -> None:
                     importlib.import_module(f"provision.modules.{info.name}")
                 except Exception as exc:  # one broken module file must not take the others down
                     LOAD_ERRORS[info.name] = f"{type(exc).__name__}: {exc}"
-                    log.warning("module file provision/modules/%s.py failed to import: %s", info.name, exc)
+                    log.warning(
+                        "module file provision/modules/%s.py failed to import: %s", info.name, exc
+                    )
         _loaded = True
 
 
 def canonical_name(name: str) -> str:
     for prefix in _PREFIXES:
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 
@@ -273,7 +286,9 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
             return True
         if text in ("no", "false", "off", "0", "n", "f", ""):
             return False
-        raise ArgError(f"argument '{key}' must be a boolean (yes/no/true/false), got {value!r}", key)
+        raise ArgError(
+            f"argument '{key}' must be a boolean (yes/no/true/false), got {value!r}", key
+        )
     if kind in ("int", "float"):
         try:
             return int(value) if kind == "int" else float(value)
@@ -304,12 +319,16 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
                 raise ArgError(f"argument '{key}': {text!r} is not an octal file mode", key)
             return format(int(text, 8), "o")
         if not all(c in "ugoarwxXst+-=,0123456789" for c in text):
-            raise ArgError(f"argument '{key}': {text!r} is not a file mode (use '0644' or 'u+rwx,g-w')", key)
+            raise ArgError(
+                f"argument '{key}': {text!r} is not a file mode (use '0644' or 'u+rwx,g-w')", key
+            )
         return text
     raise ArgError(f"argument '{key}': unknown type {kind}", key)  # pragma: no cover
 
 
-def normalize_args(module: Module, args: Mapping[str, Any], *, static: bool = False) -> dict[str, Any]:
+def normalize_args(
+    module: Module, args: Mapping[str, Any], *, static: bool = False
+) -> dict[str, Any]:
     """Check and coerce `args` against the module's schema. `static=True` (before templating)
     skips checks on values that are still templates. Raises ArgError naming the argument."""
     spec = module.args
@@ -342,11 +361,15 @@ def normalize_args(module: Module, args: Mapping[str, Any], *, static: bool = Fa
         value = _coerce(value, arg, key)
         if arg.choices and value is not None and value not in arg.choices:
             raise ArgError(
-                f"argument '{key}' must be one of {', '.join(map(str, arg.choices))}, got {value!r}", key
+                f"argument '{key}' must be one of {', '.join(map(str, arg.choices))}, got {value!r}",
+                key,
             )
         out[name] = value
     for group in module.mutually_exclusive:
-        given = [k for k in group if out.get(k) is not None]
+        # a template may render to `omit`: only the rendered values can conflict
+        given = [
+            k for k in group if out.get(k) is not None and not (static and _has_template(out[k]))
+        ]
         if len(given) > 1:
             raise ArgError(f"arguments {' and '.join(given)} are mutually exclusive", given[1])
     for name, arg in spec.items():

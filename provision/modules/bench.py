@@ -30,8 +30,13 @@ class Bench(Module):
             facts = ctx.agent.call("facts")
         python = managed_python(ctx.connection, facts, ctx.args.get("env"))
         names = [str(d) for d in ctx.args.get("datasets") or [] if d]
-        request = bench_request(facts, quick=ctx.args["quick"], datasets=dataset_sources(names, facts),
-                                index_url=ctx.args.get("index_url"), sections=ctx.args.get("sections") or None)
+        request = bench_request(
+            facts,
+            quick=ctx.args["quick"],
+            datasets=dataset_sources(names, facts),
+            index_url=ctx.args.get("index_url"),
+            sections=ctx.args.get("sections") or None,
+        )
 
         def on_event(event: dict[str, Any]) -> None:
             if ctx.on_progress and event.get("section"):
@@ -43,7 +48,12 @@ class Bench(Module):
             raise ModuleFailure(f"benchmark failed: {exc.detail}") from None
         amp = result.get("amp") or {}
         loader = result.get("dataloader") or {}
-        msg = (f"train {amp.get('train_samples_per_s')} samples/s, AMP ×{amp.get('speedup')}, "
-               f"loader best num_workers={loader.get('best_num_workers')}")
-        return ModuleResult(changed=False, msg=msg,
-                            data={"bench": result, "python": python, "datasets": request["datasets"]})
+        msg = (
+            f"train {amp.get('train_samples_per_s')} samples/s, AMP ×{amp.get('speedup')}, "
+            f"loader best num_workers={loader.get('best_num_workers')}"
+        )
+        return ModuleResult(
+            changed=False,
+            msg=msg,
+            data={"bench": result, "python": python, "datasets": request["datasets"]},
+        )

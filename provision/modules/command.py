@@ -21,7 +21,16 @@ import shlex
 from typing import Any
 
 from provision.engine.templating import ShellTemplate
-from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, q, qpath, register
+from provision.modules.base import (
+    Arg,
+    Module,
+    ModuleFailure,
+    ModuleResult,
+    TaskContext,
+    q,
+    qpath,
+    register,
+)
 
 _VAR_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 _COMMON_ARGS = {
@@ -45,7 +54,7 @@ def _expand_word(word: str) -> str:
         pos = 1
     for match in _VAR_REF.finditer(word):
         if match.start() > pos:
-            parts.append(shlex.quote(word[pos:match.start()]))
+            parts.append(shlex.quote(word[pos : match.start()]))
         name = match.group(1).strip("{}")
         parts.append('"${' + name + '}"')
         pos = match.end()
@@ -89,7 +98,13 @@ def _text(value: Any) -> str:
 
 # -- shell: where in the shell syntax is each placeholder? -------------------------------------
 
-_PLAIN, _SINGLE, _DOUBLE, _HEREDOC, _QUOTED_HEREDOC = "plain", "single", "double", "heredoc", "qheredoc"
+_PLAIN, _SINGLE, _DOUBLE, _HEREDOC, _QUOTED_HEREDOC = (
+    "plain",
+    "single",
+    "double",
+    "heredoc",
+    "qheredoc",
+)
 
 
 def _contexts(text: str, pattern: re.Pattern[str]) -> dict[int, str]:

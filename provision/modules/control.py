@@ -21,14 +21,39 @@ echo "shell=${SHELL:-}"
 for m in apt-get dnf yum apk zypper pacman; do if command -v $m >/dev/null 2>&1; then echo "pkg=$m"; break; fi; done
 if command -v sudo >/dev/null 2>&1; then echo "sudo=1"; if sudo -n true >/dev/null 2>&1; then echo "sudo_nopasswd=1"; fi; fi
 """
-_PKG = {"apt-get": "apt", "dnf": "dnf", "yum": "yum", "apk": "apk", "zypper": "zypper", "pacman": "pacman"}
-_DISTRIBUTIONS = {
-    "debian": "Debian", "ubuntu": "Ubuntu", "centos": "CentOS", "rhel": "RedHat", "fedora": "Fedora",
-    "rocky": "Rocky", "almalinux": "AlmaLinux", "alpine": "Alpine", "arch": "Archlinux",
-    "opensuse-leap": "openSUSE Leap", "amzn": "Amazon",
+_PKG = {
+    "apt-get": "apt",
+    "dnf": "dnf",
+    "yum": "yum",
+    "apk": "apk",
+    "zypper": "zypper",
+    "pacman": "pacman",
 }
-_FAMILIES = {"debian": "Debian", "ubuntu": "Debian", "rhel": "RedHat", "centos": "RedHat", "fedora": "RedHat",
-             "rocky": "RedHat", "almalinux": "RedHat", "amzn": "RedHat", "alpine": "Alpine", "arch": "Archlinux"}
+_DISTRIBUTIONS = {
+    "debian": "Debian",
+    "ubuntu": "Ubuntu",
+    "centos": "CentOS",
+    "rhel": "RedHat",
+    "fedora": "Fedora",
+    "rocky": "Rocky",
+    "almalinux": "AlmaLinux",
+    "alpine": "Alpine",
+    "arch": "Archlinux",
+    "opensuse-leap": "openSUSE Leap",
+    "amzn": "Amazon",
+}
+_FAMILIES = {
+    "debian": "Debian",
+    "ubuntu": "Debian",
+    "rhel": "RedHat",
+    "centos": "RedHat",
+    "fedora": "RedHat",
+    "rocky": "RedHat",
+    "almalinux": "RedHat",
+    "amzn": "RedHat",
+    "alpine": "Alpine",
+    "arch": "Archlinux",
+}
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -68,13 +93,19 @@ def ansible_names(facts: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[st
     if dist_id:
         out["ansible_distribution"] = _DISTRIBUTIONS.get(dist_id, dist_id.capitalize())
         like = str(_get(os_info, "id_like") or "").lower().split()
-        family = _FAMILIES.get(dist_id) or next((_FAMILIES[x] for x in like if x in _FAMILIES), None)
+        family = _FAMILIES.get(dist_id) or next(
+            (_FAMILIES[x] for x in like if x in _FAMILIES), None
+        )
         out["ansible_os_family"] = family or out["ansible_distribution"]
     version = _get(os_info, "version_id")
     if version:
         out["ansible_distribution_version"] = str(version)
         out["ansible_distribution_major_version"] = str(version).split(".")[0]
-    for src, dst in (("kernel", "ansible_kernel"), ("arch", "ansible_architecture"), ("codename", "ansible_distribution_release")):
+    for src, dst in (
+        ("kernel", "ansible_kernel"),
+        ("arch", "ansible_architecture"),
+        ("codename", "ansible_distribution_release"),
+    ):
         if _get(os_info, src):
             out[dst] = _get(os_info, src)
     out["ansible_system"] = "Linux"
@@ -104,8 +135,16 @@ def ansible_names(facts: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[st
     python = facts.get("python")
     py_version = None
     if isinstance(python, Mapping):
-        py_version = python.get("version") or _get(python, "agent", "version") or _get(python, "system", "version")
-        executable = python.get("executable") or _get(python, "agent", "executable") or _get(python, "system", "executable")
+        py_version = (
+            python.get("version")
+            or _get(python, "agent", "version")
+            or _get(python, "system", "version")
+        )
+        executable = (
+            python.get("executable")
+            or _get(python, "agent", "executable")
+            or _get(python, "system", "executable")
+        )
         if executable:
             out["ansible_python_interpreter_path"] = executable
     elif isinstance(python, str):
@@ -113,14 +152,25 @@ def ansible_names(facts: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[st
     if py_version:
         out["ansible_python_version"] = str(py_version)
         parts = (str(py_version).split(".") + ["0", "0"])[:3]
-        out["ansible_python"] = {"version": {"major": int(parts[0]), "minor": int(parts[1]) if parts[1].isdigit() else 0},
-                                 "executable": out.get("ansible_python_interpreter_path")}
+        out["ansible_python"] = {
+            "version": {
+                "major": int(parts[0]),
+                "minor": int(parts[1]) if parts[1].isdigit() else 0,
+            },
+            "executable": out.get("ansible_python_interpreter_path"),
+        }
     mounts = _get(facts, "disks", "mounts")
     if isinstance(mounts, list):
         out["ansible_mounts"] = [
-            {"mount": m.get("mountpoint"), "fstype": m.get("fs_type"), "size_total": m.get("total_bytes"),
-             "size_available": m.get("free_bytes"), "device": m.get("source")}
-            for m in mounts if isinstance(m, Mapping)
+            {
+                "mount": m.get("mountpoint"),
+                "fstype": m.get("fs_type"),
+                "size_total": m.get("total_bytes"),
+                "size_available": m.get("free_bytes"),
+                "device": m.get("source"),
+            }
+            for m in mounts
+            if isinstance(m, Mapping)
         ]
     if probe.get("user"):
         out["ansible_user_id"] = probe["user"]
@@ -224,7 +274,9 @@ class Assert(Module):
         for condition in conditions:
             if not ctx.templar.condition([condition], ctx.vars):
                 msg = ctx.args.get("fail_msg") or "Assertion failed"
-                return ModuleResult(failed=True, msg=str(msg), data={"assertion": condition, "evaluated_to": False})
+                return ModuleResult(
+                    failed=True, msg=str(msg), data={"assertion": condition, "evaluated_to": False}
+                )
         return ModuleResult(msg=str(ctx.args.get("success_msg") or "All assertions passed"))
 
 
@@ -274,7 +326,9 @@ class IncludeVars(Module):
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
-            raise ModuleFailure(f"{path}: expected a mapping of variables, got {type(data).__name__}")
+            raise ModuleFailure(
+                f"{path}: expected a mapping of variables, got {type(data).__name__}"
+            )
         facts = {ctx.args["name"]: dict(data)} if ctx.args.get("name") else dict(data)
         return ModuleResult(facts=facts, data={"ansible_included_var_files": [str(path)]})
 

@@ -137,13 +137,15 @@ def write_script(
     if into_dir_name:
         lines.append(f'if [ -d "$d" ]; then d="$d"/{q(into_dir_name)}; fi')
     lines.append('echo "@@path $d"')
-    lines.append('if [ -e "$d" ] && [ ! -f "$d" ]; then echo "@@error $d exists and is not a regular file"; exit 1; fi')
+    lines.append(
+        'if [ -e "$d" ] && [ ! -f "$d" ]; then echo "@@error $d exists and is not a regular file"; exit 1; fi'
+    )
     lines.append('cur=""; if [ -f "$d" ]; then cur=$(sha1sum < "$d") || exit 1; cur=${cur%% *}; fi')
     if expect_old is not None:
         lines.append(
             f'if [ "$cur" != {q(expect_old)} ]; then echo "@@error $d changed while it was being edited; run again"; exit 1; fi'
         )
-    lines.append(f"if [ \"$cur\" != {q(checksum)} ]; then")
+    lines.append(f'if [ "$cur" != {q(checksum)} ]; then')
     lines.append('  echo "@@changed content"')
     if want_before:
         lines.append(
@@ -155,17 +157,23 @@ def write_script(
         if not force:
             lines.append('  if [ -e "$d" ]; then echo "@@kept exists"; exit 0; fi')
         lines.append('  dir=$(dirname "$d")')
-        lines.append('  if [ ! -d "$dir" ]; then echo "@@error destination directory $dir does not exist"; exit 1; fi')
+        lines.append(
+            '  if [ ! -d "$dir" ]; then echo "@@error destination directory $dir does not exist"; exit 1; fi'
+        )
         lines.append('  t="$dir/.$(basename "$d").pvtmp.$$"')
-        lines.append('  trap \'rm -f "$t"\' EXIT')
+        lines.append("  trap 'rm -f \"$t\"' EXIT")
         lines.append('  cat > "$t" || exit 1')
         # keep an existing file's mode and owner (Ansible does), new files get the umask
-        lines.append('  if [ -f "$d" ]; then chmod "$(stat -c %a "$d")" "$t"; '
-                     'if [ "$(id -u)" = 0 ]; then chown "$(stat -c %u:%g "$d")" "$t"; fi; fi')
+        lines.append(
+            '  if [ -f "$d" ]; then chmod "$(stat -c %a "$d")" "$t"; '
+            'if [ "$(id -u)" = 0 ]; then chown "$(stat -c %u:%g "$d")" "$t"; fi; fi'
+        )
         if validate:
-            lines.append(f"  {validate} || {{ echo \"@@error validation failed\"; exit 1; }}")
+            lines.append(f'  {validate} || {{ echo "@@error validation failed"; exit 1; }}')
         if args.get("backup"):
-            lines.append('  if [ -f "$d" ]; then b="$d.$(date +%Y%m%d%H%M%S).$$~"; cp -p "$d" "$b" && echo "@@backup_file $b"; fi')
+            lines.append(
+                '  if [ -f "$d" ]; then b="$d.$(date +%Y%m%d%H%M%S).$$~"; cp -p "$d" "$b" && echo "@@backup_file $b"; fi'
+            )
         lines.append('  mv -f "$t" "$d" || exit 1')
         lines.append("  trap - EXIT")
     elif not check and not send_content:
@@ -193,16 +201,28 @@ def put_content(
     args = ctx.args
     common = dict(into_dir_name=into_dir_name, expect_old=expect_old, validate=validate)
     inline = len(content) <= _INLINE_LIMIT
-    script = write_script(dest, checksum, args, check=ctx.check_mode, want_before=ctx.diff,
-                          send_content=inline, **common)
+    script = write_script(
+        dest,
+        checksum,
+        args,
+        check=ctx.check_mode,
+        want_before=ctx.diff,
+        send_content=inline,
+        **common,
+    )
     result = ctx.run(script, stdin=content if inline and not ctx.check_mode else None)
     report = parse_report(result.stdout)
     if report.values.get("need") == "content":
         # big file that differs: now send it (the check above cost no transfer)
-        script = write_script(dest, checksum, args, check=False, want_before=False, send_content=True, **common)
+        script = write_script(
+            dest, checksum, args, check=False, want_before=False, send_content=True, **common
+        )
         result = ctx.run(script, stdin=content)
         second = parse_report(result.stdout)
-        second.before, second.changed = report.before, sorted(set(report.changed) | set(second.changed))
+        second.before, second.changed = (
+            report.before,
+            sorted(set(report.changed) | set(second.changed)),
+        )
         report = second
     path = report.values.get("path", dest)
     if report.errors or not result.ok:
@@ -217,8 +237,15 @@ def put_content(
         before = None if "bigbefore" in report.values else _text_for_diff(report.before)
         after = _text_for_diff(content)
         if before is None or after is None:
-            result_obj.diff = [{"before": "", "after": "", "before_header": path, "after_header": path,
-                                "note": "diff suppressed (binary or larger than 256 KiB)"}]
+            result_obj.diff = [
+                {
+                    "before": "",
+                    "after": "",
+                    "before_header": path,
+                    "after_header": path,
+                    "note": "diff suppressed (binary or larger than 256 KiB)",
+                }
+            ]
         else:
             result_obj.diff = unified_diff(before, after, path)
     return result_obj
@@ -272,36 +299,52 @@ class Copy(Module):
                 content = json.dumps(content, indent=4)  # Ansible writes dicts/lists as JSON
             data = content.encode() if isinstance(content, str) else content
             if str(args["dest"]).endswith("/"):
-                raise ModuleFailure("dest must be a file path when content is given, not a directory")
+                raise ModuleFailure(
+                    "dest must be a file path when content is given, not a directory"
+                )
             return put_content(ctx, data, args["dest"], validate=_validate_cmd(ctx))
         src = ctx.find_file(args["src"], "files")
         if src.is_dir():
-            raise ModuleFailure(f"src {args['src']} is a directory; copy takes files (use one task per file or a loop)")
+            raise ModuleFailure(
+                f"src {args['src']} is a directory; copy takes files (use one task per file or a loop)"
+            )
         data = src.read_bytes()
         # like Ansible: an existing directory as dest receives the file under its own name
-        return put_content(ctx, data, str(args["dest"]), into_dir_name=src.name, validate=_validate_cmd(ctx))
+        return put_content(
+            ctx, data, str(args["dest"]), into_dir_name=src.name, validate=_validate_cmd(ctx)
+        )
 
     def _remote(self, ctx: TaskContext) -> ModuleResult:
         args = ctx.args
         if not args.get("src"):
             raise ModuleFailure("remote_src needs src (a path on the host)")
-        script = "\n".join([
-            _ATTRS_FN,
-            f"s={qpath(args['src'])}; d={qpath(args['dest'])}",
-            'if [ ! -f "$s" ]; then echo "@@error source $s does not exist on the host"; exit 1; fi',
-            'if [ -d "$d" ]; then d="$d/$(basename "$s")"; fi',
-            'echo "@@path $d"',
-            'a=$(sha1sum < "$s"); b=""; if [ -f "$d" ]; then b=$(sha1sum < "$d"); fi',
-            'if [ "$a" != "$b" ]; then echo "@@changed content"; '
-            + ("" if ctx.check_mode else 'cp -f "$s" "$d.pvtmp.$$" && mv -f "$d.pvtmp.$$" "$d" || exit 1; ')
-            + "fi",
-            'if [ -e "$d" ]; then ' + (_attrs_call("$d", args, ctx.check_mode).strip() or ":") + "; fi",
-        ])
+        script = "\n".join(
+            [
+                _ATTRS_FN,
+                f"s={qpath(args['src'])}; d={qpath(args['dest'])}",
+                'if [ ! -f "$s" ]; then echo "@@error source $s does not exist on the host"; exit 1; fi',
+                'if [ -d "$d" ]; then d="$d/$(basename "$s")"; fi',
+                'echo "@@path $d"',
+                'a=$(sha1sum < "$s"); b=""; if [ -f "$d" ]; then b=$(sha1sum < "$d"); fi',
+                'if [ "$a" != "$b" ]; then echo "@@changed content"; '
+                + (
+                    ""
+                    if ctx.check_mode
+                    else 'cp -f "$s" "$d.pvtmp.$$" && mv -f "$d.pvtmp.$$" "$d" || exit 1; '
+                )
+                + "fi",
+                'if [ -e "$d" ]; then '
+                + (_attrs_call("$d", args, ctx.check_mode).strip() or ":")
+                + "; fi",
+            ]
+        )
         result = ctx.run(script)
         report = parse_report(result.stdout)
         if report.errors or not result.ok:
             raise ModuleFailure("; ".join(report.errors) or result.stderr.strip())
-        return ModuleResult(changed=bool(report.changed), data={"dest": report.values.get("path", args["dest"])})
+        return ModuleResult(
+            changed=bool(report.changed), data={"dest": report.values.get("path", args["dest"])}
+        )
 
 
 @register
@@ -325,14 +368,22 @@ class Template(Module):
             source = src.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ModuleFailure(f"cannot read template {src}: {exc}") from None
-        variables = dict_overlay(ctx.vars, {
-            "template_path": str(src),
-            "template_host": ctx.host.name,
-            "ansible_managed": "Managed by provision: local changes will be overwritten",
-        })
+        variables = dict_overlay(
+            ctx.vars,
+            {
+                "template_path": str(src),
+                "template_host": ctx.host.name,
+                "ansible_managed": "Managed by provision: local changes will be overwritten",
+            },
+        )
         text = ctx.templar.render_text(source, variables, name=str(src))
-        return put_content(ctx, text.encode(), ctx.args["dest"], into_dir_name=src.name.removesuffix(".j2"),
-                           validate=_validate_cmd(ctx))
+        return put_content(
+            ctx,
+            text.encode(),
+            ctx.args["dest"],
+            into_dir_name=src.name.removesuffix(".j2"),
+            validate=_validate_cmd(ctx),
+        )
 
 
 def dict_overlay(base: Any, extra: dict[str, Any]) -> Any:
@@ -372,75 +423,139 @@ class File(Module):
 
         if state is None:
             # Ansible: keep whatever exists (file or directory), fail when nothing does
-            lines.append('if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "@@error file $p does not exist '
-                         '(use state=touch or state=directory to create it)"; exit 1; fi')
+            lines.append(
+                'if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "@@error file $p does not exist '
+                '(use state=touch or state=directory to create it)"; exit 1; fi'
+            )
             state = "file"
         elif state == "file":
-            lines.append('if [ ! -e "$p" ]; then echo "@@error file $p does not exist (use state=touch to create it)"; exit 1; fi')
-            lines.append('if [ -d "$p" ]; then echo "@@error $p is a directory, not a file"; exit 1; fi')
+            lines.append(
+                'if [ ! -e "$p" ]; then echo "@@error file $p does not exist (use state=touch to create it)"; exit 1; fi'
+            )
+            lines.append(
+                'if [ -d "$p" ]; then echo "@@error $p is a directory, not a file"; exit 1; fi'
+            )
         elif state == "directory":
-            lines.append('if [ -e "$p" ] && [ ! -d "$p" ]; then echo "@@error $p exists and is not a directory"; exit 1; fi')
-            lines.append('if [ ! -d "$p" ]; then echo "@@changed created"; ' + act('mkdir -p -- "$p"') + '; fi')
+            lines.append(
+                'if [ -e "$p" ] && [ ! -d "$p" ]; then echo "@@error $p exists and is not a directory"; exit 1; fi'
+            )
+            lines.append(
+                'if [ ! -d "$p" ]; then echo "@@changed created"; '
+                + act('mkdir -p -- "$p"')
+                + "; fi"
+            )
         elif state == "absent":
-            lines.append('if [ -e "$p" ] || [ -L "$p" ]; then echo "@@changed removed"; ' + act('rm -rf -- "$p"') + '; fi')
+            lines.append(
+                'if [ -e "$p" ] || [ -L "$p" ]; then echo "@@changed removed"; '
+                + act('rm -rf -- "$p"')
+                + "; fi"
+            )
         elif state == "touch":
-            preserve = args.get("modification_time") == "preserve" and args.get("access_time") == "preserve"
-            lines.append('dir=$(dirname "$p"); if [ ! -d "$dir" ]; then echo "@@error directory $dir does not exist"; exit 1; fi')
+            preserve = (
+                args.get("modification_time") == "preserve"
+                and args.get("access_time") == "preserve"
+            )
+            lines.append(
+                'dir=$(dirname "$p"); if [ ! -d "$dir" ]; then echo "@@error directory $dir does not exist"; exit 1; fi'
+            )
             if preserve:
-                lines.append('if [ ! -e "$p" ]; then echo "@@changed created"; ' + act('touch -- "$p"') + '; fi')
+                lines.append(
+                    'if [ ! -e "$p" ]; then echo "@@changed created"; '
+                    + act('touch -- "$p"')
+                    + "; fi"
+                )
             else:
                 # like Ansible: touching updates the times, so it always reports a change
-                lines.append('if [ ! -e "$p" ]; then echo "@@changed created"; else echo "@@changed touched"; fi')
+                lines.append(
+                    'if [ ! -e "$p" ]; then echo "@@changed created"; else echo "@@changed touched"; fi'
+                )
                 lines.append(act('touch -- "$p"'))
         elif state == "link":
             src = str(args["src"])
             lines.append(f"s={qpath(src) if src.startswith('~') else q(src)}")
-            replace = act('rm -rf -- "$p"') if args.get("force") else 'echo "@@error $p exists and is not a link (force: yes replaces it)"; exit 1'
+            replace = (
+                act('rm -rf -- "$p"')
+                if args.get("force")
+                else 'echo "@@error $p exists and is not a link (force: yes replaces it)"; exit 1'
+            )
             lines.append('if [ -L "$p" ] && [ "$(readlink "$p")" = "$s" ]; then :; else')
             lines.append(f'  if [ -e "$p" ] && [ ! -L "$p" ]; then {replace}; fi')
-            lines.append('  echo "@@changed linked"; ' + act('ln -sfn -- "$s" "$p"') + '')
+            lines.append('  echo "@@changed linked"; ' + act('ln -sfn -- "$s" "$p"') + "")
             lines.append("fi")
         elif state == "hard":
             lines.append(f"s={qpath(str(args['src']))}")
-            lines.append('if [ ! -e "$s" ]; then echo "@@error hard link source $s does not exist"; exit 1; fi')
-            lines.append('if [ -e "$p" ] && [ "$(stat -c %d:%i "$p")" = "$(stat -c %d:%i "$s")" ]; then :; else')
-            lines.append('  echo "@@changed linked"; ' + act('ln -f -- "$s" "$p"') + '')
+            lines.append(
+                'if [ ! -e "$s" ]; then echo "@@error hard link source $s does not exist"; exit 1; fi'
+            )
+            lines.append(
+                'if [ -e "$p" ] && [ "$(stat -c %d:%i "$p")" = "$(stat -c %d:%i "$s")" ]; then :; else'
+            )
+            lines.append('  echo "@@changed linked"; ' + act('ln -f -- "$s" "$p"') + "")
             lines.append("fi")
-        if state not in ("absent", "link") and (args.get("mode") or args.get("owner") or args.get("group")):
+        if state not in ("absent", "link") and (
+            args.get("mode") or args.get("owner") or args.get("group")
+        ):
             attrs = _attrs_call("$p", args, check).strip()
             if args.get("recurse") and state == "directory":
                 attrs = self._recurse(args, check)
             lines.append(f'if [ -e "$p" ]; then {attrs}; fi')
         if state == "link" and (args.get("owner") or args.get("group")):
-            lines.append(f'if [ -L "$p" ]; then pv_attrs "$p" "" {q(args.get("owner") or "")} {q(args.get("group") or "")} {1 if check else 0} || exit 1; fi')
+            lines.append(
+                f'if [ -L "$p" ]; then pv_attrs "$p" "" {q(args.get("owner") or "")} {q(args.get("group") or "")} {1 if check else 0} || exit 1; fi'
+            )
         result = ctx.run("\n".join(lines) + "\n")
         report = parse_report(result.stdout)
         if report.errors or not result.ok:
-            raise ModuleFailure("; ".join(report.errors) or result.stderr.strip() or f"exit code {result.exit_code}",
-                                path=args["path"])
+            raise ModuleFailure(
+                "; ".join(report.errors)
+                or result.stderr.strip()
+                or f"exit code {result.exit_code}",
+                path=args["path"],
+            )
         changed = bool(report.changed)
         out = ModuleResult(changed=changed, data={"path": args["path"], "state": state})
         if ctx.diff and changed:
-            out.diff = [{"before_header": args["path"], "after_header": args["path"],
-                         "before": "", "after": "", "note": ", ".join(report.changed)}]
+            out.diff = [
+                {
+                    "before_header": args["path"],
+                    "after_header": args["path"],
+                    "before": "",
+                    "after": "",
+                    "note": ", ".join(report.changed),
+                }
+            ]
         return out
 
     @staticmethod
     def _recurse(args: dict[str, Any], check: bool) -> str:
-        """chmod/chown -R, reporting a change only when some entry differs."""
+        """chmod/chown -R, reporting a change only when some entry differs. Modes are compared
+        per distinct (type, mode) pair in the tree, so symbolic modes and check mode work."""
         parts = []
         mode, owner, group = args.get("mode"), args.get("owner"), args.get("group")
         if mode:
-            if not str(mode).isdigit():
-                return _attrs_call("$p", args, check).strip()
-            parts.append(f'if [ -n "$(find "$p" ! -perm {q(mode)} -print -quit)" ]; then echo "@@changed mode"; '
-                         + ("" if check else f'chmod -R {q(mode)} "$p" || exit 1; ') + "fi")
+            parts.append(
+                "c=0; "
+                'for km in $(find "$p" ! -type l -exec stat -c %F:%a {} + | tr " " _ | sort -u); do '
+                "k=${km%:*}; cur=${km##*:}; "
+                'if [ "$k" = directory ]; then t=$(mktemp -d); else t=$(mktemp); fi; '
+                f'chmod "$cur" "$t" && chmod {q(mode)} "$t" || {{ rm -rf "$t"; echo "@@error invalid mode {mode}"; exit 1; }}; '
+                '[ "$(stat -c %a "$t")" != "$cur" ] && c=1; rm -rf "$t"; done; '
+                'if [ $c = 1 ]; then echo "@@changed mode"; '
+                + ("" if check else f'chmod -R {q(mode)} "$p" || exit 1; ')
+                + "fi"
+            )
         if owner:
-            parts.append(f'if [ -n "$(find "$p" ! -user {q(owner)} -print -quit)" ]; then echo "@@changed owner"; '
-                         + ("" if check else f'chown -R {q(owner)} "$p" || exit 1; ') + "fi")
+            parts.append(
+                f'if [ -n "$(find "$p" ! -user {q(owner)} -print -quit)" ]; then echo "@@changed owner"; '
+                + ("" if check else f'chown -R {q(owner)} "$p" || exit 1; ')
+                + "fi"
+            )
         if group:
-            parts.append(f'if [ -n "$(find "$p" ! -group {q(group)} -print -quit)" ]; then echo "@@changed group"; '
-                         + ("" if check else f'chgrp -R {q(group)} "$p" || exit 1; ') + "fi")
+            parts.append(
+                f'if [ -n "$(find "$p" ! -group {q(group)} -print -quit)" ]; then echo "@@changed group"; '
+                + ("" if check else f'chgrp -R {q(group)} "$p" || exit 1; ')
+                + "fi"
+            )
         return "; ".join(parts) or ":"
 
 
@@ -467,8 +582,12 @@ class LineInFile(Module):
         errors = []
         if args.get("state") == "present" and args.get("line") is None:
             errors.append("state=present requires 'line'")
-        if args.get("state") == "absent" and args.get("line") is None and args.get("regexp") is None \
-                and args.get("search_string") is None:
+        if (
+            args.get("state") == "absent"
+            and args.get("line") is None
+            and args.get("regexp") is None
+            and args.get("search_string") is None
+        ):
             errors.append("state=absent requires 'line', 'regexp' or 'search_string'")
         for key in ("regexp", "insertafter", "insertbefore"):
             value = args.get(key)
@@ -483,7 +602,7 @@ class LineInFile(Module):
         args = ctx.args
         marker = "@@content-" + secrets.token_hex(4)
         read = ctx.run(
-            f"p={qpath(args['path'])}; echo \"@@path $p\"; if [ -f \"$p\" ]; then echo {marker}; base64 < \"$p\" || exit 1; "
+            f'p={qpath(args["path"])}; echo "@@path $p"; if [ -f "$p" ]; then echo {marker}; base64 < "$p" || exit 1; '
             'elif [ -e "$p" ]; then echo "@@error $p is not a regular file"; else echo "@@missing 1"; fi'
         )
         report = parse_report(read.stdout.split(marker, 1)[0])
@@ -505,8 +624,11 @@ class LineInFile(Module):
             # content unchanged; mode/owner may still differ
             if args.get("mode") or args.get("owner") or args.get("group"):
                 res = put_content(ctx, raw, path, expect_old=hashlib.sha1(raw).hexdigest())
-                return ModuleResult(changed=res.changed, msg="ownership, perms or SE linux context changed" if res.changed else "",
-                                    data={"path": path})
+                return ModuleResult(
+                    changed=res.changed,
+                    msg="ownership, perms or SE linux context changed" if res.changed else "",
+                    data={"path": path},
+                )
             return ModuleResult(changed=False, data={"path": path})
         new = after.encode("utf-8", "surrogateescape")
         old_sum = hashlib.sha1(raw).hexdigest() if exists else ""
@@ -545,7 +667,7 @@ def edit_lines(text: str, args: dict[str, Any]) -> tuple[str, str]:
         if args.get("backrefs") and regexp is not None:
             m = regexp.search(lines[index].rstrip("\r\n"))
             newline = m.expand(line) if m else line
-        eol = lines[index][len(lines[index].rstrip("\r\n")):] or "\n"
+        eol = lines[index][len(lines[index].rstrip("\r\n")) :] or "\n"
         if lines[index].rstrip("\r\n") == newline:
             return text, ""
         lines[index] = newline + eol
@@ -586,13 +708,16 @@ class Stat(Module):
         args = ctx.args
         flag = "-L " if args["follow"] else ""
         fmt = "%F|%a|%u|%g|%U|%G|%s|%Y|%h|%i|%d"
-        checksum = ('if [ -f "$p" ] && [ -r "$p" ]; then c=$(sha1sum < "$p"); echo "@@checksum ${c%% *}"; fi'
-                    if args["get_checksum"] else ":")
+        checksum = (
+            'if [ -f "$p" ] && [ -r "$p" ]; then c=$(sha1sum < "$p"); echo "@@checksum ${c%% *}"; fi'
+            if args["get_checksum"]
+            else ":"
+        )
         script = (
             f"p={qpath(args['path'])}\n"
             f'if [ -e "$p" ] || [ -L "$p" ]; then echo "@@stat $(stat {flag}-c {q(fmt)} "$p")"; '
             'if [ -L "$p" ]; then echo "@@lnk_source $(readlink -f "$p")"; fi; '
-            f"{checksum}; else echo \"@@missing 1\"; fi\n"
+            f'{checksum}; else echo "@@missing 1"; fi\n'
         )
         result = ctx.run(script)
         report = parse_report(result.stdout)
@@ -600,7 +725,9 @@ class Stat(Module):
             raise ModuleFailure(result.stderr.strip() or f"exit code {result.exit_code}")
         if "missing" in report.values:
             return ModuleResult(data={"stat": {"exists": False}})
-        kind, mode, uid, gid, user, group, size, mtime, nlink, inode, dev = report.values["stat"].split("|")
+        kind, mode, uid, gid, user, group, size, mtime, nlink, inode, dev = report.values[
+            "stat"
+        ].split("|")
         info: dict[str, Any] = {
             "exists": True,
             "path": args["path"],
@@ -608,8 +735,15 @@ class Stat(Module):
             "isdir": kind == "directory",
             "isreg": kind.startswith("regular"),
             "islnk": kind == "symbolic link",
-            "uid": int(uid), "gid": int(gid), "pw_name": user, "gr_name": group,
-            "size": int(size), "mtime": float(mtime), "nlink": int(nlink), "inode": int(inode), "dev": int(dev),
+            "uid": int(uid),
+            "gid": int(gid),
+            "pw_name": user,
+            "gr_name": group,
+            "size": int(size),
+            "mtime": float(mtime),
+            "nlink": int(nlink),
+            "inode": int(inode),
+            "dev": int(dev),
         }
         if "checksum" in report.values:
             info["checksum"] = report.values["checksum"]

@@ -52,11 +52,18 @@ class InstallTorch(Module):
         problems = []
         mirror = args.get("mirror")
         if isinstance(mirror, str) and "{{" not in mirror and mirror not in PRESETS:
-            problems.append(f"install_torch: unknown mirror {mirror!r}; presets: {', '.join(PRESETS)}")
-        bad = [w for w in args.get("with") or [] if isinstance(w, str) and "{{" not in w
-               and w not in ("torchvision", "torchaudio")]
+            problems.append(
+                f"install_torch: unknown mirror {mirror!r}; presets: {', '.join(PRESETS)}"
+            )
+        bad = [
+            w
+            for w in args.get("with") or []
+            if isinstance(w, str) and "{{" not in w and w not in ("torchvision", "torchaudio")
+        ]
         if bad:
-            problems.append(f"install_torch: 'with' takes torchvision, torchaudio; got {', '.join(bad)}")
+            problems.append(
+                f"install_torch: 'with' takes torchvision, torchaudio; got {', '.join(bad)}"
+            )
         return problems
 
     def run(self, ctx: TaskContext) -> ModuleResult:
@@ -66,8 +73,10 @@ class InstallTorch(Module):
         from provision.install.mirrors import IndexOptions
 
         a = ctx.args
-        requirements = [str(ctx.find_file(r, "files")) if not Path(r).is_absolute() else r
-                        for r in a.get("requirements") or []]
+        requirements = [
+            str(ctx.find_file(r, "files")) if not Path(r).is_absolute() else r
+            for r in a.get("requirements") or []
+        ]
         try:
             options = InstallOptions(
                 torch=a.get("torch") or "latest",
@@ -94,7 +103,9 @@ class InstallTorch(Module):
                 check_only=ctx.check_mode,
             )
             facts = dict(ctx.facts) if ctx.facts and ctx.facts.get("gpus") is not None else None
-            result = install(ctx.connection, ctx.agent, options, facts=facts, progress=ctx.on_progress)
+            result = install(
+                ctx.connection, ctx.agent, options, facts=facts, progress=ctx.on_progress
+            )
         except InstallError as exc:
             raise ModuleFailure(exc.detail, **exc.result.as_dict()) from None
         except ConfigError as exc:
@@ -104,7 +115,12 @@ class InstallTorch(Module):
             changed=result.changed,
             msg=result.message,
             data=data,
-            facts={"provision_torch": {"env": result.env, "python": result.python,
-                                       "torch": (result.plan or {}).get("torch"),
-                                       "variant": (result.plan or {}).get("variant")}},
+            facts={
+                "provision_torch": {
+                    "env": result.env,
+                    "python": result.python,
+                    "torch": (result.plan or {}).get("torch"),
+                    "variant": (result.plan or {}).get("variant"),
+                }
+            },
         )

@@ -11,7 +11,16 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, q, qpath, register
+from provision.modules.base import (
+    Arg,
+    Module,
+    ModuleFailure,
+    ModuleResult,
+    TaskContext,
+    q,
+    qpath,
+    register,
+)
 from provision.modules.files import _ATTR_ARGS, _ATTRS_FN, _attrs_call, parse_report
 
 _ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
@@ -33,7 +42,9 @@ def parse_checksum(value: str | None) -> tuple[str, str] | None:
     algo = algo.lower().strip()
     digest = digest.strip().lower()
     if algo not in _ALGORITHMS:
-        raise ModuleFailure(f"checksum algorithm {algo!r} is not supported (use one of {', '.join(_ALGORITHMS)})")
+        raise ModuleFailure(
+            f"checksum algorithm {algo!r} is not supported (use one of {', '.join(_ALGORITHMS)})"
+        )
     if not re.fullmatch(r"[0-9a-f]+", digest):
         raise ModuleFailure(f"checksum {value!r} is not ALGORITHM:HEXDIGEST")
     return algo, digest
@@ -73,23 +84,31 @@ class GetUrl(Module):
         name = urlparse(url).path.rstrip("/").rsplit("/", 1)[-1] or "index.html"
         check = ctx.check_mode
         insecure = not args["validate_certs"]
-        curl = "curl -fsSL --retry 2 --connect-timeout {t} --max-time {m} {k}{h} -o \"$t\" \"$u\"".format(
-            t=timeout, m=max(timeout * 30, 60), k="-k " if insecure else "",
-            h=" ".join(f"-H {q(h)}" for h in headers),
+        curl = (
+            'curl -fsSL --retry 2 --connect-timeout {t} --max-time {m} {k}{h} -o "$t" "$u"'.format(
+                t=timeout,
+                m=max(timeout * 30, 60),
+                k="-k " if insecure else "",
+                h=" ".join(f"-H {q(h)}" for h in headers),
+            )
         )
-        wget = "wget -q -T {t} {k}{h} -O \"$t\" \"$u\"".format(
-            t=timeout, k="--no-check-certificate " if insecure else "",
+        wget = 'wget -q -T {t} {k}{h} -O "$t" "$u"'.format(
+            t=timeout,
+            k="--no-check-certificate " if insecure else "",
             h=" ".join(f"--header={q(h)}" for h in headers),
         )
-        python = f'python3 -c {q(_PY_FETCH)} "$u" "$t" {timeout} {0 if insecure else 1} ' + " ".join(q(h) for h in headers)
+        python = (
+            f'python3 -c {q(_PY_FETCH)} "$u" "$t" {timeout} {0 if insecure else 1} '
+            + " ".join(q(h) for h in headers)
+        )
         script = f"""{_ATTRS_FN}
-d={qpath(args['dest'])}; u={q(url)}; want={q(want)}
+d={qpath(args["dest"])}; u={q(url)}; want={q(want)}
 if [ -d "$d" ]; then d="$d"/{q(name)}; fi
 echo "@@path $d"
 fresh=0
 if [ -f "$d" ]; then
   if [ -n "$want" ]; then cur=$({algo}sum < "$d"); [ "${{cur%% *}}" = "$want" ] && fresh=1
-  elif [ {1 if args['force'] else 0} = 0 ]; then fresh=1; fi
+  elif [ {1 if args["force"] else 0} = 0 ]; then fresh=1; fi
 fi
 if [ $fresh = 0 ]; then
   echo "@@changed download"
@@ -107,13 +126,17 @@ if [ $fresh = 0 ]; then
     trap - EXIT
   fi
 fi
-if [ -e "$d" ]; then {_attrs_call('$d', args, check).strip() or ':'}; fi
+if [ -e "$d" ]; then {_attrs_call("$d", args, check).strip() or ":"}; fi
 """
         result = ctx.run(script)
         report = parse_report(result.stdout)
         if report.errors or not result.ok:
-            raise ModuleFailure("; ".join(report.errors) or result.stderr.strip() or f"exit code {result.exit_code}",
-                                url=url)
+            raise ModuleFailure(
+                "; ".join(report.errors)
+                or result.stderr.strip()
+                or f"exit code {result.exit_code}",
+                url=url,
+            )
         changes = [c for c in report.changed if not (c == "download" and "same" in report.values)]
         data = {"dest": report.values.get("path", args["dest"]), "url": url}
         if "got" in report.values:
@@ -161,10 +184,10 @@ class WaitFor(Module):
         args = ctx.args
         state = args["state"]
         if args.get("port") is not None:
-            probe = f'pv_port {q(args["host"])} {int(args["port"])} {int(args["connect_timeout"])}'
+            probe = f"pv_port {q(args['host'])} {int(args['port'])} {int(args['connect_timeout'])}"
             what = f"{args['host']}:{args['port']}"
         elif args.get("path"):
-            probe = f'[ -e "$p" ]'
+            probe = '[ -e "$p" ]'
             if args.get("search_regex"):
                 probe += f' && grep -Eq -- {q(args["search_regex"])} "$p"'
             what = args["path"]
@@ -177,20 +200,24 @@ class WaitFor(Module):
         want_up = state in ("started", "present")
         test = probe if want_up else f"! {{ {probe}; }}"
         script = f"""{_PORT_FN}
-p={qpath(args['path']) if args.get('path') else "''"}
-start=$(date +%s); end=$((start + {int(args['timeout'])}))
-sleep {int(args['delay'])}
+p={qpath(args["path"]) if args.get("path") else "''"}
+start=$(date +%s); end=$((start + {int(args["timeout"])}))
+sleep {int(args["delay"])}
 while :; do
   if {test}; then echo "@@elapsed $(( $(date +%s) - start ))"; exit 0; fi
   if [ "$(date +%s)" -ge "$end" ]; then echo "@@timeout 1"; exit 0; fi
-  sleep {float(args['sleep']):g}
+  sleep {float(args["sleep"]):g}
 done
 """
         result = ctx.run(script)
         report = parse_report(result.stdout)
         if "timeout" in report.values:
             default = f"Timeout when waiting for {what} to be {state}"
-            return ModuleResult(failed=True, msg=args.get("msg") or default, data={"elapsed": args["timeout"]})
+            return ModuleResult(
+                failed=True, msg=args.get("msg") or default, data={"elapsed": args["timeout"]}
+            )
         if not result.ok:
             raise ModuleFailure(result.stderr.strip() or f"exit code {result.exit_code}")
-        return ModuleResult(changed=False, data={"elapsed": int(report.values.get("elapsed", 0)), "state": state})
+        return ModuleResult(
+            changed=False, data={"elapsed": int(report.values.get("elapsed", 0)), "state": state}
+        )

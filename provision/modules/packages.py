@@ -16,7 +16,16 @@ import json
 import re
 from typing import Any
 
-from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, q, qpath, register
+from provision.modules.base import (
+    Arg,
+    Module,
+    ModuleFailure,
+    ModuleResult,
+    TaskContext,
+    q,
+    qpath,
+    register,
+)
 from provision.modules.files import parse_report
 
 _APT_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(:[a-z0-9]+)?([=][A-Za-z0-9.+~:\-]+)?$")
@@ -27,7 +36,11 @@ class Apt(Module):
     name = "apt"
     args = {
         "name": Arg("list", aliases=("pkg", "package"), elements="str"),
-        "state": Arg("str", default="present", choices=("present", "absent", "latest", "installed", "removed")),
+        "state": Arg(
+            "str",
+            default="present",
+            choices=("present", "absent", "latest", "installed", "removed"),
+        ),
         "update_cache": Arg("bool", default=False, aliases=("update-cache",)),
         "cache_valid_time": Arg("int", default=0),
         "install_recommends": Arg("bool", aliases=("install-recommends",)),
@@ -48,16 +61,20 @@ class Apt(Module):
         check = 1 if ctx.check_mode else 0
         recommends = ""
         if args.get("install_recommends") is not None:
-            recommends = f"-o APT::Install-Recommends={'true' if args['install_recommends'] else 'false'}"
-        apt_opts = (f"-y -q -o DPkg::Lock::Timeout={int(args['lock_timeout'])} "
-                    "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold " + recommends)
+            recommends = (
+                f"-o APT::Install-Recommends={'true' if args['install_recommends'] else 'false'}"
+            )
+        apt_opts = (
+            f"-y -q -o DPkg::Lock::Timeout={int(args['lock_timeout'])} "
+            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold " + recommends
+        )
         remove = "purge" if args["purge"] else "remove"
         script = f"""
 export DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a
 if ! command -v apt-get >/dev/null 2>&1; then echo "@@error apt-get not found: this host does not use apt"; exit 1; fi
 if [ "$(id -u)" != 0 ]; then echo "@@error apt needs root: connect as root or set become: yes (passwordless sudo)"; exit 1; fi
 state={q(state)}; check={check}
-want_update={1 if args['update_cache'] else 0}; valid={int(args['cache_valid_time'])}
+want_update={1 if args["update_cache"] else 0}; valid={int(args["cache_valid_time"])}
 lists=/var/lib/apt/lists
 age=999999999
 if [ -d $lists ] && [ -n "$(ls $lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' | head -1)" ]; then
@@ -66,7 +83,7 @@ fi
 pv_update() {{
   echo "@@updated 1"
   [ $check = 1 ] && return 0
-  apt-get update -q -o DPkg::Lock::Timeout={int(args['lock_timeout'])} >/tmp/.pv_apt_update.$$ 2>&1 || {{ echo "@@error apt-get update failed: $(tail -3 /tmp/.pv_apt_update.$$ | tr '\\n' ' ')"; rm -f /tmp/.pv_apt_update.$$; exit 1; }}
+  apt-get update -q -o DPkg::Lock::Timeout={int(args["lock_timeout"])} >/tmp/.pv_apt_update.$$ 2>&1 || {{ echo "@@error apt-get update failed: $(tail -3 /tmp/.pv_apt_update.$$ | tr '\\n' ' ')"; rm -f /tmp/.pv_apt_update.$$; exit 1; }}
   rm -f /tmp/.pv_apt_update.$$
 }}
 if [ $want_update = 1 ] && {{ [ $valid = 0 ] || [ $age -gt $valid ]; }}; then pv_update; updated=1; else updated=0; fi
@@ -103,17 +120,26 @@ if [ $state = absent ]; then apt-get {apt_opts} {remove} $todo; else apt-get {ap
             raise ModuleFailure("; ".join(report.errors))
         if not result.ok:
             tail = "\n".join((result.stderr.strip() or result.stdout.strip()).splitlines()[-8:])
-            raise ModuleFailure(f"apt-get failed (exit {result.exit_code}): {tail}", stdout=result.stdout,
-                                stderr=result.stderr)
+            raise ModuleFailure(
+                f"apt-get failed (exit {result.exit_code}): {tail}",
+                stdout=result.stdout,
+                stderr=result.stderr,
+            )
         packages = report.changed[0].split() if report.changed else []
         data: dict[str, Any] = {"cache_updated": "updated" in report.values, "packages": packages}
         if packages:
             verb = {"absent": "removed", "latest": "upgraded"}.get(state, "installed")
             msg = f"{'would be ' if ctx.check_mode else ''}{verb}: {' '.join(packages)}"
         else:
-            msg = "cache updated" if "updated" in report.values else "all packages already in the wanted state"
+            msg = (
+                "cache updated"
+                if "updated" in report.values
+                else "all packages already in the wanted state"
+            )
         # a cache refresh alone is no change to the system a later task could notice
-        return ModuleResult(changed=bool(packages), msg=msg, stdout=result.stdout if packages else None, data=data)
+        return ModuleResult(
+            changed=bool(packages), msg=msg, stdout=result.stdout if packages else None, data=data
+        )
 
 
 # Runs on the host's Python (3.8+); request on stdin. Prints one JSON line.
@@ -196,7 +222,9 @@ class Pip(Module):
         "name": Arg("list", elements="str"),
         "version": Arg("str"),
         "requirements": Arg("path"),
-        "state": Arg("str", default="present", choices=("present", "absent", "latest", "forcereinstall")),
+        "state": Arg(
+            "str", default="present", choices=("present", "absent", "latest", "forcereinstall")
+        ),
         "virtualenv": Arg("path"),
         "virtualenv_command": Arg("str"),
         "virtualenv_python": Arg("str"),
@@ -242,14 +270,24 @@ class Pip(Module):
         venv = args.get("virtualenv")
         prefix = ""
         if venv:
-            python = f'"$v"/bin/python'
-            make = args.get("virtualenv_command") or f"{q(args.get('virtualenv_python') or 'python3')} -m venv"
-            site = " --system-site-packages" if args["virtualenv_site_packages"] and not args.get("virtualenv_command") else ""
+            python = '"$v"/bin/python'
+            make = (
+                args.get("virtualenv_command")
+                or f"{q(args.get('virtualenv_python') or 'python3')} -m venv"
+            )
+            site = (
+                " --system-site-packages"
+                if args["virtualenv_site_packages"] and not args.get("virtualenv_command")
+                else ""
+            )
             prefix = (
                 f"v={qpath(venv)}\n"
                 'if [ ! -x "$v/bin/python" ]; then echo "@@changed venv"; '
-                + ('echo "@@new 1"; exit 0; ' if ctx.check_mode else
-                   f'{make}{site} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || {{ echo "@@error creating venv $v failed: $(tail -2 /tmp/.pv_venv.$$ | tr \'\\n\' \' \') (on Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }}; rm -f /tmp/.pv_venv.$$; ')
+                + (
+                    'echo "@@new 1"; exit 0; '
+                    if ctx.check_mode
+                    else f"{make}{site} \"$v\" >/dev/null 2>/tmp/.pv_venv.$$ || {{ echo \"@@error creating venv $v failed: $(tail -2 /tmp/.pv_venv.$$ | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; exit 1; }}; rm -f /tmp/.pv_venv.$$; "
+                )
                 + "fi\n"
             )
         elif args.get("executable"):
@@ -258,7 +296,7 @@ class Pip(Module):
             python = q(args.get("python") or ctx.host.python or "python3")
         script = (
             prefix
-            + f"command -v {python} >/dev/null 2>&1 || [ -x {python} ] || {{ echo \"@@error no Python interpreter {python} on the host\"; exit 1; }}\n"
+            + f'command -v {python} >/dev/null 2>&1 || [ -x {python} ] || {{ echo "@@error no Python interpreter {python} on the host"; exit 1; }}\n'
             + f"exec {python} -c {q(_PIP_SCRIPT)}\n"
         )
         result = ctx.run(script, stdin=(json.dumps(request) + "\n").encode())
@@ -266,19 +304,36 @@ class Pip(Module):
         if report.errors:
             raise ModuleFailure("; ".join(report.errors))
         if "new" in report.values:  # check mode, venv missing: everything would be installed
-            return ModuleResult(changed=True, msg=f"would create {venv} and install {' '.join(names) or args.get('requirements')}")
+            return ModuleResult(
+                changed=True,
+                msg=f"would create {venv} and install {' '.join(names) or args.get('requirements')}",
+            )
         line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith("{")), None)
         if line is None:
-            raise ModuleFailure(result.stderr.strip() or f"pip step gave no result (exit {result.exit_code})")
+            raise ModuleFailure(
+                result.stderr.strip() or f"pip step gave no result (exit {result.exit_code})"
+            )
         out = json.loads(line)
         if out.get("error"):
             raise ModuleFailure(out["error"])
-        data = {"packages": out.get("todo", []), "python": out.get("python"), "installed": out.get("have", {})}
+        data = {
+            "packages": out.get("todo", []),
+            "python": out.get("python"),
+            "installed": out.get("have", {}),
+        }
         venv_changed = "venv" in report.changed
         if out.get("rc") not in (None, 0):
-            detail = "\n".join((out.get("stderr") or out.get("stdout") or "").strip().splitlines()[-12:])
-            return ModuleResult(failed=True, rc=out["rc"], msg=f"pip failed: {detail}", stdout=out.get("stdout"),
-                                stderr=out.get("stderr"), data=data)
+            detail = "\n".join(
+                (out.get("stderr") or out.get("stdout") or "").strip().splitlines()[-12:]
+            )
+            return ModuleResult(
+                failed=True,
+                rc=out["rc"],
+                msg=f"pip failed: {detail}",
+                stdout=out.get("stdout"),
+                stderr=out.get("stderr"),
+                data=data,
+            )
         stdout = out.get("stdout") or ""
         if "rc" not in out:
             changed = bool(out.get("would_run")) or venv_changed
@@ -288,8 +343,13 @@ class Pip(Module):
             changed = "Would install" in stdout or venv_changed
         else:
             changed = "Successfully installed" in stdout or venv_changed
-        return ModuleResult(changed=changed, rc=out.get("rc"), stdout=stdout or None,
-                            stderr=out.get("stderr") or None, data=data)
+        return ModuleResult(
+            changed=changed,
+            rc=out.get("rc"),
+            stdout=stdout or None,
+            stderr=out.get("stderr") or None,
+            data=data,
+        )
 
 
 @register
@@ -306,9 +366,11 @@ class Venv(Module):
         args = ctx.args
         check = ctx.check_mode
         if args["state"] == "absent":
-            script = (f"v={qpath(args['path'])}\n"
-                      'if [ -e "$v" ]; then if [ ! -f "$v/pyvenv.cfg" ]; then echo "@@error $v is not a venv (no pyvenv.cfg); not removing it"; exit 1; fi; '
-                      'echo "@@changed removed"; ' + (":" if check else 'rm -rf -- "$v"') + "; fi\n")
+            script = (
+                f"v={qpath(args['path'])}\n"
+                'if [ -e "$v" ]; then if [ ! -f "$v/pyvenv.cfg" ]; then echo "@@error $v is not a venv (no pyvenv.cfg); not removing it"; exit 1; fi; '
+                'echo "@@changed removed"; ' + (":" if check else 'rm -rf -- "$v"') + "; fi\n"
+            )
         else:
             site = " --system-site-packages" if args["system_site_packages"] else ""
             script = (
@@ -317,12 +379,20 @@ class Venv(Module):
                 'if [ -x "$v/bin/python" ] && "$v/bin/python" -c "" 2>/dev/null; then exit 0; fi\n'
                 'if [ -e "$v" ] && [ ! -f "$v/pyvenv.cfg" ] && [ -n "$(ls -A "$v" 2>/dev/null)" ]; then echo "@@error $v exists and is not a venv"; exit 1; fi\n'
                 'echo "@@changed created"\n'
-                + ("exit 0\n" if check else
-                   f'"$py" -m venv{site} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || {{ echo "@@error $py -m venv failed: $(tail -2 /tmp/.pv_venv.$$ | tr \'\\n\' \' \') (on Debian/Ubuntu: apt-get install python3-venv)"; rm -f /tmp/.pv_venv.$$; exit 1; }}\n'
-                   'rm -f /tmp/.pv_venv.$$\n')
+                + (
+                    "exit 0\n"
+                    if check
+                    else f'"$py" -m venv{site} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || {{ echo "@@error $py -m venv failed: $(tail -2 /tmp/.pv_venv.$$ | tr \'\\n\' \' \') (on Debian/Ubuntu: apt-get install python3-venv)"; rm -f /tmp/.pv_venv.$$; exit 1; }}\n'
+                    "rm -f /tmp/.pv_venv.$$\n"
+                )
             )
         result = ctx.run(script)
         report = parse_report(result.stdout)
         if report.errors or not result.ok:
-            raise ModuleFailure("; ".join(report.errors) or result.stderr.strip() or f"exit code {result.exit_code}")
-        return ModuleResult(changed=bool(report.changed), data={"path": args["path"], "python": f"{args['path']}/bin/python"})
+            raise ModuleFailure(
+                "; ".join(report.errors) or result.stderr.strip() or f"exit code {result.exit_code}"
+            )
+        return ModuleResult(
+            changed=bool(report.changed),
+            data={"path": args["path"], "python": f"{args['path']}/bin/python"},
+        )

@@ -33,7 +33,11 @@ class Report(Module):
         from provision.report.document import build_report, write_report
 
         bench = _data(ctx.args.get("bench"), "bench") or {}
-        datasets = [d for d in (_data(x, "dataset") for x in ctx.args.get("datasets") or []) if isinstance(d, dict)]
+        datasets = [
+            d
+            for d in (_data(x, "dataset") for x in ctx.args.get("datasets") or [])
+            if isinstance(d, dict)
+        ]
         price = ctx.host.vars.get("price_per_hour")
         doc = build_report(
             ctx.host.name,
@@ -49,6 +53,11 @@ class Report(Module):
         paths = write_report(doc, ctx.args["out"])
         if ctx.args["record_history"] and bench:
             history.record(doc)
-        findings = ", ".join(f"{f['severity']}:{f['id']}" for f in doc["diagnosis"]) or "no findings"
-        return ModuleResult(changed=False, msg=f"report {paths['html']} ({findings})",
-                            data={"paths": paths, "diagnosis": doc["diagnosis"]})
+        findings = (
+            ", ".join(f"{f['severity']}:{f['id']}" for f in doc["diagnosis"]) or "no findings"
+        )
+        return ModuleResult(
+            changed=False,
+            msg=f"report {paths['html']} ({findings})",
+            data={"paths": paths, "diagnosis": doc["diagnosis"]},
+        )

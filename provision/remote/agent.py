@@ -32,8 +32,9 @@ EventCallback = Callable[[dict[str, Any]], None]
 
 # Runs on the host's Python (3.8+), zip bytes on stdin, the target folder as argv[1]. Unpacked
 # under a temp name and renamed, so a half-written agent is never run; when a parallel upload
-# (another controller) renamed first, its copy is identical and ours is dropped.
-_UNPACK = """import io, os, shutil, sys, zipfile
+# (another controller) renamed first, its copy is identical and ours is dropped. Agents of other
+# versions untouched for 30 days are removed: a controller that still wants one re-uploads it.
+_UNPACK = """import io, os, shutil, sys, time, zipfile
 final = sys.argv[1]
 tmp = "%s.tmp-%d" % (final, os.getpid())
 zipfile.ZipFile(io.BytesIO(sys.stdin.buffer.read())).extractall(tmp)
@@ -43,6 +44,14 @@ except OSError:
     shutil.rmtree(tmp, ignore_errors=True)
     if not os.path.isfile(os.path.join(final, "__main__.py")):
         raise
+cache = os.path.dirname(final)
+for name in os.listdir(cache):
+    path = os.path.join(cache, name)
+    try:
+        if name.startswith("agent-") and path != final and os.lstat(path).st_mtime < time.time() - 30 * 86400:
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+    except OSError:
+        pass
 """
 
 _build_lock = threading.Lock()

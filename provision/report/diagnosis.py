@@ -390,14 +390,17 @@ def vram_headroom(doc: dict[str, Any]) -> Finding | None:
     )
     if gpu_total and peak and where == "GPU memory":
         evidence += f"; the bench's batch {bench_batch} peaked at {peak:.0f} of {gpu_total:.0f} MiB"
-    rec = f"use batch {max_batch if m.get('exact') or m.get('bounded_by') != 'time' else f'>= {max_batch}'} per step"
+    at_least = "" if m.get("exact") or m.get("bounded_by") != "time" else "at least "
+    rec = f"batches up to {at_least}{max_batch} fit per step"
     if steps and steps > 1:
-        rec += f" with gradient accumulation x{steps} (micro-batch {micro}) for an effective batch of {target}"
-    rec += "; scale the learning rate with the effective batch"
+        rec += f"; for an effective batch of {target}: {steps} gradient-accumulation steps of {micro}"
+    elif target:
+        rec += f"; the target batch of {target} fits without gradient accumulation"
+    rec += " (scale the learning rate with the effective batch)"
     return Finding(
         "vram_headroom",
-        "warn" if target and max_batch < target and where == "GPU memory" else "info",
-        f"Batch size: {max_batch} per step fits ({name})",
+        "info",
+        f"Batch size: up to {at_least}{max_batch} per step ({name})",
         evidence,
         rec,
     )

@@ -6,6 +6,7 @@ re-rendering old files with `provision report` may record them without duplicate
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
 import sqlite3
@@ -55,6 +56,14 @@ def _db(path: Path | None) -> sqlite3.Connection:
     return conn
 
 
+def utc(created: str) -> str:
+    """ISO time in UTC, so times order correctly as text whatever offset a report was written in."""
+    moment = _dt.datetime.fromisoformat(str(created))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    return moment.astimezone(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
 def digest(report: dict[str, Any]) -> str:
     return hashlib.sha256(
         json.dumps(report, sort_keys=True, default=str).encode("utf-8")
@@ -73,7 +82,7 @@ def record(report: dict[str, Any], path: Path | None = None) -> bool:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 report["host"],
-                report["created"],
+                utc(report["created"]),
                 report["schema"],
                 digest(report),
                 head["train_samples_per_s"],
@@ -93,7 +102,7 @@ def previous(host: str, before: str, path: Path | None = None) -> dict[str, Any]
         row = conn.execute(
             "SELECT document FROM reports WHERE host = ? AND created < ?"
             " ORDER BY created DESC, id DESC LIMIT 1",
-            (host, before),
+            (host, utc(before)),
         ).fetchone()
     return json.loads(row[0]) if row else None
 

@@ -140,10 +140,15 @@ def _overview(doc: dict[str, Any]) -> list[tuple[str, str]]:
         )
     )
     if h["train_samples_per_s"]:
+        runs = get(doc, "bench.amp.models.convnet.runs") or {}
+        fastest = next(
+            (d for d, r in runs.items() if r.get("samples_per_s") == h["train_samples_per_s"]),
+            h["amp_dtype"] or "fp32",
+        )
         rows.append(
             (
                 "Training",
-                f"{num(h['train_samples_per_s'])} samples/s ({h['amp_dtype'] or 'fp32'}, convnet at "
+                f"{num(h['train_samples_per_s'])} samples/s ({fastest}, convnet at "
                 f"{num(h['image_size'])} px on {h['device'] or '?'}) · AMP speedup {num(h['amp_speedup'])}×",
             )
         )
@@ -389,16 +394,22 @@ def chart_svgs(doc: dict[str, Any]) -> dict[str, str]:
         for d in m.get("runs") or {}:
             if d not in dtypes:
                 dtypes.append(d)
-    groups = list(models)
-    amp_series = [
-        (d, [get(models[g], f"runs.{d}.samples_per_s") for g in groups]) for d in dtypes
-    ]
+    # Relative to each model's fp32 run: the workloads count different samples (images,
+    # sequences) at different rates, so one absolute axis would hide the smaller one.
+    groups = [g for g in models if get(models[g], "runs.fp32.samples_per_s")]
+    amp_series = []
+    for d in dtypes:
+        values = []
+        for g in groups:
+            sps = get(models[g], f"runs.{d}.samples_per_s")
+            values.append(round(sps / models[g]["runs"]["fp32"]["samples_per_s"], 3) if sps else None)
+        amp_series.append((d, values))
     amp_svg = charts.grouped_bar_chart(
         "amp",
-        "Training samples/s: fp32 vs AMP",
-        groups,
+        "Training speed: AMP vs fp32 (fp32 = 1)",
+        [f"{g} ({num(get(models[g], 'runs.fp32.samples_per_s'))}/s fp32)" for g in groups],
         amp_series,
-        "samples/s",
+        "× fp32",
         empty_reason=str(get(doc, "bench.amp.reason") or "no AMP run in this report"),
     )
     per_gpu = get(doc, "bench.compute.per_gpu") or []

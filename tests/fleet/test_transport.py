@@ -336,16 +336,25 @@ def test_agent_is_uploaded_once_and_reused_by_a_new_connection(fleet: Fleet, con
 
 def test_parallel_uploads_of_the_same_agent_all_succeed(make_fleet, connect):
     """Several controllers (or hosts sharing a home) unpack at once: one rename wins, the others
-    find an identical agent in place and go on."""
+    find an identical agent in place and go on. Agents of other versions unused for 30 days go."""
     small = make_fleet(1)
     host = small.hosts[0].as_host()
+    # other versions: an old zipapp and an old folder untouched for 40 days, a recent one
+    small.ns_exec(
+        small.hosts[0],
+        "mkdir -p /root/.cache/provision/agent-00000000old/provision "
+        "/root/.cache/provision/agent-11111111recent && cd /root/.cache/provision && "
+        "touch agent-22222222old.pyz && touch -d '40 days ago' agent-22222222old.pyz "
+        "agent-00000000old",
+    )
     agents = [Agent(connect(host)) for _ in range(4)]
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda a: a.upload(), agents))
     assert [a.call("ping")["protocol"] for a in agents] == [1] * 4
     assert all(a.uploads == 1 for a in agents)
     cached = small.ns_exec(small.hosts[0], "ls -A /root/.cache/provision").stdout.split()
-    assert cached == [agents[0].remote_path.rsplit("/", 1)[1]]
+    current = agents[0].remote_path.rsplit("/", 1)[1]
+    assert sorted(cached) == sorted([current, "agent-11111111recent"])  # old ones pruned
 
 
 def test_agent_on_all_hosts_in_parallel(fleet: Fleet, ssh_options):

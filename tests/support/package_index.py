@@ -266,6 +266,8 @@ class PackageIndex:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(size))
+                # as PyPI does: files never change, so pip's HTTP cache may keep them
+                self.send_header("Cache-Control", "max-age=365000000, immutable, public")
                 self.end_headers()
                 if self.command == "HEAD":
                     return

@@ -113,7 +113,8 @@ def test_compute_figures(quick_run: dict[str, Any]) -> None:
     assert set(cpu["tflops"]) == {"fp32", "tf32", "fp16", "bf16"}
     assert cpu["tflops"]["fp32"] > 0 and cpu["tflops"]["bf16"] > 0
     assert cpu["tflops"]["tf32"] is None and "tf32" in cpu["skipped"]
-    assert cpu["pct_of_peak"]["fp32"] == pytest.approx(100 * cpu["tflops"]["fp32"] / 1.0, rel=0.01)
+    # pct_of_peak has one decimal: 0.9557 TFLOPS of a 1.0 peak reads 1.0 (%).
+    assert cpu["pct_of_peak"]["fp32"] == pytest.approx(100 * cpu["tflops"]["fp32"], abs=0.06)
     assert cpu["pct_of_peak"]["fp16"] is None  # no peak given for it
 
 

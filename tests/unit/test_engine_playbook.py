@@ -29,38 +29,49 @@ def problems(tmp_path: Path, text: str) -> str:
 
 
 def test_yaml_syntax_error_has_position(tmp_path: Path) -> None:
-    msg = problems(tmp_path, """
+    msg = problems(
+        tmp_path,
+        """
         - hosts: all
           tasks:
             - name: x
               command: [echo
-        """)
+        """,
+    )
     assert "site.yml:5:1" in msg and "YAML syntax error" in msg
 
 
 def test_unknown_module_with_suggestion(tmp_path: Path) -> None:
-    msg = problems(tmp_path, """
+    msg = problems(
+        tmp_path,
+        """
         - hosts: all
           tasks:
             - name: x
               comand: echo hi
-        """)
+        """,
+    )
     assert "site.yml:4:7: unknown module 'comand'" in msg
     assert "did you mean 'command'" in msg
 
 
 def test_unknown_keyword_next_to_a_module(tmp_path: Path) -> None:
-    msg = problems(tmp_path, """
+    msg = problems(
+        tmp_path,
+        """
         - hosts: all
           tasks:
             - command: echo hi
               whenn: true
-        """)
+        """,
+    )
     assert "site.yml:4:7: unknown task keyword 'whenn' (did you mean 'when'?)" in msg
 
 
 def test_bad_arguments_point_at_the_argument(tmp_path: Path) -> None:
-    msg = problems(tmp_path, """
+    msg = problems(
+        tmp_path,
+        """
         - hosts: all
           tasks:
             - copy:
@@ -72,7 +83,8 @@ def test_bad_arguments_point_at_the_argument(tmp_path: Path) -> None:
                 state: sideways
             - copy: {content: hi}
             - file: path=/tmp/z force=maybe
-        """)
+        """,
+    )
     assert "site.yml:6:9: copy: module 'copy' has no argument 'modee' (did you mean 'mode'?)" in msg
     assert "site.yml:9:16: file: argument 'state' must be one of" in msg
     assert "requires argument 'dest'" in msg
@@ -81,7 +93,9 @@ def test_bad_arguments_point_at_the_argument(tmp_path: Path) -> None:
 
 
 def test_play_keyword_template_and_notify_errors(tmp_path: Path) -> None:
-    msg = problems(tmp_path, """
+    msg = problems(
+        tmp_path,
+        """
         - hosts: all
           gather_fact: false
           tasks:
@@ -92,7 +106,8 @@ def test_play_keyword_template_and_notify_errors(tmp_path: Path) -> None:
           handlers:
             - name: restart other
               debug: msg=x
-        """)
+        """,
+    )
     assert "site.yml:2:3: unknown play keyword 'gather_fact' (did you mean 'gather_facts'?)" in msg
     assert "site.yml:4:14: template error" in msg
     assert "notify: no handler named 'restart thing'" in msg
@@ -102,26 +117,32 @@ def test_play_keyword_template_and_notify_errors(tmp_path: Path) -> None:
 def test_missing_files_roles_and_import_loops(tmp_path: Path) -> None:
     write(tmp_path / "a.yml", "- import_tasks: b.yml\n")
     write(tmp_path / "b.yml", "- import_tasks: a.yml\n")
-    msg = problems(tmp_path, """
+    msg = problems(
+        tmp_path,
+        """
         - hosts: all
           roles: [nosuchrole]
           tasks:
             - import_tasks: a.yml
             - include_tasks: missing.yml
-        """)
+        """,
+    )
     assert "role 'nosuchrole' not found" in msg
     assert "import loop" in msg
     assert "tasks file 'missing.yml' not found" in msg
 
 
 def test_unsupported_keywords_say_what_to_do(tmp_path: Path) -> None:
-    msg = problems(tmp_path, """
+    msg = problems(
+        tmp_path,
+        """
         - hosts: all
           serial: 2
           tasks:
             - command: echo
               delegate_to: localhost
-        """)
+        """,
+    )
     assert "serial is not supported" in msg and "delegate_to is not supported" in msg
 
 
@@ -132,13 +153,16 @@ def test_not_a_list_of_plays(tmp_path: Path) -> None:
 
 def test_nothing_runs_when_a_later_task_is_invalid(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    pb = write(tmp_path / "site.yml", f"""
+    pb = write(
+        tmp_path / "site.yml",
+        f"""
         - hosts: localhost
           gather_facts: false
           tasks:
             - file: path={marker} state=touch
             - nosuchmodule: x=1
-        """)
+        """,
+    )
     with pytest.raises(PlaybookError):
         run_playbook(pb, hosts=[Host("localhost", local=True)])
     assert not marker.exists()
@@ -151,9 +175,16 @@ def test_parse_kv_free_form_and_quotes() -> None:
         "chdir": "/tmp",
         "creates": "/a b",
     }
-    assert parse_kv("ls -l chdir=/srv | grep x", get_module("shell")()) == {"cmd": "ls -l | grep x", "chdir": "/srv"}
+    assert parse_kv("ls -l chdir=/srv | grep x", get_module("shell")()) == {
+        "cmd": "ls -l | grep x",
+        "chdir": "/srv",
+    }
     copy = get_module("copy")()
-    assert parse_kv('dest=/tmp/x content="a b" mode=0644', copy) == {"dest": "/tmp/x", "content": "a b", "mode": "0644"}
+    assert parse_kv('dest=/tmp/x content="a b" mode=0644', copy) == {
+        "dest": "/tmp/x",
+        "content": "a b",
+        "mode": "0644",
+    }
     with pytest.raises(ValueError, match="expected key=value"):
         parse_kv("dest=/x oops", copy)
 
@@ -163,7 +194,9 @@ def test_imports_roles_and_inheritance_resolved_at_load(tmp_path: Path) -> None:
     write(tmp_path / "roles/web/defaults/main.yml", "port: 80\n")
     write(tmp_path / "roles/web/handlers/main.yml", "- name: reload web\n  debug: msg=reload\n")
     write(tmp_path / "more.yml", "- command: echo more\n  tags: [inner]\n")
-    pb = write(tmp_path / "site.yml", """
+    pb = write(
+        tmp_path / "site.yml",
+        """
         - hosts: all
           tags: [play]
           roles:
@@ -179,7 +212,8 @@ def test_imports_roles_and_inheritance_resolved_at_load(tmp_path: Path) -> None:
               tags: [blk]
               rescue:
                 - debug: msg=r
-        """)
+        """,
+    )
     play = load_playbook(pb).plays[0]
     role_block = play.roles[0]
     assert isinstance(role_block, Block) and role_block.role is not None

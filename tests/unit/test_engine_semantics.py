@@ -18,8 +18,14 @@ def local(name: str = "localhost", groups: list[str] | None = None, **host_vars:
     return Host(name=name, local=True, groups=groups or [], vars=dict(host_vars))
 
 
-def play(tmp_path: Path, text: str, hosts: list[Host] | None = None, inventory: Inventory | None = None,
-         files: dict[str, str] | None = None, **kwargs: Any) -> PlaybookResult:
+def play(
+    tmp_path: Path,
+    text: str,
+    hosts: list[Host] | None = None,
+    inventory: Inventory | None = None,
+    files: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> PlaybookResult:
     for rel, content in (files or {}).items():
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,11 +46,17 @@ def results(result: PlaybookResult, host: str = "localhost") -> dict[str, Any]:
 
 
 def debug_msgs(result: PlaybookResult, host: str = "localhost") -> list[Any]:
-    return [r.result.get("msg") for r in result.for_host(host) if r.action == "debug" and r.status != "skipped"]
+    return [
+        r.result.get("msg")
+        for r in result.for_host(host)
+        if r.action == "debug" and r.status != "skipped"
+    ]
 
 
 def test_when_register_and_conditions(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           vars: {enabled: true, n: 3}
@@ -66,7 +78,8 @@ def test_when_register_and_conditions(tmp_path: Path) -> None:
               when: false
               register: skipped_one
             - debug: msg="{{ skipped_one is skipped }}"
-        """)
+        """,
+    )
     assert result.ok
     by_name = results(result)
     assert by_name["probe"].status == "ok"
@@ -76,7 +89,9 @@ def test_when_register_and_conditions(tmp_path: Path) -> None:
 
 
 def test_loops_labels_and_registered_results(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           vars:
@@ -97,7 +112,8 @@ def test_loops_labels_and_registered_results(tmp_path: Path) -> None:
               when: item != 2
               register: partial
             - debug: msg="{{ partial.results | selectattr('skipped', 'defined') | list | length }}"
-        """)
+        """,
+    )
     assert result.ok, [r.msg for r in result.results]
     assert (tmp_path / "ann").exists() and (tmp_path / "bob").exists()
     files_result = results(result)["files"]
@@ -110,7 +126,9 @@ def test_loops_labels_and_registered_results(tmp_path: Path) -> None:
 
 def test_handlers_run_once_at_end_of_section_in_definition_order(tmp_path: Path) -> None:
     log = tmp_path / "log"
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           pre_tasks:
@@ -136,7 +154,8 @@ def test_handlers_run_once_at_end_of_section_in_definition_order(tmp_path: Path)
             - name: via listen
               shell: echo listened >> TMP/log
               listen: topic
-        """)
+        """,
+    )
     assert result.ok
     # pre_tasks' flush ran `second`; the tasks section ran each notified handler once
     assert log.read_text().split() == ["second", "task1", "task2", "first", "second", "listened"]
@@ -229,7 +248,9 @@ def test_check_mode_changes_nothing_and_reports_changes(tmp_path: Path) -> None:
 
 
 def test_failed_when_changed_when_ignore_errors(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -245,17 +266,23 @@ def test_failed_when_changed_when_ignore_errors(tmp_path: Path) -> None:
               ignore_errors: true
             - name: still here
               debug: msg="{{ e.failed }} {{ g.rc }}"
-        """)
+        """,
+    )
     assert result.ok
     by_name = results(result)
     assert by_name["grep miss is fine"].status == "ok"
-    assert by_name["output decides failure"].status == "failed" and by_name["output decides failure"].ignored
+    assert (
+        by_name["output decides failure"].status == "failed"
+        and by_name["output decides failure"].ignored
+    )
     assert debug_msgs(result) == ["True 1"]
     assert stats(result)["failed"] == 0
 
 
 def test_retries_until_delay(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -272,7 +299,8 @@ def test_retries_until_delay(tmp_path: Path) -> None:
               ignore_errors: true
               register: g
             - debug: msg="{{ r.attempts }} {{ g.attempts }}"
-        """)
+        """,
+    )
     assert debug_msgs(result) == ["3 3"]
     assert (tmp_path / "n").read_text().count("x") == 3
     assert "gave up after 3 attempts" in results(result)["gives up"].msg
@@ -280,7 +308,9 @@ def test_retries_until_delay(tmp_path: Path) -> None:
 
 def test_run_once_runs_on_first_host_and_shares_result(tmp_path: Path) -> None:
     hosts = [local("h1"), local("h2"), local("h3")]
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: all
           gather_facts: false
           tasks:
@@ -291,7 +321,9 @@ def test_run_once_runs_on_first_host_and_shares_result(tmp_path: Path) -> None:
             - set_fact: {shared: "{{ inventory_hostname }}"}
               run_once: true
             - debug: msg="{{ once.stdout }} {{ shared }}"
-        """, hosts=hosts)
+        """,
+        hosts=hosts,
+    )
     assert result.ok
     assert (tmp_path / "once").read_text().split() == ["h1"]
     for host in ("h1", "h2", "h3"):
@@ -318,7 +350,9 @@ def test_failing_host_stops_alone_any_errors_fatal_stops_all(tmp_path: Path) -> 
 
 
 def test_failed_hosts_sit_out_later_plays(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: all
           gather_facts: false
           tasks:
@@ -328,12 +362,16 @@ def test_failed_hosts_sit_out_later_plays(tmp_path: Path) -> None:
           gather_facts: false
           tasks:
             - debug: msg="second play"
-        """, hosts=[local("h1"), local("h2")])
+        """,
+        hosts=[local("h1"), local("h2")],
+    )
     assert debug_msgs(result, "h1") == [] and debug_msgs(result, "h2") == ["second play"]
 
 
 def test_block_rescue_always(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -345,14 +383,17 @@ def test_block_rescue_always(tmp_path: Path) -> None:
               always:
                 - debug: msg=always
             - debug: msg=after
-        """)
+        """,
+    )
     assert result.ok
     assert debug_msgs(result) == ["rescued 1", "always", "after"]
     assert result.recap["localhost"].rescued == 1 and result.recap["localhost"].failed == 0
 
 
 def test_include_and_import_tasks(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           vars: {which: two}
@@ -364,16 +405,20 @@ def test_include_and_import_tasks(tmp_path: Path) -> None:
               loop_control: {loop_var: letter}
             - include_tasks: tasks/one.yml
               when: false
-        """, files={
+        """,
+        files={
             "tasks/one.yml": "- debug: msg=\"one {{ greeting | default('-') }}\"\n",
-            "tasks/two.yml": "- debug: msg=\"two {{ letter }}\"\n",
-        })
+            "tasks/two.yml": '- debug: msg="two {{ letter }}"\n',
+        },
+    )
     assert result.ok, [r.msg for r in result.results]
     assert debug_msgs(result) == ["one hi", "two a", "two b"]
 
 
 def test_roles_defaults_vars_handlers_templates(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           roles:
@@ -381,7 +426,8 @@ def test_roles_defaults_vars_handlers_templates(tmp_path: Path) -> None:
               app_port: 9000
           tasks:
             - debug: msg="{{ app_port | default('not visible outside the role') }}"
-        """, files={
+        """,
+        files={
             "roles/app/defaults/main.yml": "app_port: 80\napp_name: demo\n",
             "roles/app/vars/main.yml": "app_dir: TMP_APP\n",
             "roles/app/tasks/main.yml": """
@@ -391,7 +437,9 @@ def test_roles_defaults_vars_handlers_templates(tmp_path: Path) -> None:
                 """,
             "roles/app/templates/app.conf.j2": "name={{ app_name }}\nport={{ app_port }}\n",
             "roles/app/handlers/main.yml": "- name: reload app\n  file: path={{ app_dir }}/reloaded state=touch\n",
-        } | {"roles/app/vars/main.yml": f"app_dir: {tmp_path}\n"})
+        }
+        | {"roles/app/vars/main.yml": f"app_dir: {tmp_path}\n"},
+    )
     assert result.ok, [r.msg for r in result.results]
     assert (tmp_path / "app.conf").read_text() == "name=demo\nport=9000\n"
     assert (tmp_path / "reloaded").exists()
@@ -409,11 +457,17 @@ PRECEDENCE_CASES = [
     ("block vars beat role vars", {"role_vars", "block"}, "block"),
     ("task vars beat block vars", {"block", "task"}, "task"),
     ("set_fact beats task vars", {"task", "set_fact"}, "set_fact"),
-    ("extra vars beat everything", {"group", "host", "play", "role_vars", "task", "set_fact", "extra"}, "extra"),
+    (
+        "extra vars beat everything",
+        {"group", "host", "play", "role_vars", "task", "set_fact", "extra"},
+        "extra",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "levels", "winner"), PRECEDENCE_CASES, ids=[c[0] for c in PRECEDENCE_CASES])
+@pytest.mark.parametrize(
+    ("case", "levels", "winner"), PRECEDENCE_CASES, ids=[c[0] for c in PRECEDENCE_CASES]
+)
 def test_variable_precedence(tmp_path: Path, case: str, levels: set[str], winner: str) -> None:
     def at(level: str) -> bool:
         return level in levels
@@ -421,7 +475,9 @@ def test_variable_precedence(tmp_path: Path, case: str, levels: set[str], winner
     inventory = Inventory()
     host_vars = {"v": "host"} if at("host") else {}
     group_vars = {"v": "group"} if at("group") else {}
-    inventory.hosts["localhost"] = Host("localhost", local=True, groups=["g"], vars={**group_vars, **host_vars})
+    inventory.hosts["localhost"] = Host(
+        "localhost", local=True, groups=["g"], vars={**group_vars, **host_vars}
+    )
     inventory.groups = {"all": ["localhost"], "g": ["localhost"]}
     files = {
         "roles/r/defaults/main.yml": "v: role_default\n" if at("role_default") else "{}\n",
@@ -435,30 +491,39 @@ def test_variable_precedence(tmp_path: Path, case: str, levels: set[str], winner
                   TASKVARS
               BLOCKVARS
             """.replace("SETFACT", str(at("set_fact")).lower())
-               .replace("TASKVARS", "vars: {v: task}" if at("task") else "")
-               .replace("BLOCKVARS", "vars: {v: block}" if at("block") else ""),
+        .replace("TASKVARS", "vars: {v: task}" if at("task") else "")
+        .replace("BLOCKVARS", "vars: {v: block}" if at("block") else ""),
     }
     play_vars = "vars: {v: play}" if at("play") else ""
-    result = play(tmp_path, f"""
+    result = play(
+        tmp_path,
+        f"""
         - hosts: all
           gather_facts: false
           {play_vars}
           vars_files: [vf.yml]
           roles: [r]
-        """, inventory=inventory, files=files, extra_vars={"v": "extra"} if at("extra") else None)
+        """,
+        inventory=inventory,
+        files=files,
+        extra_vars={"v": "extra"} if at("extra") else None,
+    )
     assert result.ok, [r.msg for r in result.results]
     assert debug_msgs(result) == [winner]
 
 
 def test_undefined_variable_error_names_task_host_and_variable(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
             - name: uses a typo
               command: echo {{ data_dri }}
             - debug: msg=not-reached
-        """)
+        """,
+    )
     failure = results(result)["uses a typo"]
     assert failure.status == "failed"
     assert "task 'uses a typo'" in failure.msg and "site.yml:4:7" in failure.msg
@@ -466,13 +531,23 @@ def test_undefined_variable_error_names_task_host_and_variable(tmp_path: Path) -
     assert debug_msgs(result) == []
 
 
-INJECTIONS = ["$(touch PWNED)", "`touch PWNED`", "; touch PWNED", "o'brien", 'a"b', "x && touch PWNED", "$HOME*"]
+INJECTIONS = [
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "; touch PWNED",
+    "o'brien",
+    'a"b',
+    "x && touch PWNED",
+    "$HOME*",
+]
 
 
 def test_injection_through_vars_and_file_names_is_data(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           vars:
@@ -499,7 +574,9 @@ def test_injection_through_vars_and_file_names_is_data(tmp_path: Path) -> None:
               register: st
             - assert:
                 that: st.results | map(attribute='stat.exists') | list | min
-        """.replace("NAMES", json.dumps(INJECTIONS)), check=False)
+        """.replace("NAMES", json.dumps(INJECTIONS)),
+        check=False,
+    )
     assert result.ok, [r.msg for r in result.results if r.status == "failed"]
     assert not list(tmp_path.rglob("PWNED")) and not Path("PWNED").exists()
     for name in INJECTIONS:
@@ -509,11 +586,15 @@ def test_injection_through_vars_and_file_names_is_data(tmp_path: Path) -> None:
     for one, name in zip(sh, INJECTIONS, strict=True):
         first = one["stdout_lines"][0]
         assert first.startswith(name)  # cat printed the file: the quoted path was one word
-        assert one["stdout_lines"][-1].strip() == str(len(name.encode()) + 1)  # echo got the value intact
+        assert one["stdout_lines"][-1].strip() == str(
+            len(name.encode()) + 1
+        )  # echo got the value intact
 
 
 def test_no_log_and_secret_masking(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           vars:
@@ -528,32 +609,43 @@ def test_no_log_and_secret_masking(tmp_path: Path) -> None:
               shell: echo {{ db_password }}; exit 3
               no_log: true
               ignore_errors: true
-        """)
+        """,
+    )
     document = json.dumps(result.to_json())
     assert "s3cr3t-value" not in document
     by_name = results(result)
     assert "censored" in by_name["hidden"].result
     assert by_name["masked"].result["stdout"] == "pw is ********"
-    assert by_name["failing hidden"].status == "failed" and "s3cr3t" not in by_name["failing hidden"].msg
+    assert (
+        by_name["failing hidden"].status == "failed"
+        and "s3cr3t" not in by_name["failing hidden"].msg
+    )
 
 
 def test_unreachable_host_is_reported_others_go_on(tmp_path: Path) -> None:
     from provision.connection.base import ConnectOptions
 
     dead = Host("dead", address="127.0.0.1", port=1, user="nobody")
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: all
           gather_facts: false
           tasks:
             - command: echo hi
             - debug: msg=after
-        """, hosts=[dead, local("alive")], options=ConnectOptions(connect_retries=0, connect_timeout=3))
+        """,
+        hosts=[dead, local("alive")],
+        options=ConnectOptions(connect_retries=0, connect_timeout=3),
+    )
     assert result.recap["dead"].unreachable == 1 and result.recap["alive"].ok == 2
     assert result.exit_code() == 4
 
 
 def test_set_fact_persists_across_plays_meta_and_omit(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -568,13 +660,16 @@ def test_set_fact_persists_across_plays_meta_and_omit(tmp_path: Path) -> None:
             - shell: echo "$GREETING {{ remembered + 1 }}"
               register: r
             - debug: msg="{{ r.stdout }}"
-        """)
+        """,
+    )
     assert result.ok, [r.msg for r in result.results]
     assert debug_msgs(result) == ["hi there 43"]
 
 
 def test_gather_facts_exposes_ansible_names(tmp_path: Path) -> None:
-    result = play(tmp_path, """
+    result = play(
+        tmp_path,
+        """
         - hosts: localhost
           tasks:
             - assert:
@@ -589,6 +684,7 @@ def test_gather_facts_exposes_ansible_names(tmp_path: Path) -> None:
                   - hostvars['localhost'].ansible_hostname == ansible_hostname
                   - "'all' in groups"
                   - playbook_dir == 'TMP'
-        """)
+        """,
+    )
     assert result.ok, [r.msg for r in result.results]
     assert results(result)["Gathering Facts"].status == "ok"

@@ -67,11 +67,14 @@ def test_conditions() -> None:
         ("{{ '{\"a\": 2}' | from_json }}", {"a": 2}),
         ("{{ [1, [2, [3]]] | flatten }}", [1, 2, 3]),
         ("{{ {'a': 1} | combine({'b': 2}) }}", {"a": 1, "b": 2}),
-        ("{{ {'a': {'x': 1}} | combine({'a': {'y': 2}}, recursive=true) }}", {"a": {"x": 1, "y": 2}}),
+        (
+            "{{ {'a': {'x': 1}} | combine({'a': {'y': 2}}, recursive=true) }}",
+            {"a": {"x": 1, "y": 2}},
+        ),
         ("{{ {'k': 'v'} | dict2items }}", [{"key": "k", "value": "v"}]),
         ("{{ 'abc123' | regex_replace('[0-9]+', 'N') }}", "abcN"),
         ("{{ 'v=12' | regex_search('v=(\\\\d+)', '\\\\1') }}", ["12"]),
-        ("{{ \"o'brien\" | quote }}", "'o'\"'\"'brien'"),
+        ('{{ "o\'brien" | quote }}', "'o'\"'\"'brien'"),
         ("{{ ['a', 'b'] | join(',') }}", "a,b"),
         ("{{ none_var | default('d', true) }}", "d"),
         ("{{ '2.1.0' is version('2.0', '>=') }}", True),
@@ -116,7 +119,10 @@ def test_template_file_errors_name_file_and_line() -> None:
 
 
 def test_shell_rendering_separates_values_from_code() -> None:
-    tpl = T.render_shell("echo {{ a }} '{{ b }}' {{ 'lit' }} {{ c | safe }}", {"a": "$(id)", "b": "o'b", "c": "| cat"})
+    tpl = T.render_shell(
+        "echo {{ a }} '{{ b }}' {{ 'lit' }} {{ c | safe }}",
+        {"a": "$(id)", "b": "o'b", "c": "| cat"},
+    )
     assert tpl.values == ["$(id)", "o'b", "lit"]  # | safe: inserted as code on purpose
     assert "$(id)" not in tpl.text and "o'b" not in tpl.text
     assert tpl.text.endswith("| cat")
@@ -125,10 +131,16 @@ def test_shell_rendering_separates_values_from_code() -> None:
 
 
 def test_secret_names_and_masking() -> None:
-    assert is_secret_name("db_password") and is_secret_name("HF_TOKEN") and is_secret_name("api_key")
+    assert (
+        is_secret_name("db_password") and is_secret_name("HF_TOKEN") and is_secret_name("api_key")
+    )
     assert not is_secret_name("password_env") and not is_secret_name("user")
-    secrets = collect_secrets([{"db_password": "hunter22", "nested": {"token": "abcd1234"}, "user": "bob1"}])
+    secrets = collect_secrets(
+        [{"db_password": "hunter22", "nested": {"token": "abcd1234"}, "user": "bob1"}]
+    )
     assert secrets == {"hunter22", "abcd1234"}
     masker = Masker(secrets)
-    masked = masker.mask({"cmd": "login --pw hunter22", "out": ["Bearer abcd1234"], "password": "x"})
+    masked = masker.mask(
+        {"cmd": "login --pw hunter22", "out": ["Bearer abcd1234"], "password": "x"}
+    )
     assert masked == {"cmd": f"login --pw {MASK}", "out": [f"Bearer {MASK}"], "password": MASK}

@@ -162,6 +162,14 @@ def make_sample_folder(root, count, size, classes=4, seed=0):
 # -- measurement -------------------------------------------------------------------------------
 
 
+def shm_total_mb():
+    """Size of /dev/shm, where DataLoader workers hand batches over (Docker's default: 64 MB)."""
+    try:
+        return int(shutil.disk_usage("/dev/shm").total >> 20)
+    except OSError:
+        return None
+
+
 def worker_counts(cores):
     """0, 1, 2, 4, ... below `cores`, and `cores` itself."""
     counts, n = [0], 1
@@ -314,8 +322,8 @@ def measure(request, quick, amp_result=None):
     batch_size = int(request.get("loader_batch_size") or (64 if on_gpu else 32))
     cores = effective_cores()
     counts = worker_counts(cores)
-    per_setting_s = 1.0 if quick else 3.0
-    per_source_s = 15.0 if quick else 90.0
+    per_setting_s = 0.75 if quick else 3.0
+    per_source_s = 8.0 if quick else 90.0
     sources = normalize_sources(request.get("datasets"))
     tmp = None
     if not sources:
@@ -359,6 +367,7 @@ def measure(request, quick, amp_result=None):
         "image_size": image_size,
         "batch_size": batch_size,
         "cores": cores,
+        "shm_mb": shm_total_mb(),
         "num_workers_tried": counts,
         "sources": results,
         "train_samples_per_s": train_sps,
@@ -424,7 +433,13 @@ def _measure_source(
                 )
             )
         except Exception as exc:  # e.g. workers killed by a shared-memory limit (/dev/shm)
-            settings.append({"num_workers": workers, "error": "%s: %s" % (type(exc).__name__, exc)})
+            failed = {"num_workers": workers, "error": "%s: %s" % (type(exc).__name__, exc)}
+            if "shared memory" in str(exc) or "Bus error" in str(exc):
+                failed["hint"] = (
+                    "workers pass batches through /dev/shm (%s MB here): enlarge it "
+                    "(docker run --shm-size=8g) or lower num_workers/batch size" % shm_total_mb()
+                )
+            settings.append(failed)
     measured = [s for s in settings if s.get("samples_per_s")]
     entry["settings"] = settings
     if not measured:

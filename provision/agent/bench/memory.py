@@ -207,7 +207,7 @@ def measure(request, quick, amp_result=None):
     best = (amp_result or {}).get("best_dtype") or ("fp16" if on_gpu else "bf16")
     dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}.get(best)
     image_size = (amp_result or {}).get("image_size")
-    per_workload_s = (10.0 if quick else 45.0) if on_gpu else (4.0 if quick else 20.0)
+    per_workload_s = (10.0 if quick else 45.0) if on_gpu else (3.0 if quick else 20.0)
     out = {"device": device, "dtype": best, "target_batch": target, "models": {}}
     budget = None
     if not on_gpu:

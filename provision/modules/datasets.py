@@ -1,0 +1,81 @@
+"""`stage_dataset`: a dataset to the host's local SSD as LMDB (docs/datasets.md).
+
+With no `src`, stages the embedded sample dataset (generated once on the controller), so
+`provision up` works on a fresh machine with no arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
+
+SAMPLE_NAME = "provision-sample"
+
+
+def sample_source() -> str:
+    """The embedded sample as an ImageFolder on the controller, generated on first use."""
+    from provision.paths import state_dir
+    from provision.samples import make_sample_dataset
+
+    root = state_dir() / SAMPLE_NAME
+    marker = root / ".complete"
+    if not marker.exists():
+        make_sample_dataset(root)
+        marker.write_text("ok\n")
+    return str(root)
+
+
+@register
+class StageDataset(Module):
+    name = "stage_dataset"
+    args = {
+        "src": Arg("str", default=""),
+        "name": Arg("str"),
+        "dest": Arg("str"),
+        "layout": Arg(
+            "str", default="auto", choices=("auto", "imagefolder", "labels", "webdataset", "files")
+        ),
+        "labels": Arg("str"),
+        "verify": Arg("bool", default=False),
+        "clean": Arg("bool", default=False),
+    }
+    supports_check_mode = False
+
+    def run(self, ctx: TaskContext) -> ModuleResult:
+        from provision.errors import HostError, ProvisionError
+        from provision.staging.stage import stage_dataset
+
+        src = ctx.args.get("src") or sample_source()
+        name = ctx.args.get("name") or (None if ctx.args.get("src") else SAMPLE_NAME)
+
+        def on_event(event: dict[str, Any]) -> None:
+            if ctx.on_progress and event.get("samples") is not None:
+                ctx.on_progress(f"stage {event.get('samples')} samples")
+
+        try:
+            result = stage_dataset(
+                ctx.connection,
+                ctx.agent,
+                src,
+                name=name,
+                dest=ctx.args.get("dest"),
+                layout=ctx.args["layout"],
+                labels=ctx.args.get("labels"),
+                verify=ctx.args["verify"],
+                clean=ctx.args["clean"],
+                on_event=on_event,
+            )
+        except HostError as exc:
+            raise ModuleFailure(f"staging {src} failed: {exc.detail}") from None
+        except ProvisionError as exc:
+            raise ModuleFailure(f"staging {src} failed: {exc}") from None
+        changed = not result.get("skipped")
+        msg = f"{result.get('path')}: {result.get('count')} samples" + (
+            " (already up to date)" if not changed else f" in {result.get('seconds', 0):.1f}s"
+        )
+        dataset = {
+            k: result.get(k) for k in ("path", "count", "bytes", "seconds", "checksum", "network")
+        }
+        dataset["name"] = name or result.get("name")
+        return ModuleResult(changed=changed, msg=msg, data={"dataset": dataset, **result})
