@@ -20,6 +20,7 @@ from provision.cli.common import EXIT_OK, console, emit_json
 from provision.errors import ConfigError
 from provision.report import history
 from provision.report.document import load_report
+from provision.report.history import utc
 from provision.report.render import print_console, rankings, render_html, render_markdown
 
 describe = "re-render saved reports; rank hosts by throughput and by samples per unit of money"
@@ -47,23 +48,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def collect_reports(paths: list[str]) -> list[dict[str, Any]]:
-    """Files as given; for a folder, the newest report of each host in it."""
-    docs: list[dict[str, Any]] = []
+def collect_reports(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(reports to show, every report read): files as given; for a folder, the newest report
+    of each host in it is shown and the older ones are only read (into the history)."""
+    shown: list[dict[str, Any]] = []
+    read: list[dict[str, Any]] = []
     for raw in paths:
         path = Path(raw).expanduser()
         if path.is_dir():
             newest: dict[str, dict[str, Any]] = {}
             for file in sorted(path.glob("*.json")):
                 doc = load_report(file)
-                if doc["host"] not in newest or doc["created"] > newest[doc["host"]]["created"]:
+                read.append(doc)
+                if doc["host"] not in newest or utc(doc["created"]) > utc(newest[doc["host"]]["created"]):
                     newest[doc["host"]] = doc
             if not newest:
                 raise ConfigError(f"{path}: no report .json files in this folder")
-            docs.extend(sorted(newest.values(), key=lambda d: d["host"]))
+            shown.extend(sorted(newest.values(), key=lambda d: d["host"]))
         else:
-            docs.append(load_report(path))
-    return docs
+            shown.append(load_report(path))
+            read.append(shown[-1])
+    return shown, read
 
 
 def apply_prices(docs: list[dict[str, Any]], inventory_files: list[str]) -> list[dict[str, Any]]:
@@ -96,9 +101,9 @@ def apply_prices(docs: list[dict[str, Any]], inventory_files: list[str]) -> list
 
 
 def run(args: argparse.Namespace) -> int:
-    docs = collect_reports(args.files)
+    docs, read = collect_reports(args.files)
     if args.record:
-        for doc in docs:
+        for doc in read:
             history.record(doc)
     comparisons: dict[str, Any] = {}
     if args.compare:

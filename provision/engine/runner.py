@@ -212,6 +212,24 @@ class _PlayState:
         self.hosts = hosts
         self.abort = threading.Event()  # any_errors_fatal / end_play
         self.run_once = _RunOnce([h.name for h in hosts])
+        # any_errors_fatal plays run in lockstep (Ansible's linear strategy): no host starts
+        # task k+1 before every host still in the play has finished task k, so one failure
+        # stops everyone before the next task.
+        self.lockstep = play.any_errors_fatal
+        self.completed = {h.name: 0 for h in hosts}
+
+    def wait_turn(self, host: str, step: int, stopped: Callable[[], bool]) -> None:
+        cond = self.run_once.cond
+        with cond:
+            while any(self.completed[h] < step for h in self.run_once.active if h != host):
+                if stopped():
+                    return
+                cond.wait(0.2)
+
+    def step_done(self, host: str) -> None:
+        with self.run_once.cond:
+            self.completed[host] += 1
+            self.run_once.cond.notify_all()
 
 
 class _HostPlay:
@@ -227,6 +245,7 @@ class _HostPlay:
         self.rescue_depth = 0
         self.notified: list[str] = []  # handler names/topics, in notification order
         self.loop_scope: list[Mapping[str, Any]] = []  # include_tasks loop vars
+        self.steps = 0  # tasks started (lockstep plays)
 
     # -- helpers -------------------------------------------------------------------------------
     @property
@@ -521,6 +540,19 @@ class _HostPlay:
         if self.stopped():
             raise Stop()
         host = self.rt.host.name
+        lockstep = self.pstate.lockstep and not is_handler
+        if lockstep:
+            self.pstate.wait_turn(host, self.steps, self.stopped)
+            self.steps += 1
+            if self.stopped():
+                raise Stop()
+        try:
+            self._run_task(task, host)
+        finally:
+            if lockstep:
+                self.pstate.step_done(host)
+
+    def _run_task(self, task: Task, host: str) -> None:
         run_once = self._bool(task.run_once, task)
         key = (task.id, self.rt.run_count.get(task.id, 0))
         self.rt.run_count[task.id] = key[1] + 1
@@ -842,7 +874,7 @@ class _HostPlay:
             check_mode=check,
             diff=diff,
             vars=lazy,
-            facts=self.rt.vars.facts,
+            facts=self.rt.vars.facts.get("provision_facts") or {},
             become=become,
             become_user=None
             if become_user is None
@@ -853,6 +885,9 @@ class _HostPlay:
             search_paths=self.search_paths(task),
             templar=self.templar,
             agent_factory=lambda: self.rt.agent(conn),
+            on_progress=lambda text: self.runner.display.task_start(
+                self.rt.host.name, f"{task.display_name}: {text}"
+            ),
         )
         retries = task.retries
         until = task.until

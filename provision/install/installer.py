@@ -436,7 +436,7 @@ def install(
             env, py, conda = _conda_env(connection, options, facts)
         else:
             conda = None
-            base = options.python or connection.host.python or ("python3" if not connection.host.local else "python3")
+            base = options.python or connection.host.python or "python3"
             py = host_python(connection, base)
             env = ManagedEnv(connection, options.env or default_env_path(facts))
         state = env.state()

@@ -78,4 +78,6 @@ class StageDataset(Module):
             k: result.get(k) for k in ("path", "count", "bytes", "seconds", "checksum", "network")
         }
         dataset["name"] = name or result.get("name")
-        return ModuleResult(changed=changed, msg=msg, data={"dataset": dataset, **result})
+        # the stage result's own `skipped` (nothing to do) is not Ansible's skipped (when: false)
+        details = {k: v for k, v in result.items() if k != "skipped"}
+        return ModuleResult(changed=changed, msg=msg, data={"dataset": dataset, "up_to_date": not changed, **details})

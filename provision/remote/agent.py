@@ -55,29 +55,50 @@ for name in os.listdir(cache):
 """
 
 _build_lock = threading.Lock()
+_sources: tuple[list[tuple[str, bytes]], str] | None = None
 _built: tuple[bytes, str] | None = None
 
 
+def _agent_sources() -> tuple[list[tuple[str, bytes]], str]:
+    """([(path in the zip, bytes)], short content hash), read once per controller process.
+    The zip is built from these same bytes, so it always matches the hash it is stored under."""
+    global _sources
+    if _sources is None:
+        files = [_PACKAGE_DIR / "__init__.py", *sorted((_PACKAGE_DIR / "agent").rglob("*.py"))]
+        digest = hashlib.sha256()
+        sources = []
+        for path in files:
+            arc = "provision/" + path.relative_to(_PACKAGE_DIR).as_posix()
+            data = path.read_bytes()
+            digest.update(arc.encode() + b"\0" + data)
+            sources.append((arc, data))
+        _sources = (sources, digest.hexdigest()[:16])
+    return _sources
+
+
+def agent_digest() -> str:
+    """The agent's content hash: names its folder on the host. Cheap (no compression), so a run
+    where every host already has the agent never builds the zip."""
+    with _build_lock:
+        return _agent_sources()[1]
+
+
 def agent_zipapp() -> tuple[bytes, str]:
-    """(zip bytes, short content hash), built once per controller process."""
+    """(zip bytes, short content hash), built once per controller process, on first upload."""
     global _built
     with _build_lock:
         if _built is None:
-            files = [_PACKAGE_DIR / "__init__.py", *sorted((_PACKAGE_DIR / "agent").rglob("*.py"))]
+            sources, digest = _agent_sources()
             buf = io.BytesIO()
-            digest = hashlib.sha256()
             with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
                 main = b"import sys\nfrom provision.agent.protocol import main\nsys.exit(main())\n"
-                for path in files:
-                    arc = "provision/" + path.relative_to(_PACKAGE_DIR).as_posix()
-                    data = path.read_bytes()
-                    digest.update(arc.encode() + b"\0" + data)
+                for arc, data in sources:
                     info = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible
                     info.compress_type = zipfile.ZIP_DEFLATED
                     zf.writestr(info, data)
                 info = zipfile.ZipInfo("__main__.py", date_time=(2020, 1, 1, 0, 0, 0))
                 zf.writestr(info, main)
-            _built = (buf.getvalue(), digest.hexdigest()[:16])
+            _built = (buf.getvalue(), digest)
         return _built
 
 
@@ -94,10 +115,10 @@ class Agent:
     @property
     def remote_path(self) -> str:
         """The agent's folder on the host (its __main__.py makes it runnable)."""
-        return f"~/.cache/provision/agent-{agent_zipapp()[1]}"
+        return f"~/.cache/provision/agent-{agent_digest()}"
 
     def _dir_expr(self) -> str:
-        return '"$HOME"/.cache/provision/' + f"agent-{agent_zipapp()[1]}"
+        return '"$HOME"/.cache/provision/' + f"agent-{agent_digest()}"
 
     def _command(self, command: str, python: str) -> str:
         import shlex

@@ -208,3 +208,45 @@ def test_run_pip_reports_exit_code_and_output(wheels: Path, tmp_path: Path) -> N
     assert code == 1
     assert any("provtest-alpha==7.0" in ln for ln in relevant_lines(output))
     assert _version_in(Path(gen, "bin/python"), "provtest_alpha") == "1.0"
+
+
+def test_relay_downloads_once_pushes_one_stream_and_installs_offline(wheels: Path, tmp_path: Path) -> None:
+    from provision.install import relay
+    from provision.install.planning import PythonInfo
+
+    py = PythonInfo(BASE_PYTHON, "3.11.2", "x86_64", "2.36")
+    with PackageIndex(wheels) as index:
+        cfg = _index(index)
+        packages = relay.resolve_for(py, ["provtest-alpha==1.0", "provtest-beta"], cfg)
+        assert sorted(p.name for p in packages) == ["provtest-alpha", "provtest-beta"]
+        files = relay.fetch(packages, cfg, py)
+        downloads = [r for r in index.requests if r.startswith("GET /files/")]
+        assert len(downloads) == 2
+        assert relay.fetch(packages, cfg, py) == files  # cached: nothing fetched again
+        assert [r for r in index.requests if r.startswith("GET /files/")] == downloads
+    # the index is gone: the host gets the wheels from us and installs with --no-index
+    conn = LocalConnection()
+    host_dir = str(tmp_path / "host" / "wheels")
+    sent, size = relay.push(conn, files, host_dir)
+    assert sent == 2 and size == sum(f.stat().st_size for f in files)
+    assert relay.push(conn, files, host_dir) == (0, 0)  # already there: nothing sent
+    env = ManagedEnv(conn, str(tmp_path / "envs" / "r"))
+    gen = env.new_generation_path()
+    env.create_venv(BASE_PYTHON, gen)
+    reqs = tmp_path / "reqs.txt"
+    reqs.write_text("".join(p.requirement_line() + "\n" for p in packages))
+    cmd = install_command(f"{gen}/bin/python", [], relay.relay_index(host_dir), requirement_files=[str(reqs)],
+                          require_hashes=True)
+    assert "--no-index" in cmd.argv
+    run = conn.run(cmd.script(), stdin=cmd.stdin, timeout=300)
+    assert run.ok, run.stderr
+    assert _version_in(Path(gen, "bin/python"), "provtest_alpha") == "1.0"
+    # a file that does not match its hash is refused
+    Path(host_dir, files[0].name).write_bytes(b"tampered")
+    gen2 = env.new_generation_path()
+    env.create_venv(BASE_PYTHON, gen2)
+    cmd = install_command(f"{gen2}/bin/python", [], relay.relay_index(host_dir), requirement_files=[str(reqs)],
+                          require_hashes=True)
+    run = conn.run(cmd.script(), stdin=cmd.stdin, timeout=300)
+    assert not run.ok
+    assert any("HASH" in ln.upper() or "zip" in ln.lower() for ln in relevant_lines(run.stdout + run.stderr))

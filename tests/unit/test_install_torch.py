@@ -1,10 +1,10 @@
 """`provision install` on this machine (LocalConnection) with the REAL torch 2.13.0 CPU wheel,
 served by a PEP 503 index the test runs on 127.0.0.1.
 
-Real torch installs are slow (~200 MB unpacked on two shared cores), so there are two: the
-module's env (install, then a no-op reinstall), and a `--locked --relay` install that must end
-with the identical `pip freeze`. Every failure case fails *before* a new torch lands and checks
-the first env is exactly as it was.
+Real torch installs are slow (~900 MB unpacked on two shared cores), so there is ONE: the
+module's env (install, then a no-op reinstall). Every failure case fails before a second torch
+lands and checks that env is exactly as it was. The `--locked --relay` reinstall with an
+identical `pip freeze` runs on the fleet (tests/fleet/test_install.py).
 """
 
 from __future__ import annotations
@@ -209,29 +209,19 @@ def test_credentials_stay_out_of_output_and_argv(conn, wheelhouse, tmp_path: Pat
     assert "bob:****@" in dumped
 
 
-def test_lock_then_locked_relay_install_gives_the_same_freeze(installed, conn, index, envs: Path, tmp_path: Path,
-                                                             facts) -> None:
-    lock = create_lock(conn, Agent(conn), options(envs / "unused", index.url), facts=facts)
-    path = write_lock(lock, tmp_path / "provision.lock")
-    lock = read_lock(path)
+def test_lock_records_exactly_what_the_install_put_there(installed, conn, index, envs: Path, tmp_path: Path,
+                                                        facts) -> None:
+    lock = read_lock(write_lock(
+        create_lock(conn, Agent(conn), options(envs / "unused", index.url), facts=facts), tmp_path / "provision.lock"))
     assert lock.package("torch").version == "2.13.0+cpu" and len(lock.package("torch").sha256) == 64
     assert lock.requires["python"] == "3.11" and lock.requires["min_glibc"] == "2.28"
-    # reproduce it elsewhere: wheels relayed from "the controller", pinned by hash
-    opts = options(envs / "locked", index.url, torch="latest", locked=lock, relay=True,
-                   relay_dir=str(tmp_path / "relayed"))
-    result = install(conn, Agent(conn), opts, facts=facts)
-    assert result.action == "installed" and result.relayed["files"] == len(lock.packages)
-    assert result.index["no_index"] is True
-
-    def freeze(env: Path) -> list[str]:
-        out = subprocess.run([str(env / "bin/python"), "-m", "pip", "freeze", "--all"], capture_output=True,
-                             text=True, check=True).stdout
-        return sorted(out.splitlines())
-
-    assert freeze(envs / "locked") == freeze(envs / "main")
-    # and the same lock again: nothing to do
-    again = install(conn, Agent(conn), opts, facts=facts)
-    assert again.action == "unchanged"
+    assert lock.resolved_on["host"] == "localhost" and lock.plan["variant"] == "cpu"
+    # the same closure the install resolved (the full --locked reinstall runs on the fleet)
+    assert {p.name.lower(): p.version for p in lock.packages} == {k.lower(): v for k, v in installed.packages.items()}
+    assert not (envs / "unused").exists()
+    leftovers = subprocess.run(["sh", "-c", "ls -d ~/.cache/provision/lock-* 2>/dev/null"], capture_output=True,
+                               text=True).stdout.split()
+    assert leftovers == []  # the throwaway resolver venv is gone
 
 
 def test_a_lock_for_another_python_is_refused(installed, conn, index, tmp_path: Path, facts) -> None:
@@ -243,3 +233,37 @@ def test_a_lock_for_another_python_is_refused(installed, conn, index, tmp_path: 
     assert err.value.result.action == "refused"
     assert "resolved for Python 3.10" in err.value.result.message
     assert not (tmp_path / "e").exists()
+
+
+def _playbook(tmp_path: Path, task: str, check: bool = False):
+    from provision.engine.runner import run_playbook
+    from provision.inventory.model import Host
+
+    pb = tmp_path / "site.yml"
+    pb.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + task)
+    return run_playbook(pb, hosts=[Host("localhost", local=True)], check=check)
+
+
+def test_playbook_module_shares_the_install(installed, index, envs: Path, tmp_path: Path) -> None:
+    env = envs / "main"
+    before = snapshot(env), generations(env)
+    task = (f"    - name: torch\n      install_torch:\n        torch: '{TORCH}'\n        env: {env}\n"
+            f"        python: {BASE_PYTHON}\n        index_url: {index.url}\n      register: t\n"
+            "    - debug: {msg: '{{ t.python }} {{ t.action }} {{ provision_torch.variant }}'}\n")
+    same = _playbook(tmp_path, task)
+    assert same.ok, [(r.task, r.msg) for r in same.results]
+    assert same.results[0].status == "ok"  # nothing to do: not "changed"
+    assert same.results[-1].result["msg"] == f"{env}/bin/python unchanged cpu"
+    # check mode with a different request: it would change, and changes nothing
+    check = _playbook(tmp_path, task.replace("        index_url", "        packages: [filelock]\n        index_url"),
+                      check=True)
+    assert check.ok and check.results[0].status == "changed"
+    assert "would install torch 2.13.0+cpu" in check.results[0].msg
+    # a failure is the task's, with pip's lines, and the env stays
+    with PackageIndex(torch_wheelhouse(), hide={"torch"}) as empty:
+        failed = _playbook(tmp_path, task.replace(index.url, empty.url).replace(
+            "        index_url", "        packages: [filelock]\n        index_url"))
+    assert failed.results[0].status == "failed"
+    assert "pip failed" in failed.results[0].msg
+    assert any("torch==2.13.0" in ln for ln in failed.results[0].result["pip_lines"])
+    assert (snapshot(env), generations(env)) == before

@@ -1,0 +1,143 @@
+"""`provision health` and playbooks/health.yml over real SSH to the test fleet (CPU hosts).
+
+Each test runs the CLI as a user would and reads only what a user sees: exit code, stdout (one
+JSON document with --json) and stderr. The fleet's hosts have no NVIDIA driver: each is a
+host-level verdict with `gpus: []` and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fleet import Fleet
+
+REPO = Path(__file__).resolve().parents[2]
+NAMES = [f"gpu{i}" for i in range(1, 9)]
+
+
+def provision(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")  # carries the per-test PROVISION_* paths
+    return subprocess.run(
+        [sys.executable, "-m", "provision", *args],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout,
+    )  # fmt: skip
+
+
+def describe(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+
+
+def only_load_reasons(result: dict) -> bool:
+    """The fleet's hosts share this machine's CPUs and load average; the agent degrades a host
+    whose load is above 2x its CPUs, which other test runs here can cause. Anything else is a
+    real finding."""
+    return all(r.startswith("host: load average") for r in result["reasons"])
+
+
+def logins(fleet: Fleet) -> dict[str, int]:
+    return {h.name: h.log_file.read_text(errors="replace").count("Accepted publickey") for h in fleet.hosts}
+
+
+@pytest.fixture
+def inventory(fleet: Fleet, tmp_path: Path) -> str:
+    return str(fleet.write_inventory(tmp_path / "inventory.ini"))
+
+
+@pytest.fixture
+def ssh_config(tmp_path: Path) -> str:
+    path = tmp_path / "ssh_config"
+    path.write_text("")  # the controller's ~/.ssh/config never takes part
+    return str(path)
+
+
+def test_json_health_of_the_fleet(fleet: Fleet, inventory: str, ssh_config: str):
+    proc = provision("health", "all", "-i", inventory, "--forks", "8", "--json", "--ssh-config", ssh_config)
+    document = json.loads(proc.stdout)
+    assert list(document) == ["hosts"]
+    hosts = document["hosts"]
+    assert sorted(hosts) == NAMES
+    for name, result in hosts.items():
+        assert set(result) >= {"verdict", "reasons", "gpus", "host", "nvidia", "kernel_log"}, name
+        assert result["gpus"] == []
+        assert "no NVIDIA GPU" in result["nvidia"]["reason"]
+        assert result["verdict"] == "healthy" or only_load_reasons(result), (name, result["reasons"])
+        host = result["host"]
+        assert host["data_dir"]["path"] == "/root/autodl-tmp"  # the host's own tmpfs "SSD"
+        assert 0 < host["data_dir"]["free_bytes"] <= 4 * 2**30
+        assert len(host["load_average"]) == 3
+        assert host["memory"]["effective_total_bytes"] > 0
+    assert proc.returncode == 0, describe(proc)
+
+
+def test_table_has_a_host_row_per_cpu_host(fleet: Fleet, inventory: str, ssh_config: str):
+    proc = provision("health", "gpu1", "gpu2", "-i", inventory, "--ssh-config", ssh_config)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == ""
+    rows = [line for line in proc.stderr.splitlines() if "CPUs, no GPU" in line]
+    assert [r.split()[1] for r in rows] == ["gpu1", "gpu2"]
+    assert "Fleet health · 2 host(s)" in proc.stderr
+    assert "gpu1, gpu2: no GPU: no NVIDIA GPU" in proc.stderr
+    assert "/root/autodl-tmp" in proc.stderr
+
+
+def test_watch_keeps_one_connection_per_host(fleet: Fleet, inventory: str, ssh_config: str):
+    before = logins(fleet)
+    proc = provision(
+        "health", "gpu3", "gpu4", "-i", inventory, "--watch", "0.5", "--count", "2",
+        "--ssh-config", ssh_config,
+    )  # fmt: skip
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stderr.count("Fleet health · 2 host(s)") == 2
+    assert "refresh 2 every 0.5 s, 0 more" in proc.stderr
+    after = logins(fleet)
+    # two refreshes over one SSH login per host (the agent is uploaded once, too)
+    assert {n: after[n] - before[n] for n in ("gpu3", "gpu4")} == {"gpu3": 1, "gpu4": 1}
+
+
+def test_unreachable_host_exits_4_and_the_others_report(fleet: Fleet, tmp_path: Path, ssh_config: str):
+    path = fleet.write_inventory(tmp_path / "inv.ini")
+    dead = fleet.dead_address()
+    with open(path, "a") as f:
+        f.write(f"dead ansible_host={dead} ansible_user=root ansible_ssh_private_key_file={fleet.key_file}\n")
+    proc = provision(
+        "health", "gpu1", "dead", "-i", str(path), "--json", "--connect-timeout", "2",
+        "--ssh-config", ssh_config,
+    )  # fmt: skip
+    hosts = json.loads(proc.stdout)["hosts"]
+    assert set(hosts["dead"]) == {"error", "unreachable"} and hosts["dead"]["unreachable"] is True
+    assert dead in hosts["dead"]["error"]
+    assert hosts["gpu1"]["gpus"] == []
+    assert proc.returncode == 4, describe(proc)
+
+
+def test_expect_gpus_makes_cpu_hosts_failing(fleet: Fleet, inventory: str, ssh_config: str):
+    proc = provision("health", "gpu5", "-i", inventory, "--expect-gpus", "1", "--json", "--ssh-config", ssh_config)
+    assert proc.returncode == 1, describe(proc)
+    result = json.loads(proc.stdout)["hosts"]["gpu5"]
+    assert result["verdict"] == "failing"
+    assert "host: 0 GPU(s) visible, 1 expected" in result["reasons"]
+
+
+def test_health_playbook_over_ssh(fleet: Fleet, inventory: str, ssh_config: str):
+    playbook = str(REPO / "playbooks" / "health.yml")
+    proc = provision("run", playbook, "gpu1", "gpu2", "-i", inventory, "--json", "--ssh-config", ssh_config)
+    assert proc.returncode == 0, describe(proc)
+    document = json.loads(proc.stdout)
+    for name in ("gpu1", "gpu2"):
+        assert document["recap"][name]["failed"] == 0
+        verdict = [r for r in document["results"] if r["host"] == name and r["task"] == "Verdict"]
+        assert verdict and verdict[0]["msg"].startswith(("healthy", "degraded: host: load average"))
+        assert verdict[0]["msg"].endswith("(0 GPU(s))")
+
+    proc = provision(
+        "run", playbook, "gpu1", "gpu2", "-i", inventory, "-e", "expect_gpus=1", "--json",
+        "--ssh-config", ssh_config,
+    )  # fmt: skip
+    assert proc.returncode == 1, describe(proc)
+    recap = json.loads(proc.stdout)["recap"]
+    assert recap["gpu1"]["failed"] == 1 and recap["gpu2"]["failed"] == 1
