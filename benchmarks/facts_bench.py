@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,7 +56,16 @@ class Series:
     tool: str
     hosts: int
     seconds: list[float] = field(default_factory=list)
+    controller_cpu: list[float] = field(default_factory=list)
+    hosts_cpu: list[float] = field(default_factory=list)
     values_per_host: int = 0
+
+    def add(self, sample: tuple[float, float, float, int]) -> None:
+        seconds, controller_cpu, hosts_cpu, values = sample
+        self.seconds.append(seconds)
+        self.controller_cpu.append(controller_cpu)
+        self.hosts_cpu.append(hosts_cpu)
+        self.values_per_host = values
 
     @property
     def median(self) -> float:
@@ -69,6 +79,25 @@ def find_tool(name: str, env_var: str) -> str | None:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's finished children (the tool under test)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def hosts_cpu(fleet: Fleet) -> float:
+    """CPU seconds the hosts spent so far: each host's sshd listener with every session it
+    has reaped (the session, the shell, python3 and whatever they ran). On this machine the
+    hosts share the controller's cores, so this is time the tools compete for; on real rentals
+    it is spent on the hosts, in parallel."""
+    ticks = 0
+    for host in fleet.hosts:
+        assert host.sshd is not None
+        fields = Path(f"/proc/{host.sshd.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def leaf_count(value: Any) -> int:
@@ -154,40 +183,44 @@ class Bench:
         return [self.ansible, "all", "-i", str(self.inventory), "-m", "setup", "-o"], env
 
     # -- running -----------------------------------------------------------------------------
-    def _timed(self, cmd: list[str], env: dict[str, str], label: str) -> tuple[float, str]:
+    def _timed(
+        self, cmd: list[str], env: dict[str, str], label: str
+    ) -> tuple[float, float, float, str]:
         log = self.work / f"{label}.stderr"
+        cpu0, hosts0 = children_cpu(), hosts_cpu(self.fleet)
         started = time.perf_counter()
         with open(log, "w") as err:
             proc = subprocess.run(
                 cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT, timeout=600
             )
         seconds = time.perf_counter() - started
+        cpu, host = children_cpu() - cpu0, hosts_cpu(self.fleet) - hosts0
         if proc.returncode != 0:
             raise SystemExit(
                 f"{label} exited {proc.returncode}; stderr in {log}:\n{log.read_text()[-2000:]}"
             )
-        return seconds, proc.stdout
+        return seconds, cpu, host, proc.stdout
 
-    def run_provision(self) -> tuple[float, int]:
-        seconds, out = self._timed(self.provision_cmd(), self.env, "provision")
+    def run_provision(self) -> tuple[float, float, float, int]:
+        seconds, cpu, host, out = self._timed(self.provision_cmd(), self.env, "provision")
         hosts = json.loads(out)["hosts"]
         got = {name: f.get("hostname") for name, f in hosts.items()}
         if got != {n: n for n in self.names}:
             raise SystemExit(f"provision facts: wrong answer {got}")
-        return seconds, statistics.median(leaf_count(f) for f in hosts.values())
+        return seconds, cpu, host, statistics.median(leaf_count(f) for f in hosts.values())
 
-    def run_pyinfra(self) -> tuple[float, int]:
-        seconds, out = self._timed(self.pyinfra_cmd(), self.env, "pyinfra")
+    def run_pyinfra(self) -> tuple[float, float, float, int]:
+        seconds, cpu, host, out = self._timed(self.pyinfra_cmd(), self.env, "pyinfra")
         facts = json.loads(out)
         hostnames = facts.get("server.Hostname") or {}
         if {self.by_address.get(a): h for a, h in hostnames.items()} != {n: n for n in self.names}:
             raise SystemExit(f"pyinfra: wrong answer {hostnames}")
         per_host = [leaf_count([facts[f].get(a) for f in PYINFRA_FACTS]) for a in hostnames]
-        return seconds, statistics.median(per_host)
+        return seconds, cpu, host, statistics.median(per_host)
 
-    def run_ansible(self) -> tuple[float, int]:
+    def run_ansible(self) -> tuple[float, float, float, int]:
         cmd, env = self.ansible_cmd()
-        seconds, out = self._timed(cmd, env, "ansible")
+        seconds, cpu, host, out = self._timed(cmd, env, "ansible")
         counts = []
         for line in out.splitlines():  # -o: "gpu1 | SUCCESS => {...}" one line per host
             name, _, rest = line.partition(" | ")
@@ -195,7 +228,7 @@ class Bench:
                 counts.append(leaf_count(json.loads(rest.split("=>", 1)[1])))
         if len(counts) != self.n:
             raise SystemExit(f"ansible: {len(counts)} of {self.n} hosts answered")
-        return seconds, statistics.median(counts)
+        return seconds, cpu, host, statistics.median(counts)
 
     def make_cold(self) -> None:
         """As before a first contact: no agent on any host, no recorded host keys."""
@@ -225,23 +258,16 @@ def bench_size(
             for tag, func in order:
                 if tag == "i" and not pyinfra:
                     continue
-                seconds, values = func()
-                target = warm if tag == "p" else pyi
-                target.seconds.append(seconds)
-                target.values_per_host = values
+                (warm if tag == "p" else pyi).add(func())
             print(f"  {n} hosts, round {i + 1}/{args.repeats} done", file=sys.stderr, flush=True)
         for _ in range(args.cold_repeats):
             bench.make_cold()
-            seconds, values = bench.run_provision()
-            cold.seconds.append(seconds)
-            cold.values_per_host = values
+            cold.add(bench.run_provision())
         if ansible and n == args.ansible_size:
             ans = Series("ansible -m setup", n)
             for i in range(args.ansible_repeats):
-                seconds, values = bench.run_ansible()
-                ans.seconds.append(seconds)
-                ans.values_per_host = values
-                print(f"  ansible run {i + 1}: {seconds:.2f}s", file=sys.stderr, flush=True)
+                ans.add(bench.run_ansible())
+                print(f"  ansible run {i + 1}: {ans.seconds[-1]:.2f}s", file=sys.stderr, flush=True)
             series.append(ans)
         if args.profile:
             profile(bench)
@@ -349,6 +375,8 @@ def print_table(all_series: list[Series]) -> None:
         "vs pyinfra",
         "anchor",
         "vs anchor",
+        "controller CPU",
+        "hosts CPU",
         "values/host",
     )
     rows = []
@@ -366,6 +394,8 @@ def print_table(all_series: list[Series]) -> None:
             f"{s.median / ref:.2f}x" if ref else "-",
             f"{anchor:.2f} s" if anchor else "-",
             f"{s.median / anchor:.2f}x" if anchor else "-",
+            f"{statistics.median(s.controller_cpu):.2f} s",
+            f"{statistics.median(s.hosts_cpu):.2f} s",
             str(int(s.values_per_host)),
         ))  # fmt: skip
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -377,6 +407,9 @@ def print_table(all_series: list[Series]) -> None:
         "\nanchors: pyinfra gathering 4 facts (provision rows compare with it), `ansible -m setup`;"
     )
     print("shared/reference/anchors.md. vs pyinfra = median / pyinfra's median in this run.")
+    print("CPU: medians of CPU seconds used by the tool's process tree (controller) and by all")
+    print("hosts' sshd sessions (hosts) -- on this machine both come out of the same cores.")
+    print("ansible's ControlPersist masters outlive the run, so its CPU columns undercount.")
 
 
 def main() -> int:

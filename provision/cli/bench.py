@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.cli.common import connect_options, console, emit_json, exit_code_for
+from provision.compat import TorchRequest
 from provision.connection.factory import connect
 from provision.errors import ConfigError
 from provision.inventory.loader import resolve_targets
@@ -14,10 +15,11 @@ from provision.inventory.model import Host
 from provision.parallel import for_each_host
 from provision.remote.agent import Agent
 from provision.remote.bench import allreduce_specs, bench_request, run_bench
+from provision.remote.compat import check_host
 from provision.remote.environment import managed_python
 from provision.remote.facts import gather_facts
 from provision.report import history
-from provision.report.document import build_report, write_report
+from provision.report.document import build_report, price_of, write_report
 from provision.report.render import print_console
 
 describe = "benchmark hosts (matmul, AMP, memory, H2D, DataLoader, storage, network, all-reduce) and report"
@@ -69,10 +71,9 @@ def bench_host(host: Host, args: argparse.Namespace, options: Any, allreduce: di
         bench = run_bench(agent, request, python=python, on_event=on_event)
         install = {"python": python or agent.python, "torch": (bench.get("host") or {}).get("torch"),
                    "managed": python is not None}
-        datasets = [dict(d, fs_type=(facts.get("data_dir") or {}).get("fs_type")) for d in request["datasets"]]
-        price = host.vars.get("price_per_hour")
-        return build_report(host.name, facts=facts, install=install, datasets=datasets, bench=bench,
-                            price_per_hour=float(price) if price is not None else None)
+        compat = check_host(agent, host, facts, TorchRequest(spec="any"), env=args.env).to_dict()
+        return build_report(host.name, facts=facts, compat=compat, install=install,
+                            datasets=request["datasets"], bench=bench, price_per_hour=price_of(host))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -96,7 +96,9 @@ class HealthPoller:
     """One connection and agent per host, kept open across --watch refreshes; a host whose poll
     fails gets a fresh connection next time. Each host is polled by one thread at a time."""
 
-    def __init__(self, hosts: list[Host], options: ConnectOptions, args: argparse.Namespace) -> None:
+    def __init__(
+        self, hosts: list[Host], options: ConnectOptions, args: argparse.Namespace
+    ) -> None:
         self.hosts = hosts
         self.options = options
         self.args = args
@@ -212,7 +214,9 @@ def _errors(gpu: dict[str, Any]) -> str:
     if rows.get("failure"):
         parts.append("row remap FAILED")
     elif rows.get("uncorrectable") or rows.get("pending"):
-        parts.append(f"rows {rows.get('uncorrectable') or 0}" + (" +pending" if rows.get("pending") else ""))
+        parts.append(
+            f"rows {rows.get('uncorrectable') or 0}" + (" +pending" if rows.get("pending") else "")
+        )
     xids = sorted({e.get("xid") for e in gpu.get("xid_events") or [] if e.get("xid") is not None})
     if xids:
         parts.append("Xid " + ",".join(str(x) for x in xids))
@@ -294,11 +298,17 @@ def health_screen(
     """The table (host rows, GPU rows) and, below it, every reason for a verdict."""
     counts: dict[str, int] = {}
     for o in outcomes.values():
-        key = (o.value or {}).get("verdict", "?") if o.ok else ("unreachable" if o.unreachable else "error")
+        key = (
+            (o.value or {}).get("verdict", "?")
+            if o.ok
+            else ("unreachable" if o.unreachable else "error")
+        )
         counts[key] = counts.get(key, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     title = f"Fleet health · {len(outcomes)} host(s): {summary} · {datetime.now():%H:%M:%S}"
-    table = Table(title=title, title_justify="left", title_style="bold", pad_edge=False, expand=False)
+    table = Table(
+        title=title, title_justify="left", title_style="bold", pad_edge=False, expand=False
+    )
     fixed = {"no_wrap": True, "overflow": "ellipsis"}
     for col, kw in (
         ("HOST", fixed),
@@ -341,7 +351,11 @@ def health_screen(
                     notes.setdefault(f"GPU {gpu.get('index')}: {note}", []).append(name)
     parts: list[Any] = [table, *lines]
     for note, names in notes.items():
-        who = ", ".join(names) if len(names) <= 4 else f"{names[0]} … {names[-1]} ({len(names)} hosts)"
+        who = (
+            ", ".join(names)
+            if len(names) <= 4
+            else f"{names[0]} … {names[-1]} ({len(names)} hosts)"
+        )
         parts.append(Text(f"{who}: {note}", style="dim"))
     if footer:
         parts.append(Text(footer, style="dim"))

@@ -29,48 +29,118 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     from provision.install.mirrors import PRESETS
 
     what = parser.add_argument_group("what to install")
-    what.add_argument("--torch", metavar="SPEC", help="latest (default) | 2.5 | 2.5.1 | '>=2.4,<2.6'")
-    what.add_argument("--variant", metavar="TAG", help="force a build: cpu, cu118, cu126, ... (default: the resolver's)")
-    what.add_argument("--with", dest="with_", metavar="LIST",
-                      help="companions at the matching versions: torchvision,torchaudio")
-    what.add_argument("--extra", action="append", nargs="+", default=[], metavar="PKG",
-                      help="more pip requirements (repeatable)")
-    what.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
-                      help="a requirements file on this machine (repeatable)")
-    what.add_argument("--python", metavar="PATH",
-                      help="the host interpreter to build the env from (default: python3; with --conda: a version)")
-    what.add_argument("--no-minor-version-compat", action="store_true",
-                      help="never plan a build that needs CUDA minor-version compatibility")
-    what.add_argument("--project", metavar="FILE", help="project file (default: ./provision.yml if present)")
+    what.add_argument(
+        "--torch", metavar="SPEC", help="latest (default) | 2.5 | 2.5.1 | '>=2.4,<2.6'"
+    )
+    what.add_argument(
+        "--variant",
+        metavar="TAG",
+        help="force a build: cpu, cu118, cu126, ... (default: the resolver's)",
+    )
+    what.add_argument(
+        "--with",
+        dest="with_",
+        metavar="LIST",
+        help="companions at the matching versions: torchvision,torchaudio",
+    )
+    what.add_argument(
+        "--extra",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar="PKG",
+        help="more pip requirements (repeatable)",
+    )
+    what.add_argument(
+        "-r",
+        "--requirement",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a requirements file on this machine (repeatable)",
+    )
+    what.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the host interpreter to build the env from (default: python3; with --conda: a version)",
+    )
+    what.add_argument(
+        "--no-minor-version-compat",
+        action="store_true",
+        help="never plan a build that needs CUDA minor-version compatibility",
+    )
+    what.add_argument(
+        "--project", metavar="FILE", help="project file (default: ./provision.yml if present)"
+    )
     what.add_argument("--no-project", action="store_true", help="ignore provision.yml")
     src = parser.add_argument_group("where packages come from")
-    src.add_argument("--mirror", choices=sorted(PRESETS), help="mirror preset (PyPI mirror + PyTorch wheel mirror, probed)")
+    src.add_argument(
+        "--mirror",
+        choices=sorted(PRESETS),
+        help="mirror preset (PyPI mirror + PyTorch wheel mirror, probed)",
+    )
     src.add_argument("--index-url", metavar="URL", help="the index to use instead (PEP 503)")
-    src.add_argument("--index-url-env", metavar="VAR",
-                     help="env var holding the index URL (for URLs with credentials: keeps them out of argv)")
-    src.add_argument("--extra-index-url", action="append", default=[], metavar="URL", help="repeatable")
-    src.add_argument("--find-links", action="append", default=[], metavar="URL|DIR",
-                     help="a flat wheel listing or a directory on the host (repeatable)")
-    src.add_argument("--trusted-host", action="append", default=[], metavar="HOST", help="repeatable")
-    src.add_argument("--proxy", metavar="URL", help="proxy for pip on the host (default: the host's own env)")
-    src.add_argument("--proxy-env", metavar="VAR", help="env var holding the proxy URL (with credentials)")
-    src.add_argument("--network-turbo", action="store_true",
-                     help="AutoDL: source /etc/network_turbo on the host before pip runs")
-    src.add_argument("--pip-timeout", type=float, default=30.0, metavar="S",
-                     help="pip's network timeout per request (default 30)")
+    src.add_argument(
+        "--index-url-env",
+        metavar="VAR",
+        help="env var holding the index URL (for URLs with credentials: keeps them out of argv)",
+    )
+    src.add_argument(
+        "--extra-index-url", action="append", default=[], metavar="URL", help="repeatable"
+    )
+    src.add_argument(
+        "--find-links",
+        action="append",
+        default=[],
+        metavar="URL|DIR",
+        help="a flat wheel listing or a directory on the host (repeatable)",
+    )
+    src.add_argument(
+        "--trusted-host", action="append", default=[], metavar="HOST", help="repeatable"
+    )
+    src.add_argument(
+        "--proxy", metavar="URL", help="proxy for pip on the host (default: the host's own env)"
+    )
+    src.add_argument(
+        "--proxy-env", metavar="VAR", help="env var holding the proxy URL (with credentials)"
+    )
+    src.add_argument(
+        "--network-turbo",
+        action="store_true",
+        help="AutoDL: source /etc/network_turbo on the host before pip runs",
+    )
+    src.add_argument(
+        "--pip-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="pip's network timeout per request (default 30)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("targets", nargs="*", metavar="HOST",
-                        help="inventory host/group, user@host:port, ssh_config alias, localhost")
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        metavar="HOST",
+        help="inventory host/group, user@host:port, ssh_config alias, localhost",
+    )
     add_index_arguments(parser)
     env = parser.add_argument_group("environment")
-    env.add_argument("--env", metavar="PATH",
-                     help="managed env path on the host (default ~/.provision/envs/provision; /workspace/... on RunPod)")
+    env.add_argument(
+        "--env",
+        metavar="PATH",
+        help="managed env path on the host (default ~/.provision/envs/provision; /workspace/... on RunPod)",
+    )
     env.add_argument("--conda", metavar="NAME", help="manage a conda env NAME instead of a venv")
-    env.add_argument("--relay", action="store_true",
-                     help="download wheels here once and push them to the hosts (slow/no index access there)")
-    env.add_argument("--locked", metavar="FILE", help="install exactly this lock file (provision lock)")
+    env.add_argument(
+        "--relay",
+        action="store_true",
+        help="download wheels here once and push them to the hosts (slow/no index access there)",
+    )
+    env.add_argument(
+        "--locked", metavar="FILE", help="install exactly this lock file (provision lock)"
+    )
 
 
 def _from_env(var: str | None, what: str) -> str | None:
@@ -113,7 +183,9 @@ def build_options(args: argparse.Namespace, *, allow_locked: bool = True) -> tup
         proxy=args.proxy or _from_env(args.proxy_env, "--proxy-env"),
         network_turbo=args.network_turbo,
     )
-    with_ = [w.strip() for w in (args.with_ or "").split(",") if w.strip()] or (list(p.with_) if p else [])
+    with_ = [w.strip() for w in (args.with_ or "").split(",") if w.strip()] or (
+        list(p.with_) if p else []
+    )
     extras = [e for group in args.extra for e in group] or (list(p.packages) if p else [])
     requirements = list(args.requirement) or ([str(p.requirements)] if p and p.requirements else [])
     python = args.python or (python_for(p.python) if p and p.python else None)
@@ -187,7 +259,12 @@ def run(args: argparse.Namespace) -> int:
     def work(host):
         opts = dataclasses.replace(options, cancel=cancel)
         with connect(host, copts) as conn:
-            return install(conn, Agent(conn), opts, progress=progress_printer(host.name, args.verbose, args.json))
+            return install(
+                conn,
+                Agent(conn),
+                opts,
+                progress=progress_printer(host.name, args.verbose, args.json),
+            )
 
     with cancel_on_interrupt(cancel):
         outcomes = for_each_host(hosts, work, forks=args.forks)
@@ -199,7 +276,11 @@ def run(args: argparse.Namespace) -> int:
         elif isinstance(outcome.error, InstallError):
             documents[name] = dict(outcome.error.result.as_dict(), error=outcome.message)
         else:
-            documents[name] = {"action": "failed", "error": outcome.message, "unreachable": outcome.unreachable}
+            documents[name] = {
+                "action": "failed",
+                "error": outcome.message,
+                "unreachable": outcome.unreachable,
+            }
     if args.json:
         emit_json({"hosts": documents})
     else:
@@ -213,15 +294,23 @@ def print_result(name: str, doc: dict[str, Any], verbose: int) -> None:
     seconds = (doc.get("seconds") or {}).get("total")
     took = f" ({seconds:.1f}s)" if isinstance(seconds, (int, float)) else ""
     if action == "installed":
-        torch = ((doc.get("verify") or {}).get("torch") or {})
+        torch = (doc.get("verify") or {}).get("torch") or {}
         gpus = len((doc.get("verify") or {}).get("devices") or [])
         detail = f"torch {torch.get('version')}, cuDNN {torch.get('cudnn') or '-'}, {gpus} GPU(s) checked"
-        console.print(f"[bold green]{name}[/]: installed and verified in {doc.get('env')} — {detail}{took}")
+        console.print(
+            f"[bold green]{name}[/]: installed and verified in {doc.get('env')} — {detail}{took}"
+        )
         console.print(f"  activate: source {doc.get('env')}/bin/activate")
     elif action == "unchanged":
         console.print(f"[bold green]{name}[/]: {doc.get('message')}{took}")
     else:
-        what = "unreachable" if doc.get("unreachable") else "refused" if action == "refused" else "FAILED"
+        what = (
+            "unreachable"
+            if doc.get("unreachable")
+            else "refused"
+            if action == "refused"
+            else "FAILED"
+        )
         console.print(f"[bold red]{name}: {what}[/]: {doc.get('error') or doc.get('message')}")
         for line in doc.get("pip_lines") or []:
             console.print(f"  [red]pip[/] {line}")

@@ -7,7 +7,13 @@ import importlib
 import sys
 
 from provision import __version__
-from provision.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, add_common_options, console, setup_logging
+from provision.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    add_common_options,
+    console,
+    setup_logging,
+)
 from provision.errors import ConfigError, ProvisionError
 
 # command name -> module in provision.cli; each module has `describe`, `add_arguments(parser)`, `run(args) -> int`

@@ -60,7 +60,9 @@ def collect_reports(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[s
             for file in sorted(path.glob("*.json")):
                 doc = load_report(file)
                 read.append(doc)
-                if doc["host"] not in newest or utc(doc["created"]) > utc(newest[doc["host"]]["created"]):
+                if doc["host"] not in newest or utc(doc["created"]) > utc(
+                    newest[doc["host"]]["created"]
+                ):
                     newest[doc["host"]] = doc
             if not newest:
                 raise ConfigError(f"{path}: no report .json files in this folder")

@@ -28,24 +28,52 @@ describe = "stage a dataset (folder, archive, host path or URL) into LMDB on hos
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", metavar="SRC",
-                        help="folder or tar/zip here, host:/PATH on the host, or an http(s):// URL")
-    parser.add_argument("targets", nargs="*", metavar="HOST",
-                        help="inventory host/group, user@host:port, ssh_config alias, localhost")
+    parser.add_argument(
+        "source",
+        metavar="SRC",
+        help="folder or tar/zip here, host:/PATH on the host, or an http(s):// URL",
+    )
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        metavar="HOST",
+        help="inventory host/group, user@host:port, ssh_config alias, localhost",
+    )
     parser.add_argument("--name", help="dataset name: the file is NAME.lmdb (default: from SRC)")
-    parser.add_argument("--dest", metavar="DIR",
-                        help="folder on the host for NAME.lmdb (default: <data_dir>/datasets from facts)")
-    parser.add_argument("--layout", choices=LAYOUTS, default="auto",
-                        help="imagefolder, labels (files + labels file), webdataset, files (default: auto)")
-    parser.add_argument("--labels", metavar="FILE",
-                        help="labels file (CSV path,label or JSON lines): a path here, or relative to SRC")
-    parser.add_argument("--verify", action="store_true",
-                        help="re-read every record against its checksum after staging")
-    parser.add_argument("--clean", action="store_true",
-                        help="discard any partial stage first, and remove the partial if this one fails")
+    parser.add_argument(
+        "--dest",
+        metavar="DIR",
+        help="folder on the host for NAME.lmdb (default: <data_dir>/datasets from facts)",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="auto",
+        help="imagefolder, labels (files + labels file), webdataset, files (default: auto)",
+    )
+    parser.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="labels file (CSV path,label or JSON lines): a path here, or relative to SRC",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-read every record against its checksum after staging",
+    )
+    parser.add_argument(
+        "--clean",
+        action="store_true",
+        help="discard any partial stage first, and remove the partial if this one fails",
+    )
     parser.add_argument("--local", metavar="DEST", help="build DEST.lmdb on this machine instead")
-    parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL, metavar="S",
-                        help=f"seconds without progress before a link is taken as lost (default {DEFAULT_STALL:g})")
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=DEFAULT_STALL,
+        metavar="S",
+        help=f"seconds without progress before a link is taken as lost (default {DEFAULT_STALL:g})",
+    )
 
 
 def _summary(result: dict[str, Any]) -> str:
@@ -53,7 +81,9 @@ def _summary(result: dict[str, Any]) -> str:
         line = f"up to date: {result['path']} ({result.get('count', 0):,} samples)"
         verify = result.get("verify")
         if verify:
-            line += ", verified" if verify.get("ok") else f", VERIFY FAILED: {verify.get('problems')}"
+            line += (
+                ", verified" if verify.get("ok") else f", VERIFY FAILED: {verify.get('problems')}"
+            )
         return line
     mb = (result.get("bytes") or 0) / 1e6
     secs = result.get("seconds") or 0
@@ -69,8 +99,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.stall_timeout <= 0:
         return usage_error(f"--stall-timeout must be > 0, got {args.stall_timeout}")
-    request = make_request(args.source, args.name, args.dest, args.layout, args.labels,
-                           args.verify, args.clean, args.stall_timeout)
+    request = make_request(
+        args.source,
+        args.name,
+        args.dest,
+        args.layout,
+        args.labels,
+        args.verify,
+        args.clean,
+        args.stall_timeout,
+    )
     if args.local:
         if args.targets:
             return usage_error("--local builds on this machine: give no HOST")
@@ -108,10 +146,14 @@ def run(args: argparse.Namespace) -> int:
     with StageProgress(console, enabled=console.is_terminal and not args.json) as progress:
         outcomes = stage_hosts(hosts, request, options, args.forks, progress.callback, plan=plan)
     if args.json:
-        emit_json({"hosts": {
-            name: o.value if o.ok else {"error": o.message, "unreachable": o.unreachable}
-            for name, o in outcomes.items()
-        }})
+        emit_json(
+            {
+                "hosts": {
+                    name: o.value if o.ok else {"error": o.message, "unreachable": o.unreachable}
+                    for name, o in outcomes.items()
+                }
+            }
+        )
     else:
         warned = False
         for name, o in outcomes.items():

@@ -236,7 +236,9 @@ class RichDisplay:
                 )
                 out.append(line if line.endswith("\n") else line + "\n", style=style)
             if out:
-                self._print(Text(f"--- {result.host} | {result.task}\n", style="bold"), out)
+                self._print(
+                    Text.assemble(Text(f"{result.host} | {result.task}\n", style="bold"), out)
+                )
 
 
 def _pretty(value: Any) -> str:

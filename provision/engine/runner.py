@@ -1121,6 +1121,22 @@ class PlaybookRunner:
         def work(rt: HostRuntime) -> None:
             try:
                 _HostPlay(self, rt, pstate).run()
+            except (KeyboardInterrupt, PlaybookError):
+                raise
+            except Exception as exc:  # a bug must cost this host, not the whole run
+                rt.failed = True
+                self.record(
+                    TaskResult(
+                        host=rt.host.name,
+                        task="(internal error)",
+                        play=play.name,
+                        action="",
+                        status="failed",
+                        msg=f"{type(exc).__name__}: {exc}",
+                        position=str(play.pos),
+                    ),
+                    {},
+                )
             finally:
                 self.display.host_done(rt.host.name)
 

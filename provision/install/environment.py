@@ -93,7 +93,9 @@ class ManagedEnv:
         self.path = self._absolute(path)
         parent, _, base = self.path.rpartition("/")
         if not base or base in (".", ".."):
-            raise ConfigError(f"--env {path!r}: needs a directory name (e.g. ~/.provision/envs/myenv)")
+            raise ConfigError(
+                f"--env {path!r}: needs a directory name (e.g. ~/.provision/envs/myenv)"
+            )
         self.parent = parent or "/"
         self.gens = f"{self.parent.rstrip('/')}/.{base}.gens"
         self.lock_dir = f"{self.gens}/.lock"
@@ -105,14 +107,18 @@ class ManagedEnv:
     def _home(self) -> str:
         result = self.connection.run('printf %s "$HOME"', timeout=30)
         if not result.ok or not result.stdout.startswith("/"):
-            raise EnvironmentError_(self.connection.host.name, f"cannot read $HOME: {result.stderr.strip()}")
+            raise EnvironmentError_(
+                self.connection.host.name, f"cannot read $HOME: {result.stderr.strip()}"
+            )
         return result.stdout.strip()
 
     def _absolute(self, path: str) -> str:
         if path == "~" or path.startswith("~/"):
             path = self.home.rstrip("/") + path[1:]
         if not path.startswith("/"):
-            raise ConfigError(f"--env {path!r}: give an absolute path or one under ~/ (the host's home)")
+            raise ConfigError(
+                f"--env {path!r}: give an absolute path or one under ~/ (the host's home)"
+            )
         return path.rstrip("/") or "/"
 
     def python_of(self, generation_or_path: str) -> str:
@@ -125,7 +131,9 @@ class ManagedEnv:
     def _run(self, command: str, what: str, timeout: float | None = 600) -> str:
         result = self.connection.run(command, timeout=timeout)
         if not result.ok:
-            detail = (result.stderr.strip() or result.stdout.strip() or f"exit code {result.exit_code}")
+            detail = (
+                result.stderr.strip() or result.stdout.strip() or f"exit code {result.exit_code}"
+            )
             raise EnvironmentError_(self.host, f"{what} failed: {detail[-1500:]}")
         return result.stdout
 
@@ -137,7 +145,7 @@ class ManagedEnv:
             f"if [ -L {p} ]; then echo link=$(readlink {p}); fi; "
             f"if [ -e {p} ]; then echo exists=1; fi; "
             f"if [ -x {p}/bin/python ]; then echo python=1; fi; "
-            f"if [ -d {g} ]; then for d in {g}/*; do [ -d \"$d\" ] && echo gen=\"$d\"; done; fi; "
+            f'if [ -d {g} ]; then for d in {g}/*; do [ -d "$d" ] && echo gen="$d"; done; fi; '
             f"if [ -d {g}/.lock ]; then echo lock=$(cat {g}/.lock/owner 2>/dev/null | tr -d '\\n'); fi; "
             f"if [ -r {p}/{MANIFEST} ]; then echo manifest=$(tr -d '\\n' < {p}/{MANIFEST}); fi"
         )
@@ -169,8 +177,8 @@ class ManagedEnv:
     def free_bytes(self) -> int | None:
         """Free space where generations are built (df of the nearest existing parent)."""
         script = (
-            f"d={_q(self.parent)}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
-            'df -Pk "$d" | awk \'NR==2 {print $4}\''
+            f'd={_q(self.parent)}; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; '
+            "df -Pk \"$d\" | awk 'NR==2 {print $4}'"
         )
         result = self.connection.run(script, timeout=30)
         try:
@@ -185,7 +193,7 @@ class ManagedEnv:
         # A lock older than STALE_LOCK_MINUTES is from an install whose controller vanished (a
         # dropped connection leaves it behind); it is taken over.
         script = (
-            f"mkdir -p {g} && {{ [ -z \"$(find {lock} -maxdepth 0 -mmin +{STALE_LOCK_MINUTES} 2>/dev/null)\" ] "
+            f'mkdir -p {g} && {{ [ -z "$(find {lock} -maxdepth 0 -mmin +{STALE_LOCK_MINUTES} 2>/dev/null)" ] '
             f"|| rm -rf -- {lock}; }} && mkdir {lock} 2>/dev/null && printf '%s\\n' {_q(owner)} > {lock}/owner"
         )
         result = self.connection.run(script, timeout=60)
@@ -231,7 +239,8 @@ class ManagedEnv:
         result = self.connection.run(script, timeout=1800)
         if not result.ok:
             raise EnvironmentError_(
-                self.host, f"conda create failed: {(result.stderr.strip() or result.stdout.strip())[-800:]}"
+                self.host,
+                f"conda create failed: {(result.stderr.strip() or result.stdout.strip())[-800:]}",
             )
 
     def write_manifest(self, generation: str, manifest: dict[str, Any]) -> None:
@@ -261,7 +270,9 @@ class ManagedEnv:
     def discard(self, generation: str) -> None:
         """Remove a half-built generation; stop its pip first if it still runs (Ctrl-C, lost
         connection). Only paths inside our generations dir are ever removed."""
-        if not generation.startswith(self.gens + "/") or not _GEN_NAME.match(generation.rpartition("/")[2]):
+        if not generation.startswith(self.gens + "/") or not _GEN_NAME.match(
+            generation.rpartition("/")[2]
+        ):
             raise ValueError(f"refusing to remove {generation!r}: not a generation of {self.path}")
         g = _q(generation)
         pid_file = _q(f"{generation}/{PIP_PID_FILE}")

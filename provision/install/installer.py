@@ -79,7 +79,9 @@ class InstallOptions:
     conda: str | None = None  # conda env name: build a conda env instead of a venv
     index: IndexOptions = field(default_factory=IndexOptions)
     relay: bool = False
-    relay_dir: str | None = None  # where relayed wheels land on the host (default ~/.cache/provision/wheels)
+    relay_dir: str | None = (
+        None  # where relayed wheels land on the host (default ~/.cache/provision/wheels)
+    )
     locked: Lock | None = None
     allow_minor_version_compat: bool = True
     pip_timeout: float = 30.0  # pip's socket timeout
@@ -99,8 +101,10 @@ class InstallOptions:
         if self.locked and (self.torch not in (None, "", "latest") or self.variant):
             raise ConfigError("--locked installs exactly the lock; drop --torch/--variant")
         if self.locked and (self.extras or self.requirements or self.with_):
-            raise ConfigError("--locked installs exactly the lock; --extra/-r/--with would change it "
-                              "(add them when locking instead)")
+            raise ConfigError(
+                "--locked installs exactly the lock; --extra/-r/--with would change it "
+                "(add them when locking instead)"
+            )
         for path in self.requirements:
             if not Path(path).is_file():
                 raise ConfigError(f"-r {path}: no such file on the controller")
@@ -215,8 +219,14 @@ def check_locked_variant(plan: Plan, packages: list[LockedPackage], where: str) 
         )
 
 
-def env_fingerprint(plan: Plan, with_: list[str], extras: list[str], requirement_texts: list[bytes],
-                    python: str, lock: Lock | None) -> str:
+def env_fingerprint(
+    plan: Plan,
+    with_: list[str],
+    extras: list[str],
+    requirement_texts: list[bytes],
+    python: str,
+    lock: Lock | None,
+) -> str:
     return fingerprint(
         {
             "torch": plan.torch,
@@ -230,7 +240,9 @@ def env_fingerprint(plan: Plan, with_: list[str], extras: list[str], requirement
     )
 
 
-def requirements_for(plan: Plan, with_: list[str], extras: list[str], index_kind_: str) -> list[str]:
+def requirements_for(
+    plan: Plan, with_: list[str], extras: list[str], index_kind_: str
+) -> list[str]:
     """Exact pins. From a PyTorch wheel index the pin carries the variant (+cu126): it cannot match
     PyPI's build even when PyPI is an extra index. Elsewhere the plain version, and verification
     checks the variant that arrived."""
@@ -239,7 +251,9 @@ def requirements_for(plan: Plan, with_: list[str], extras: list[str], index_kind
     for name in with_:
         version = getattr(plan, name, None)
         if not version:
-            raise ConfigError(f"torch {plan.torch} has no matching {name} in the compatibility table")
+            raise ConfigError(
+                f"torch {plan.torch} has no matching {name} in the compatibility table"
+            )
         # torchaudio >= 2.11 is one stable-ABI build for every later torch; PyTorch's index still
         # tags it with the variant
         pins.append(f"{name}=={version}{suffix}")
@@ -256,7 +270,9 @@ class Verification:
     data: dict[str, Any]
 
 
-def verify_env(agent: Agent, python: str, plan: Plan | None, gpus: int, timeout: float = 600) -> Verification:
+def verify_env(
+    agent: Agent, python: str, plan: Plan | None, gpus: int, timeout: float = 600
+) -> Verification:
     """Run the agent's verify_torch under `python` and check the answer against the plan."""
     request: dict[str, Any] = {"expect_gpus": gpus}
     if plan is not None:
@@ -311,24 +327,34 @@ print(json.dumps(out))
 """
 
 
-def probe_indexes(connection: Connection, python: str, targets: list[tuple[str, list[str]]],
-                  index: IndexOptions) -> list[dict[str, Any]]:
+def probe_indexes(
+    connection: Connection, python: str, targets: list[tuple[str, list[str]]], index: IndexOptions
+) -> list[dict[str, Any]]:
     """GET each target from the HOST (its network is the one pip will use), in order, until one
     lists the planned wheel. Bounded: `probe_timeout` per URL and 3x that in all."""
     if not targets:
         return []
     env: dict[str, str] = {}
     if index.proxy:
-        env.update({k: index.proxy for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")})
+        env.update(
+            {k: index.proxy for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+        )
     turbo = ". /etc/network_turbo >/dev/null 2>&1; " if index.network_turbo else ""
     script = _READ_ENV + turbo + f"exec {shlex.quote(python)} -c {shlex.quote(_PROBE)}"
-    request = {"targets": targets, "timeout": index.probe_timeout, "budget": index.probe_timeout * 3}
+    request = {
+        "targets": targets,
+        "timeout": index.probe_timeout,
+        "budget": index.probe_timeout * 3,
+    }
     stdin = _env_block(env) + (json.dumps(request) + "\n").encode()
     result = connection.run(script, stdin=stdin, timeout=index.probe_timeout * 3 + 30)
     try:
         return json.loads(result.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return [{"url": u, "ok": False, "detail": f"probe failed: {result.stderr.strip()[-200:]}"} for u, _ in targets]
+        return [
+            {"url": u, "ok": False, "detail": f"probe failed: {result.stderr.strip()[-200:]}"}
+            for u, _ in targets
+        ]
 
 
 class InstallCancelled(HostError):
@@ -342,11 +368,22 @@ def _check_cancel(options: InstallOptions, host: str, result: InstallResult) -> 
         raise InstallCancelled(host, result.message)
 
 
-_INTERESTING = ("Collecting", "Downloading", "Installing collected", "Successfully installed", "ERROR")
+_INTERESTING = (
+    "Collecting",
+    "Downloading",
+    "Installing collected",
+    "Successfully installed",
+    "ERROR",
+)
 
 
-def run_pip(connection: Connection, cmd: PipCommand, generation: str, options: InstallOptions,
-            say: Callable[[str], None]) -> tuple[int, str]:
+def run_pip(
+    connection: Connection,
+    cmd: PipCommand,
+    generation: str,
+    options: InstallOptions,
+    say: Callable[[str], None],
+) -> tuple[int, str]:
     """Run pip detached on the host and poll it: (exit code, its whole output).
 
     Polling (0.3 s growing to 3 s) instead of one long blocking command lets a Ctrl-C or
@@ -354,9 +391,12 @@ def run_pip(connection: Connection, cmd: PipCommand, generation: str, options: I
     meta = f"{generation}/.provision"
     log, exit_file, pid_file = f"{meta}/pip.log", f"{meta}/pip.exit", f"{generation}/{PIP_PID_FILE}"
     q = shlex.quote
-    start = connection.run(f"mkdir -p {q(meta)} && rm -f {q(log)} {q(exit_file)} && "
-                           + cmd.detached_script(log, exit_file, pid_file),
-                           stdin=cmd.stdin, timeout=60)
+    start = connection.run(
+        f"mkdir -p {q(meta)} && rm -f {q(log)} {q(exit_file)} && "
+        + cmd.detached_script(log, exit_file, pid_file),
+        stdin=cmd.stdin,
+        timeout=60,
+    )
     pid = (start.stdout.strip().splitlines() or [""])[-1]
     if not start.ok or not pid.isdigit():
         return start.exit_code or 1, start.stdout + start.stderr
@@ -366,7 +406,7 @@ def run_pip(connection: Connection, cmd: PipCommand, generation: str, options: I
     while True:
         poll = connection.run(
             f"e=$(cat {q(exit_file)} 2>/dev/null); a=0; kill -0 {pid} 2>/dev/null && a=1; "
-            f"s=$(wc -c < {q(log)} 2>/dev/null || echo 0); echo \"exit=$e alive=$a size=$s\"; "
+            f's=$(wc -c < {q(log)} 2>/dev/null || echo 0); echo "exit=$e alive=$a size=$s"; '
             f'[ "$s" -gt {offset} ] && tail -c +{offset + 1} {q(log)} | head -c $((s - {offset})); true',
             timeout=60,
         )
@@ -442,8 +482,10 @@ def install(
         state = env.state()
     result.env, result.python = env.path, env.python
     if state.lock_holder:
-        raise fail(f"another install into {env.path} is running ({state.lock_holder}); if none is, "
-                   f"remove the stale lock: rm -r {env.lock_dir}")
+        raise fail(
+            f"another install into {env.path} is running ({state.lock_holder}); if none is, "
+            f"remove the stale lock: rm -r {env.lock_dir}"
+        )
 
     # What is installed in the target env now: our manifest, or (an env we do not manage) ask it.
     installed = installed_of(state)
@@ -463,41 +505,68 @@ def install(
             problems = check_lock(lock, facts, py, host)
             if problems:
                 result.plan = plan.as_dict()
-                raise fail(f"the lock {lock.source or ''} cannot run here: " + "; ".join(problems), "refused")
+                raise fail(
+                    f"the lock {lock.source or ''} cannot run here: " + "; ".join(problems),
+                    "refused",
+                )
         else:
             try:
-                plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=kind,
-                               python_version=py.version, installed=installed,
-                               allow_minor_version_compat=options.allow_minor_version_compat, host=host)
+                plan = resolve(
+                    facts,
+                    torch=options.torch,
+                    variant=options.variant,
+                    index_kind=kind,
+                    python_version=py.version,
+                    installed=installed,
+                    allow_minor_version_compat=options.allow_minor_version_compat,
+                    host=host,
+                )
             except NoPlanError as exc:
                 result.reasons = list(getattr(exc, "reasons", []))
                 raise fail(exc.detail, "refused") from None
     result.plan = plan.as_dict()
     result.reasons = list(plan.reasons)
     result.warnings = plan_warnings(plan, options.with_)
-    fp = env_fingerprint(plan, options.with_, options.extras, requirement_texts, py.major_minor, lock)
+    fp = env_fingerprint(
+        plan, options.with_, options.extras, requirement_texts, py.major_minor, lock
+    )
 
     # Already there? Same contents (fingerprint) and it still verifies: nothing to do.
     if state.exists and state.has_python:
         same = bool(state.manifest) and state.manifest.get("fingerprint") == fp
-        foreign_fits = (not state.managed and plan.action == "keep" and not options.extras
-                        and not options.requirements and not options.with_ and lock is None)
+        foreign_fits = (
+            not state.managed
+            and plan.action == "keep"
+            and not options.extras
+            and not options.requirements
+            and not options.with_
+            and lock is None
+        )
         if same or foreign_fits:
             with _timed(t, "verify"):
                 say("verifying the current environment")
-                check = unmanaged_verify if foreign_fits and unmanaged_verify else verify_env(agent, env.python, plan, gpus)
+                check = (
+                    unmanaged_verify
+                    if foreign_fits and unmanaged_verify
+                    else verify_env(agent, env.python, plan, gpus)
+                )
             if check.ok:
                 result.action = "unchanged"
                 result.verify = check.data
                 result.packages = dict((state.manifest or {}).get("packages") or {})
                 result.generation = state.target
-                result.message = (f"{env.path} already has torch {plan.torch}+{plan.variant}"
-                                  + (f" with {', '.join(options.with_)}" if options.with_ else "")
-                                  + " and it verifies: nothing to do")
+                result.message = (
+                    f"{env.path} already has torch {plan.torch}+{plan.variant}"
+                    + (f" with {', '.join(options.with_)}" if options.with_ else "")
+                    + " and it verifies: nothing to do"
+                )
                 t["total"] = time.monotonic() - started
                 return result
-            result.warnings.append("the current environment no longer verifies (" + "; ".join(check.problems)
-                                   + "): building a new one")
+            result.warnings.append(
+                "the current environment no longer verifies ("
+                + "; ".join(check.problems)
+                + "): building a new one"
+            )
     if state.exists and not state.managed:
         raise fail(env.unmanaged_message(), "refused")
     if options.check_only:
@@ -508,13 +577,24 @@ def install(
 
     # Where packages come from.
     with _timed(t, "index"):
-        index_cfg, plan = _choose_index(connection, agent, options, plan, py, facts, host, result, say)
+        index_cfg, plan = _choose_index(
+            connection, agent, options, plan, py, facts, host, result, say
+        )
     result.plan = plan.as_dict()
     result.index = index_cfg.as_dict()
     result.warnings += index_cfg.warnings
-    secrets = secrets_of(index_cfg.urls() + [options.index.proxy] + [options.index.index_url] + options.index.extra_index_urls)
+    secrets = secrets_of(
+        index_cfg.urls()
+        + [options.index.proxy]
+        + [options.index.index_url]
+        + options.index.extra_index_urls
+    )
 
-    requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind) if lock is None else []
+    requirements = (
+        requirements_for(plan, options.with_, options.extras, index_cfg.kind)
+        if lock is None
+        else []
+    )
     free = env.free_bytes()
     need = _ENV_BYTES["cpu" if plan.variant == "cpu" else "cuda"]
     if free is not None and free < need:
@@ -550,19 +630,34 @@ def install(
             require_hashes = True
         if options.relay:
             with _timed(t, "relay"):
-                index_cfg, relay_reqs = _relay(connection, env, options, plan, lock, requirements,
-                                               req_files_local=options.requirements, index_cfg=index_cfg,
-                                               py=py, result=result, say=say)
+                index_cfg, relay_reqs = _relay(
+                    connection,
+                    env,
+                    options,
+                    plan,
+                    lock,
+                    requirements,
+                    req_files_local=options.requirements,
+                    index_cfg=index_cfg,
+                    py=py,
+                    result=result,
+                    say=say,
+                )
             remote = f"{meta_dir}/relay-requirements.txt"
             connection.put(relay_reqs.encode(), remote, mode=0o600)
             req_files, requirements, require_hashes = [remote], [], True
             result.index = index_cfg.as_dict()
         cache = _pip_cache(options, facts)
         cmd = install_command(
-            gen_python, requirements, index_cfg,
-            requirement_files=req_files, report_path=f"{meta_dir}/pip-report.json",
-            require_hashes=require_hashes, cache_dir=cache,
-            timeout=options.pip_timeout, retries=options.pip_retries,
+            gen_python,
+            requirements,
+            index_cfg,
+            requirement_files=req_files,
+            report_path=f"{meta_dir}/pip-report.json",
+            require_hashes=require_hashes,
+            cache_dir=cache,
+            timeout=options.pip_timeout,
+            retries=options.pip_retries,
         )
         result.pip_command = scrub(cmd.display, secrets)
         say(f"pip install ({index_cfg.describe()})")
@@ -572,9 +667,14 @@ def install(
         _check_cancel(options, host, result)
         if code != 0:
             result.pip_lines = relevant_lines(output, cmd.secrets + secrets)
-            why = {124: "pip timed out", -1: "pip stopped without an exit code (killed? out of memory?)"}.get(
-                code, f"pip failed (exit {code})")
-            raise fail(f"{why}; {env.path} is unchanged. " + (result.pip_lines[-1] if result.pip_lines else ""))
+            why = {
+                124: "pip timed out",
+                -1: "pip stopped without an exit code (killed? out of memory?)",
+            }.get(code, f"pip failed (exit {code})")
+            raise fail(
+                f"{why}; {env.path} is unchanged. "
+                + (result.pip_lines[-1] if result.pip_lines else "")
+            )
         with contextlib.suppress(OSError, ValueError):
             report = json.loads(connection.get(f"{meta_dir}/pip-report.json"))
             result.packages = {p.name: p.version for p in packages_from_report(report)}
@@ -584,29 +684,36 @@ def install(
             check = verify_env(agent, gen_python, plan, gpus)
         result.verify = check.data
         if not check.ok:
-            raise fail(f"the new environment failed verification: {'; '.join(check.problems)}; "
-                       f"{env.path} is unchanged")
+            raise fail(
+                f"the new environment failed verification: {'; '.join(check.problems)}; "
+                f"{env.path} is unchanged"
+            )
 
-        env.write_manifest(generation, {
-            "fingerprint": fp,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "provision": __version__,
-            "plan": plan.as_dict(),
-            "with": options.with_,
-            "extras": options.extras,
-            "python": py.version,
-            "base_python": py.executable,
-            "index": result.index,
-            "packages": result.packages,
-            "verify": {"torch": (check.data.get("torch") or {})},
-            "locked": bool(lock),
-        })
+        env.write_manifest(
+            generation,
+            {
+                "fingerprint": fp,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "provision": __version__,
+                "plan": plan.as_dict(),
+                "with": options.with_,
+                "extras": options.extras,
+                "python": py.version,
+                "base_python": py.executable,
+                "index": result.index,
+                "packages": result.packages,
+                "verify": {"torch": (check.data.get("torch") or {})},
+                "locked": bool(lock),
+            },
+        )
         _check_cancel(options, host, result)
         with _timed(t, "switch"):
             result.previous = env.switch(generation)
             switched = True
         with contextlib.suppress(HostError):
-            env.prune(keep=[generation, result.previous] if options.keep_generations > 1 else [generation])
+            env.prune(
+                keep=[generation, result.previous] if options.keep_generations > 1 else [generation]
+            )
     except BaseException:
         if not switched:
             with contextlib.suppress(Exception):
@@ -617,8 +724,9 @@ def install(
         with contextlib.suppress(Exception):
             env.release()
     result.action = "installed"
-    result.message = (f"torch {plan.torch}+{plan.variant} installed in {env.path} and verified"
-                      + (f" (previous environment kept: {result.previous})" if result.previous else ""))
+    result.message = f"torch {plan.torch}+{plan.variant} installed in {env.path} and verified" + (
+        f" (previous environment kept: {result.previous})" if result.previous else ""
+    )
     t["total"] = time.monotonic() - started
     return result
 
@@ -632,9 +740,15 @@ def _pip_cache(options: InstallOptions, facts: dict[str, Any]) -> str | None:
 def _plan_from_lock(lock: Lock) -> Plan:
     p = lock.plan
     return Plan(
-        torch=str(p.get("torch")), variant=str(p.get("variant")), index_url=p.get("index_url"),
-        torchvision=p.get("torchvision"), torchaudio=p.get("torchaudio"), cuda=p.get("cuda"),
-        cudnn=p.get("cudnn"), action="install", mode=str(p.get("mode") or ""),
+        torch=str(p.get("torch")),
+        variant=str(p.get("variant")),
+        index_url=p.get("index_url"),
+        torchvision=p.get("torchvision"),
+        torchaudio=p.get("torchaudio"),
+        cuda=p.get("cuda"),
+        cudnn=p.get("cudnn"),
+        action="install",
+        mode=str(p.get("mode") or ""),
         reasons=[f"locked in {lock.source or 'the lock file'} ({lock.created or 'undated'})"],
     )
 
@@ -656,27 +770,49 @@ def check_lock(lock: Lock, facts: dict[str, Any], py: PythonInfo, host: str = ""
     return problems
 
 
-def _choose_index(connection: Connection, agent: Agent, options: InstallOptions, plan: Plan, py: PythonInfo,
-                  facts: dict[str, Any], host: str, result: InstallResult,
-                  say: Callable[[str], None]) -> tuple[IndexConfig, Plan]:
+def _choose_index(
+    connection: Connection,
+    agent: Agent,
+    options: InstallOptions,
+    plan: Plan,
+    py: PythonInfo,
+    facts: dict[str, Any],
+    host: str,
+    result: InstallResult,
+    say: Callable[[str], None],
+) -> tuple[IndexConfig, Plan]:
     """The user's index, or the first PyTorch wheel index that serves the planned wheel from the
     host; if none does, PyPI's default build when the resolver says it fits."""
     opts = options.index
     lock = options.locked
-    if opts.index_url or lock is not None and lock.index.get("index_url") and "****" not in str(lock.index.get("index_url")) and not opts.mirror:
+    if (
+        opts.index_url
+        or lock is not None
+        and lock.index.get("index_url")
+        and "****" not in str(lock.index.get("index_url"))
+        and not opts.mirror
+    ):
         user = opts.index_url
         if user is None and lock is not None:
             user = lock.index.get("index_url")
             extra = [u for u in lock.index.get("extra_index_urls") or [] if "****" not in u]
-            opts = IndexOptions(index_url=user, extra_index_urls=extra + list(opts.extra_index_urls),
-                                find_links=list(opts.find_links), trusted_hosts=list(opts.trusted_hosts),
-                                proxy=opts.proxy, network_turbo=opts.network_turbo, probe_timeout=opts.probe_timeout)
-        return build_index_config(opts, plan_index_url=plan.index_url, variant=plan.variant,
-                                  reachable_torch_index=None), plan
+            opts = IndexOptions(
+                index_url=user,
+                extra_index_urls=extra + list(opts.extra_index_urls),
+                find_links=list(opts.find_links),
+                trusted_hosts=list(opts.trusted_hosts),
+                proxy=opts.proxy,
+                network_turbo=opts.network_turbo,
+                probe_timeout=opts.probe_timeout,
+            )
+        return build_index_config(
+            opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=None
+        ), plan
     if options.relay:
         # the controller will fetch: no probe from the host
-        return build_index_config(opts, plan_index_url=plan.index_url, variant=plan.variant,
-                                  reachable_torch_index=None), plan
+        return build_index_config(
+            opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=None
+        ), plan
     candidates = torch_index_candidates(opts, plan.variant)
     targets = [probe_target(url, usage, plan.torch, plan.variant) for url, usage in candidates]
     say("probing PyTorch wheel indexes from the host")
@@ -689,13 +825,23 @@ def _choose_index(connection: Connection, agent: Agent, options: InstallOptions,
     tried = "; ".join(f"{a['url']}: {a.get('detail') or 'ok'}" for a in answers)
     if reachable is None:
         if lock is not None:
-            raise InstallError(host, f"no PyTorch wheel index serves the locked torch from this host ({tried}); "
-                               "use --relay to bring the wheels from the controller", result)
+            raise InstallError(
+                host,
+                f"no PyTorch wheel index serves the locked torch from this host ({tried}); "
+                "use --relay to bring the wheels from the controller",
+                result,
+            )
         say("no PyTorch wheel index reachable: trying PyPI's default build")
         try:
-            pypi_plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=KIND_PYPI,
-                                python_version=py.version, allow_minor_version_compat=options.allow_minor_version_compat,
-                                host=host)
+            pypi_plan = resolve(
+                facts,
+                torch=options.torch,
+                variant=options.variant,
+                index_kind=KIND_PYPI,
+                python_version=py.version,
+                allow_minor_version_compat=options.allow_minor_version_compat,
+                host=host,
+            )
         except NoPlanError as exc:
             result.reasons = list(getattr(exc, "reasons", []))
             result.action = "refused"
@@ -706,21 +852,43 @@ def _choose_index(connection: Connection, agent: Agent, options: InstallOptions,
                 "--index-url of a reachable PyTorch wheel mirror",
                 result,
             ) from None
-        cfg = build_index_config(opts, plan_index_url=None, variant=pypi_plan.variant, reachable_torch_index=None,
-                                 fallback_to_pypi=True)
-        cfg.warnings.append(f"no PyTorch wheel index answered from the host ({tried}); installing PyPI's "
-                            f"{pypi_plan.variant} build, which the resolver says fits")
+        cfg = build_index_config(
+            opts,
+            plan_index_url=None,
+            variant=pypi_plan.variant,
+            reachable_torch_index=None,
+            fallback_to_pypi=True,
+        )
+        cfg.warnings.append(
+            f"no PyTorch wheel index answered from the host ({tried}); installing PyPI's "
+            f"{pypi_plan.variant} build, which the resolver says fits"
+        )
         return cfg, pypi_plan
-    cfg = build_index_config(opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=reachable)
+    cfg = build_index_config(
+        opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=reachable
+    )
     skipped = [a for a in answers if not a.get("ok")]
     if skipped:
-        cfg.warnings.append("skipped PyTorch wheel mirrors: " + "; ".join(f"{a['url']}: {a.get('detail')}" for a in skipped))
+        cfg.warnings.append(
+            "skipped PyTorch wheel mirrors: "
+            + "; ".join(f"{a['url']}: {a.get('detail')}" for a in skipped)
+        )
     return cfg, plan
 
 
-def _relay(connection: Connection, env: ManagedEnv, options: InstallOptions, plan: Plan, lock: Lock | None,
-           requirements: list[str], req_files_local: list[str], index_cfg: IndexConfig, py: PythonInfo,
-           result: InstallResult, say: Callable[[str], None]) -> tuple[IndexConfig, str]:
+def _relay(
+    connection: Connection,
+    env: ManagedEnv,
+    options: InstallOptions,
+    plan: Plan,
+    lock: Lock | None,
+    requirements: list[str],
+    req_files_local: list[str],
+    index_cfg: IndexConfig,
+    py: PythonInfo,
+    result: InstallResult,
+    say: Callable[[str], None],
+) -> tuple[IndexConfig, str]:
     """Resolve and download on the controller, push to the host, return a --no-index config and
     the hash-pinned requirements to install."""
     try:
@@ -728,13 +896,18 @@ def _relay(connection: Connection, env: ManagedEnv, options: InstallOptions, pla
             packages: list[LockedPackage] = list(lock.packages)
         else:
             say("resolving on the controller for the host's Python and platform")
-            packages = relay_mod.resolve_for(py, requirements, index_cfg, requirement_files=req_files_local)
+            packages = relay_mod.resolve_for(
+                py, requirements, index_cfg, requirement_files=req_files_local
+            )
         say(f"downloading {len(packages)} wheels on the controller (cached)")
         files = relay_mod.fetch(packages, index_cfg, py)
     except relay_mod.RelayError as exc:
         result.pip_lines = exc.lines
-        raise InstallError(connection.host.name, f"--relay: {str(exc).splitlines()[0]}; {env.path} is unchanged",
-                           result) from None
+        raise InstallError(
+            connection.host.name,
+            f"--relay: {str(exc).splitlines()[0]}; {env.path} is unchanged",
+            result,
+        ) from None
     remote_dir = options.relay_dir or f"{env.home.rstrip('/')}/{relay_mod.REMOTE_DIR}"
     say(f"pushing wheels to {remote_dir}")
     sent, sent_bytes = relay_mod.push(connection, files, remote_dir)
@@ -743,7 +916,9 @@ def _relay(connection: Connection, env: ManagedEnv, options: InstallOptions, pla
     return relay_mod.relay_index(remote_dir), text
 
 
-def _conda_env(connection: Connection, options: InstallOptions, facts: dict[str, Any]) -> tuple[ManagedEnv, PythonInfo, str]:
+def _conda_env(
+    connection: Connection, options: InstallOptions, facts: dict[str, Any]
+) -> tuple[ManagedEnv, PythonInfo, str]:
     """A conda env named options.conda: <conda base>/envs/NAME becomes our managed symlink."""
     find = (
         'for c in "$CONDA_EXE" "$(command -v conda 2>/dev/null)" "$HOME/miniconda3/bin/conda" '
@@ -753,18 +928,28 @@ def _conda_env(connection: Connection, options: InstallOptions, facts: dict[str,
     found = connection.run(find, timeout=120)
     lines = found.stdout.strip().splitlines()
     if not found.ok or len(lines) < 2:
-        raise ConfigError(f"{connection.host.name}: --conda {options.conda}: no conda found on the host "
-                          "(looked at $CONDA_EXE, PATH, ~/miniconda3, ~/anaconda3, /opt/conda)")
+        raise ConfigError(
+            f"{connection.host.name}: --conda {options.conda}: no conda found on the host "
+            "(looked at $CONDA_EXE, PATH, ~/miniconda3, ~/anaconda3, /opt/conda)"
+        )
     conda, base = lines[0].strip(), lines[-1].strip()
-    version = options.python or ".".join(str((facts.get("python") or {}).get("version") or "3.11").split(".")[:2])
+    version = options.python or ".".join(
+        str((facts.get("python") or {}).get("version") or "3.11").split(".")[:2]
+    )
     if not version.replace(".", "").isdigit():
-        raise ConfigError(f"--conda with --python {version!r}: give a version like 3.11 (conda installs it)")
+        raise ConfigError(
+            f"--conda with --python {version!r}: give a version like 3.11 (conda installs it)"
+        )
     env = ManagedEnv(connection, f"{base.rstrip('/')}/envs/{options.conda}")
     os_facts = facts.get("os") or {}
     libc = str(os_facts.get("libc") or "")
     glibc = libc.split()[-1] if libc.startswith("glibc") else None
-    py = PythonInfo(executable=f"{env.path}/bin/python", version=version,
-                    machine=str(os_facts.get("arch") or "x86_64"), glibc=glibc)
+    py = PythonInfo(
+        executable=f"{env.path}/bin/python",
+        version=version,
+        machine=str(os_facts.get("arch") or "x86_64"),
+        glibc=glibc,
+    )
     return env, py, conda
 
 
@@ -789,14 +974,20 @@ __all__ = [
 
 
 def _lock_request(options: InstallOptions) -> dict[str, Any]:
-    return {"torch": options.torch, "variant": options.variant, "with": list(options.with_),
-            "extras": list(options.extras),
-            "requirements": [Path(p).name for p in options.requirements]}
+    return {
+        "torch": options.torch,
+        "variant": options.variant,
+        "with": list(options.with_),
+        "extras": list(options.extras),
+        "requirements": [Path(p).name for p in options.requirements],
+    }
 
 
 def _gpu_summary(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"name": g.get("name"), "compute_capability": g.get("compute_capability")}
-            for g in facts.get("gpus") or []]
+    return [
+        {"name": g.get("name"), "compute_capability": g.get("compute_capability")}
+        for g in facts.get("gpus") or []
+    ]
 
 
 def create_lock(
@@ -824,9 +1015,15 @@ def create_lock(
         facts = gather_facts(agent)
     base = options.python or connection.host.python or "python3"
     py = host_python(connection, base)
-    plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=index_kind(options.index),
-                   python_version=py.version, allow_minor_version_compat=options.allow_minor_version_compat,
-                   host=host)
+    plan = resolve(
+        facts,
+        torch=options.torch,
+        variant=options.variant,
+        index_kind=index_kind(options.index),
+        python_version=py.version,
+        allow_minor_version_compat=options.allow_minor_version_compat,
+        host=host,
+    )
     scratch = InstallResult(host=host)
     index_cfg, plan = _choose_index(connection, agent, options, plan, py, facts, host, scratch, say)
     requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind)
@@ -835,7 +1032,9 @@ def create_lock(
     q = shlex.quote
     try:
         say("resolving on the host (pip --dry-run)")
-        made = connection.run(f"mkdir -p {q(tmp)} && {q(py.executable)} -m venv {q(tmp + '/venv')}", timeout=600)
+        made = connection.run(
+            f"mkdir -p {q(tmp)} && {q(py.executable)} -m venv {q(tmp + '/venv')}", timeout=600
+        )
         if not made.ok:
             raise HostError(host, f"{py.executable} -m venv failed: {made.stderr.strip()[-500:]}")
         req_files = []
@@ -843,10 +1042,18 @@ def create_lock(
             remote = f"{tmp}/requirements-{i}.txt"
             connection.put(Path(path).read_bytes(), remote, mode=0o600)
             req_files.append(remote)
-        cmd = install_command(f"{tmp}/venv/bin/python", requirements, index_cfg, requirement_files=req_files,
-                              report_path=f"{tmp}/report.json", dry_run=True, ignore_installed=True,
-                              cache_dir=_pip_cache(options, facts), timeout=options.pip_timeout,
-                              retries=options.pip_retries)
+        cmd = install_command(
+            f"{tmp}/venv/bin/python",
+            requirements,
+            index_cfg,
+            requirement_files=req_files,
+            report_path=f"{tmp}/report.json",
+            dry_run=True,
+            ignore_installed=True,
+            cache_dir=_pip_cache(options, facts),
+            timeout=options.pip_timeout,
+            retries=options.pip_retries,
+        )
         run = connection.run(cmd.script(), stdin=cmd.stdin, timeout=options.pip_deadline)
         if not run.ok:
             lines = relevant_lines(run.stdout + "\n" + run.stderr, cmd.secrets)
@@ -858,45 +1065,84 @@ def create_lock(
     check_locked_variant(plan, packages, host)
     plan.warnings = plan_warnings(plan, options.with_)
     return build_lock(
-        plan=plan.as_dict(), packages=packages, python_version=py.version, machine=py.machine,
-        index=index_cfg.as_dict(), request=_lock_request(options),
-        resolved_on={"host": host, "python": py.version, "glibc": py.glibc, "gpus": _gpu_summary(facts),
-                     "driver": (facts.get("nvidia") or {}).get("driver_version")},
+        plan=plan.as_dict(),
+        packages=packages,
+        python_version=py.version,
+        machine=py.machine,
+        index=index_cfg.as_dict(),
+        request=_lock_request(options),
+        resolved_on={
+            "host": host,
+            "python": py.version,
+            "glibc": py.glibc,
+            "gpus": _gpu_summary(facts),
+            "driver": (facts.get("nvidia") or {}).get("driver_version"),
+        },
     )
 
 
-def _hash_missing(connection: Connection, packages: list[LockedPackage], host: str) -> list[LockedPackage]:
+def _hash_missing(
+    connection: Connection, packages: list[LockedPackage], host: str
+) -> list[LockedPackage]:
     missing = [p.name for p in packages if not p.sha256]
     if missing:
-        raise HostError(host, f"the index gave no sha256 for {', '.join(missing)}: a lock needs hashes "
-                        "(PyPI, download.pytorch.org and PEP 503 mirrors give them); use another index")
+        raise HostError(
+            host,
+            f"the index gave no sha256 for {', '.join(missing)}: a lock needs hashes "
+            "(PyPI, download.pytorch.org and PEP 503 mirrors give them); use another index",
+        )
     return packages
 
 
-def create_lock_offline(facts: dict[str, Any], py: PythonInfo, options: InstallOptions,
-                        progress: ProgressCallback | None = None) -> Lock:
+def create_lock_offline(
+    facts: dict[str, Any],
+    py: PythonInfo,
+    options: InstallOptions,
+    progress: ProgressCallback | None = None,
+) -> Lock:
     """Resolve on the controller for a described host (`provision lock --offline --gpu ...`):
     the plan from the resolver, the files from pip resolving for that Python and platform."""
     from provision.install.lockfile import build_lock
 
     options.validate()
-    plan = resolve(facts, torch=options.torch, variant=options.variant, index_kind=index_kind(options.index),
-                   python_version=py.version, allow_minor_version_compat=options.allow_minor_version_compat,
-                   host="offline")
-    index_cfg = build_index_config(options.index, plan_index_url=plan.index_url, variant=plan.variant,
-                                   reachable_torch_index=None)
+    plan = resolve(
+        facts,
+        torch=options.torch,
+        variant=options.variant,
+        index_kind=index_kind(options.index),
+        python_version=py.version,
+        allow_minor_version_compat=options.allow_minor_version_compat,
+        host="offline",
+    )
+    index_cfg = build_index_config(
+        options.index,
+        plan_index_url=plan.index_url,
+        variant=plan.variant,
+        reachable_torch_index=None,
+    )
     requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind)
     if progress:
         progress(f"resolving {' '.join(requirements)} for Python {py.version} on {py.machine}")
     try:
-        packages = relay_mod.resolve_for(py, requirements, index_cfg, requirement_files=options.requirements)
+        packages = relay_mod.resolve_for(
+            py, requirements, index_cfg, requirement_files=options.requirements
+        )
     except relay_mod.RelayError as exc:
         raise ConfigError(str(exc)) from None
     check_locked_variant(plan, packages, "offline")
     plan.warnings = plan_warnings(plan, options.with_)
     return build_lock(
-        plan=plan.as_dict(), packages=packages, python_version=py.version, machine=py.machine,
-        index=index_cfg.as_dict(), request=_lock_request(options),
-        resolved_on={"host": None, "python": py.version, "glibc": py.glibc, "gpus": _gpu_summary(facts),
-                     "driver": (facts.get("nvidia") or {}).get("driver_version")},
+        plan=plan.as_dict(),
+        packages=packages,
+        python_version=py.version,
+        machine=py.machine,
+        index=index_cfg.as_dict(),
+        request=_lock_request(options),
+        resolved_on={
+            "host": None,
+            "python": py.version,
+            "glibc": py.glibc,
+            "gpus": _gpu_summary(facts),
+            "driver": (facts.get("nvidia") or {}).get("driver_version"),
+        },
     )

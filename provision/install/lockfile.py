@@ -86,7 +86,13 @@ class Lock:
             "requires": self.requires,
             "index": self.index,
             "packages": [
-                {"name": p.name, "version": p.version, "filename": p.filename, "url": mask_url(p.url), "sha256": p.sha256}
+                {
+                    "name": p.name,
+                    "version": p.version,
+                    "filename": p.filename,
+                    "url": mask_url(p.url),
+                    "sha256": p.sha256,
+                }
                 for p in self.packages
             ],
         }
@@ -133,7 +139,9 @@ def min_glibc(filenames: list[str]) -> str | None:
             m = _MANYLINUX.search(tag + "_")
             if not m:
                 continue
-            versions.append((int(m.group(1)), int(m.group(2))) if m.group(1) else _LEGACY_GLIBC[m.group(3)])
+            versions.append(
+                (int(m.group(1)), int(m.group(2))) if m.group(1) else _LEGACY_GLIBC[m.group(3)]
+            )
         if versions:
             lowest = min(versions)
             need = lowest if need is None else max(need, lowest)
@@ -154,7 +162,11 @@ def build_lock(
     if missing:
         raise ConfigError(f"cannot lock without hashes for: {', '.join(missing)}")
     major_minor = ".".join(python_version.split(".")[:2])
-    requires: dict[str, Any] = {"python": major_minor, "machine": machine, "variant": plan.get("variant")}
+    requires: dict[str, Any] = {
+        "python": major_minor,
+        "machine": machine,
+        "variant": plan.get("variant"),
+    }
     glibc = min_glibc([p.filename for p in packages])
     if glibc:
         requires["min_glibc"] = glibc
@@ -174,7 +186,9 @@ def write_lock(lock: Lock, path: str | Path) -> Path:
         "# provision.lock — exact packages (by sha256) and the hardware they were resolved for.\n"
         f"# Reproduce on another host: provision install HOST --locked {path.name}\n"
     )
-    text = header + yaml.safe_dump(lock.to_dict(), sort_keys=False, default_flow_style=False, width=120)
+    text = header + yaml.safe_dump(
+        lock.to_dict(), sort_keys=False, default_flow_style=False, width=120
+    )
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -201,7 +215,9 @@ def read_lock(path: str | Path) -> Lock:
         for key in keys:
             if isinstance(cur, yaml.MappingNode):
                 cur = next((v for k, v in cur.value if k.value == key), cur)
-            elif isinstance(cur, yaml.SequenceNode) and isinstance(key, int) and key < len(cur.value):
+            elif (
+                isinstance(cur, yaml.SequenceNode) and isinstance(key, int) and key < len(cur.value)
+            ):
                 cur = cur.value[key]
         return f"{path}:{cur.start_mark.line + 1}" if cur is not None else str(path)
 
@@ -218,13 +234,25 @@ def read_lock(path: str | Path) -> Lock:
             raise ConfigError(f"{line_of(key)}: `{key}` missing or not a {kind.__name__}")
     packages = []
     for i, item in enumerate(data["packages"]):
-        if not isinstance(item, dict) or not all(item.get(k) for k in ("name", "version", "sha256")):
-            raise ConfigError(f"{line_of('packages', i)}: each package needs name, version and sha256")
+        if not isinstance(item, dict) or not all(
+            item.get(k) for k in ("name", "version", "sha256")
+        ):
+            raise ConfigError(
+                f"{line_of('packages', i)}: each package needs name, version and sha256"
+            )
         sha = str(item["sha256"])
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
-            raise ConfigError(f"{line_of('packages', i)}: sha256 of {item['name']} is not 64 hex digits")
+            raise ConfigError(
+                f"{line_of('packages', i)}: sha256 of {item['name']} is not 64 hex digits"
+            )
         packages.append(
-            LockedPackage(str(item["name"]), str(item["version"]), sha, str(item.get("filename") or ""), str(item.get("url") or ""))
+            LockedPackage(
+                str(item["name"]),
+                str(item["version"]),
+                sha,
+                str(item.get("filename") or ""),
+                str(item.get("url") or ""),
+            )
         )
     if not any(_norm(p.name) == "torch" for p in packages):
         raise ConfigError(f"{line_of('packages')}: the lock holds no torch package")
@@ -247,7 +275,9 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
 
 
-def platform_problems(lock: Lock, python_version: str, machine: str, glibc: str | None) -> list[str]:
+def platform_problems(
+    lock: Lock, python_version: str, machine: str, glibc: str | None
+) -> list[str]:
     """Why this host's Python/platform cannot install the locked wheels (empty: it can). The
     GPU/driver side is the resolver's (see installer.check_lock)."""
     problems = []
@@ -261,7 +291,11 @@ def platform_problems(lock: Lock, python_version: str, machine: str, glibc: str 
         )
     if req.get("machine") and machine and req["machine"] != machine:
         problems.append(f"the lock is for {req['machine']}, this host is {machine}")
-    if req.get("min_glibc") and glibc and _version_tuple(glibc) < _version_tuple(str(req["min_glibc"])):
+    if (
+        req.get("min_glibc")
+        and glibc
+        and _version_tuple(glibc) < _version_tuple(str(req["min_glibc"]))
+    ):
         problems.append(
             f"the locked wheels need glibc >= {req['min_glibc']}, this host has {glibc} (an older OS image)"
         )

@@ -57,19 +57,33 @@ PRESETS: dict[str, MirrorPreset] = {
         MirrorPreset(
             "tuna",
             "https://pypi.tuna.tsinghua.edu.cn/simple",
-            (TorchWheelMirror("https://mirrors.tuna.tsinghua.edu.cn/pytorch-wheels/{variant}/", "find-links", "low"),),
+            (
+                TorchWheelMirror(
+                    "https://mirrors.tuna.tsinghua.edu.cn/pytorch-wheels/{variant}/",
+                    "find-links",
+                    "low",
+                ),
+            ),
             "https://mirrors.tuna.tsinghua.edu.cn/help/pypi/",
         ),
         MirrorPreset(
             "aliyun",
             "https://mirrors.aliyun.com/pypi/simple/",
-            (TorchWheelMirror("https://mirrors.aliyun.com/pytorch-wheels/{variant}/", "find-links", "low"),),
+            (
+                TorchWheelMirror(
+                    "https://mirrors.aliyun.com/pytorch-wheels/{variant}/", "find-links", "low"
+                ),
+            ),
             "https://developer.aliyun.com/mirror/pypi",
         ),
         MirrorPreset(
             "ustc",
             "https://mirrors.ustc.edu.cn/pypi/simple",
-            (TorchWheelMirror("https://mirrors.ustc.edu.cn/pytorch-wheels/{variant}/", "find-links", "low"),),
+            (
+                TorchWheelMirror(
+                    "https://mirrors.ustc.edu.cn/pytorch-wheels/{variant}/", "find-links", "low"
+                ),
+            ),
             "https://mirrors.ustc.edu.cn/help/pypi.html",
         ),
         MirrorPreset(
@@ -81,7 +95,13 @@ PRESETS: dict[str, MirrorPreset] = {
         MirrorPreset(
             "tencent",
             "https://mirrors.cloud.tencent.com/pypi/simple",
-            (TorchWheelMirror("https://mirrors.cloud.tencent.com/pytorch-wheels/{variant}/", "find-links", "low"),),
+            (
+                TorchWheelMirror(
+                    "https://mirrors.cloud.tencent.com/pytorch-wheels/{variant}/",
+                    "find-links",
+                    "low",
+                ),
+            ),
             "https://mirrors.cloud.tencent.com/help/pypi.html",
         ),
     )
@@ -116,21 +136,32 @@ class IndexOptions:
 
     def validate(self) -> None:
         if self.mirror and self.index_url:
-            raise ConfigError("--mirror and --index-url both given; pick one (--mirror NAME is a preset of index URLs)")
+            raise ConfigError(
+                "--mirror and --index-url both given; pick one (--mirror NAME is a preset of index URLs)"
+            )
         if self.mirror and self.mirror not in PRESETS:
             raise ConfigError(f"unknown --mirror {self.mirror!r}; known: {', '.join(PRESETS)}")
-        for what, url in [("--index-url", self.index_url), *(("--extra-index-url", u) for u in self.extra_index_urls)]:
+        for what, url in [
+            ("--index-url", self.index_url),
+            *(("--extra-index-url", u) for u in self.extra_index_urls),
+        ]:
             if url is None:
                 continue
             parts = urlsplit(url)
-            if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.hostname):
+            if parts.scheme not in ("http", "https", "file") or (
+                parts.scheme != "file" and not parts.hostname
+            ):
                 raise ConfigError(f"{what} {mask_url(url)!r} is not an http(s):// or file:// URL")
         if self.proxy:
             parts = urlsplit(self.proxy)
             if parts.scheme not in ("http", "https", "socks5", "socks5h") or not parts.hostname:
-                raise ConfigError(f"--proxy {mask_url(self.proxy)!r} is not a proxy URL (http://host:port)")
+                raise ConfigError(
+                    f"--proxy {mask_url(self.proxy)!r} is not a proxy URL (http://host:port)"
+                )
         if not 0 < self.probe_timeout <= 60:
-            raise ConfigError(f"mirror probe timeout must be in (0, 60] seconds, got {self.probe_timeout}")
+            raise ConfigError(
+                f"mirror probe timeout must be in (0, 60] seconds, got {self.probe_timeout}"
+            )
 
 
 def index_kind(options: IndexOptions) -> str:
@@ -235,7 +266,9 @@ def build_index_config(
         cfg = IndexConfig(index_url=options.index_url, kind=url_kind(options.index_url))
         cfg.torch_source = mask_url(options.index_url)
     elif fallback_to_pypi:
-        cfg = IndexConfig(index_url=pypi, kind=KIND_PYPI, torch_source=f"{pypi} (PyPI's default build)")
+        cfg = IndexConfig(
+            index_url=pypi, kind=KIND_PYPI, torch_source=f"{pypi} (PyPI's default build)"
+        )
     elif reachable_torch_index is not None:
         url, usage = reachable_torch_index
         if usage == "index":
@@ -249,7 +282,9 @@ def build_index_config(
         cfg = IndexConfig(index_url=url, kind=url_kind(url), torch_source=url)
         if url.rstrip("/") != pypi.rstrip("/"):
             extra.append(pypi)
-    cfg.extra_index_urls = _dedupe(u for u in extra if u.rstrip("/") != (cfg.index_url or "").rstrip("/"))
+    cfg.extra_index_urls = _dedupe(
+        u for u in extra if u.rstrip("/") != (cfg.index_url or "").rstrip("/")
+    )
     cfg.find_links = _dedupe(links)
     cfg.trusted_hosts = list(options.trusted_hosts)
     for url in cfg.urls():

@@ -56,7 +56,9 @@ class PipCommand:
         always be followed by stopping pip (TERM to the supervisor) and removing its files."""
         python = self.argv[0]
         sup = shlex.join([python, "-c", _SUPERVISOR, log, exit_file, pid_file, *self.argv])
-        return _prelude(self.network_turbo, None) + f"nohup {sup} >/dev/null 2>&1 </dev/null & echo $!"
+        return (
+            _prelude(self.network_turbo, None) + f"nohup {sup} >/dev/null 2>&1 </dev/null & echo $!"
+        )
 
 
 # Host side (Python 3.8+): run pip, pass TERM on, record the exit code atomically.
@@ -154,9 +156,18 @@ def install_command(
     """`python -m pip install ...` with every value quoted; secrets via stdin only."""
     env: dict[str, str] = {}
     args = [
-        python, "-m", "pip", "install",
-        "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
-        "--timeout", f"{timeout:g}", "--retries", str(retries),
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "--timeout",
+        f"{timeout:g}",
+        "--retries",
+        str(retries),
     ]
     args += index_arguments(index, env)
     if cache_dir:
@@ -178,7 +189,9 @@ def install_command(
     display = scrub(shlex.join(args), secrets)
     if env.get("PIP_INDEX_URL"):
         display += f"  (index {mask_url(env['PIP_INDEX_URL'])} via PIP_INDEX_URL)"
-    return PipCommand(argv=args, env=env, display=display, secrets=secrets, network_turbo=index.network_turbo)
+    return PipCommand(
+        argv=args, env=env, display=display, secrets=secrets, network_turbo=index.network_turbo
+    )
 
 
 def freeze_command(python: str) -> str:
@@ -194,7 +207,7 @@ _RELEVANT = re.compile(
     r"5\d\d Server Error|THESE PACKAGES DO NOT MATCH|Expected sha256|Got +[0-9a-f]{64}|"
     r"Hashes are required|ResolutionImpossible|conflict|Requires-Python|requires a different Python|"
     r"is not a supported wheel|No space left|Permission denied|SSLError|CERTIFICATE_VERIFY_FAILED|"
-    r"Looking in indexes|Looking in links|network_turbo)",
+    r"Looking in indexes|Looking in links|network_turbo|^\s+\S+==\S+ from )",
     re.IGNORECASE,
 )
 _RETRY = re.compile(r"^WARNING: Retrying")

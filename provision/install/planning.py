@@ -74,13 +74,20 @@ def host_python(connection: Connection, python: str) -> PythonInfo:
     result = connection.run(f"{shlex.quote(python)} -c {shlex.quote(_PYTHON_INFO)}", timeout=60)
     host = connection.host.name
     if result.exit_code == 127 or "not found" in result.stderr and not result.stdout:
-        raise HostError(host, f"no Python interpreter {python!r} on the host (give one with --python PATH)")
+        raise HostError(
+            host, f"no Python interpreter {python!r} on the host (give one with --python PATH)"
+        )
     if not result.ok:
-        raise HostError(host, f"{python} did not run: {(result.stderr.strip() or f'exit {result.exit_code}')[-500:]}")
+        raise HostError(
+            host,
+            f"{python} did not run: {(result.stderr.strip() or f'exit {result.exit_code}')[-500:]}",
+        )
     try:
         data = json.loads(result.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise HostError(host, f"{python} gave no answer about itself: {result.stdout[-300:]!r}") from None
+        raise HostError(
+            host, f"{python} gave no answer about itself: {result.stdout[-300:]!r}"
+        ) from None
     return PythonInfo(
         executable=data.get("executable") or python,
         version=data["version"],
@@ -165,7 +172,9 @@ def resolve(
     except resolver.ResolveInputError as exc:
         raise ConfigError(str(exc)) from None
     if isinstance(outcome, resolver.NoPlan):
-        err = NoPlanError(host, outcome.explanation + "".join(f"\n  option: {o}" for o in outcome.options))
+        err = NoPlanError(
+            host, outcome.explanation + "".join(f"\n  option: {o}" for o in outcome.options)
+        )
         err.options = list(outcome.options)  # type: ignore[attr-defined]
         err.reasons = list(outcome.reasons)  # type: ignore[attr-defined]
         raise err

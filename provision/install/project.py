@@ -30,8 +30,8 @@ from provision.install.mirrors import PRESETS
 PROJECT_FILE = "provision.yml"
 _COMPANIONS = ("torchvision", "torchaudio")
 _KEYS = {
-    "python": "a Python version like \"3.11\" or an interpreter path",
-    "torch": "a torch spec like \"2.5\", \"2.5.1\", \">=2.4,<2.6\" or latest",
+    "python": 'a Python version like "3.11" or an interpreter path',
+    "torch": 'a torch spec like "2.5", "2.5.1", ">=2.4,<2.6" or latest',
     "variant": "a build tag like cu124 or cpu",
     "with": "a list of companions: torchvision, torchaudio",
     "packages": "a list of pip requirement strings",
@@ -88,12 +88,16 @@ def load_project(path: str | Path) -> Project:
         root = yaml.compose(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(
+            f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
     project = Project(path=path)
     if root is None:
         return project
     if not isinstance(root, yaml.MappingNode):
-        raise ConfigError(f"{path}:{root.start_mark.line + 1}: provision.yml is a mapping of keys ({', '.join(_KEYS)})")
+        raise ConfigError(
+            f"{path}:{root.start_mark.line + 1}: provision.yml is a mapping of keys ({', '.join(_KEYS)})"
+        )
     loader_data = yaml.safe_load(text) or {}
     base = path.parent
     for key_node, _value_node in root.value:
@@ -111,7 +115,9 @@ def load_project(path: str | Path) -> Project:
         if value is None:
             continue
 
-        def need(kind: type | tuple, value: Any = value, key: str = key, where: str = where) -> None:
+        def need(
+            kind: type | tuple, value: Any = value, key: str = key, where: str = where
+        ) -> None:
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise ConfigError(f"{where}: '{key}' must be {_KEYS[key]}, got {value!r}")
 
@@ -121,11 +127,15 @@ def load_project(path: str | Path) -> Project:
             need(list, value)
             for item in value:
                 if not isinstance(item, str) or not item.strip():
-                    raise ConfigError(f"{where}: '{key}' must be {_KEYS[key]}; {item!r} is not a string")
+                    raise ConfigError(
+                        f"{where}: '{key}' must be {_KEYS[key]}; {item!r} is not a string"
+                    )
             if key == "with":
                 bad = [v for v in value if v not in _COMPANIONS]
                 if bad:
-                    raise ConfigError(f"{where}: 'with' takes {', '.join(_COMPANIONS)}; got {', '.join(bad)}")
+                    raise ConfigError(
+                        f"{where}: 'with' takes {', '.join(_COMPANIONS)}; got {', '.join(bad)}"
+                    )
                 project.with_ = list(value)
             else:
                 setattr(project, key, list(value))
@@ -145,17 +155,23 @@ def load_project(path: str | Path) -> Project:
         elif key == "mirror":
             need(str)
             if value not in PRESETS:
-                raise ConfigError(f"{where}: unknown mirror '{value}'; presets: {', '.join(PRESETS)}")
+                raise ConfigError(
+                    f"{where}: unknown mirror '{value}'; presets: {', '.join(PRESETS)}"
+                )
             project.mirror = value
         else:
             need(str)
             setattr(project, key, value)
     if project.mirror and project.index_url:
-        raise ConfigError(f"{project.where('index_url')}: give either 'mirror' or 'index_url', not both")
+        raise ConfigError(
+            f"{project.where('index_url')}: give either 'mirror' or 'index_url', not both"
+        )
     if project.python and isinstance(loader_data.get("python"), float):
         # YAML reads 3.10 as the float 3.1: refuse rather than build the wrong env
-        raise ConfigError(f"{project.where('python')}: quote the Python version (python: \"{loader_data['python']}\"), "
-                          "YAML reads an unquoted 3.10 as 3.1")
+        raise ConfigError(
+            f'{project.where("python")}: quote the Python version (python: "{loader_data["python"]}"), '
+            "YAML reads an unquoted 3.10 as 3.1"
+        )
     return project
 
 

@@ -69,29 +69,58 @@ def _pip(args: list[str], index: IndexConfig, what: str) -> subprocess.Completed
     extra_env: dict[str, str] = {}
     index_args = index_arguments(index, extra_env)
     env.update(extra_env)
-    cmd = [sys.executable, "-m", "pip", *args[:1], "--no-input", "--disable-pip-version-check",
-           "--progress-bar", "off", *index_args, *args[1:]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        *args[:1],
+        "--no-input",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        *index_args,
+        *args[1:],
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         secrets = secrets_of(index.urls() + [index.proxy])
-        raise RelayError(f"{what} on the controller failed", relevant_lines(proc.stdout + proc.stderr, secrets))
+        raise RelayError(
+            f"{what} on the controller failed", relevant_lines(proc.stdout + proc.stderr, secrets)
+        )
     return proc
 
 
 def _target_args(py: PythonInfo) -> list[str]:
-    args = ["--only-binary=:all:", "--python-version", py.major_minor, "--implementation", "cp", "--abi", py.abi]
+    args = [
+        "--only-binary=:all:",
+        "--python-version",
+        py.major_minor,
+        "--implementation",
+        "cp",
+        "--abi",
+        py.abi,
+    ]
     for tag in py.platform_tags():
         args += ["--platform", tag]
     return args
 
 
-def resolve_for(py: PythonInfo, requirements: list[str], index: IndexConfig,
-                requirement_files: list[str] = ()) -> list[LockedPackage]:  # type: ignore[assignment]
+def resolve_for(
+    py: PythonInfo, requirements: list[str], index: IndexConfig, requirement_files: list[str] = ()
+) -> list[LockedPackage]:  # type: ignore[assignment]
     """The exact wheels (with sha256) pip would install on a host with interpreter `py`."""
     with tempfile.TemporaryDirectory(prefix="provision-resolve-") as tmp:
         report = Path(tmp) / "report.json"
-        args = ["install", "--dry-run", "--ignore-installed", *_target_args(py),
-                "--target", str(Path(tmp) / "target"), "--report", str(report)]
+        args = [
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            *_target_args(py),
+            "--target",
+            str(Path(tmp) / "target"),
+            "--report",
+            str(report),
+        ]
         for f in requirement_files:
             args += ["-r", f]
         _pip(args + list(requirements), index, "resolving " + " ".join(requirements))
@@ -122,8 +151,20 @@ def fetch(packages: list[LockedPackage], index: IndexConfig, py: PythonInfo) -> 
             with tempfile.TemporaryDirectory(prefix="provision-relay-") as tmp:
                 reqs = Path(tmp) / "requirements.txt"
                 reqs.write_text("".join(p.requirement_line() + "\n" for p in missing))
-                _pip(["download", "--no-deps", "--require-hashes", *_target_args(py), "-d", tmp, "-r", str(reqs)],
-                     index, "downloading wheels")
+                _pip(
+                    [
+                        "download",
+                        "--no-deps",
+                        "--require-hashes",
+                        *_target_args(py),
+                        "-d",
+                        tmp,
+                        "-r",
+                        str(reqs),
+                    ],
+                    index,
+                    "downloading wheels",
+                )
                 for f in Path(tmp).iterdir():
                     if f.suffix in (".whl", ".zip") or f.name.endswith(".tar.gz"):
                         digest = _sha256(f)
@@ -134,7 +175,9 @@ def fetch(packages: list[LockedPackage], index: IndexConfig, py: PythonInfo) -> 
         for p in packages:
             path = by_hash.get(p.sha256)
             if path is None:
-                raise RelayError(f"{p.name}=={p.version}: downloaded, but no file with sha256 {p.sha256[:12]}…")
+                raise RelayError(
+                    f"{p.name}=={p.version}: downloaded, but no file with sha256 {p.sha256[:12]}…"
+                )
             files.append(path)
         return files
 
@@ -185,8 +228,11 @@ def push(connection: Connection, files: list[Path], remote_dir: str) -> tuple[in
     """Send the files the host does not have yet (same name and size) as one tar stream.
     Returns (files sent, bytes sent)."""
     d = shlex.quote(remote_dir)
-    listing = connection.run(f"mkdir -p {d} && cd {d} && for f in *; do [ -f \"$f\" ] && "
-                             f"printf '%s\\t%s\\n' \"$(wc -c < \"$f\")\" \"$f\"; done; true", timeout=120)
+    listing = connection.run(
+        f'mkdir -p {d} && cd {d} && for f in *; do [ -f "$f" ] && '
+        f'printf \'%s\\t%s\\n\' "$(wc -c < "$f")" "$f"; done; true',
+        timeout=120,
+    )
     have: dict[str, int] = {}
     for line in listing.stdout.splitlines():
         size, _, name = line.partition("\t")
@@ -197,18 +243,26 @@ def push(connection: Connection, files: list[Path], remote_dir: str) -> tuple[in
         return 0, 0
     # into a temp dir first, then renamed: an interrupted stream leaves no half file behind
     script = (
-        f"tmp=$(mktemp -d {d}/.incoming-XXXXXX) && tar -x -o -C \"$tmp\" -f - && "
-        f"mv -f \"$tmp\"/* {d}/ && rmdir \"$tmp\" || {{ rm -rf \"$tmp\"; exit 1; }}"
+        f'tmp=$(mktemp -d {d}/.incoming-XXXXXX) && tar -x -o -C "$tmp" -f - && '
+        f'mv -f "$tmp"/* {d}/ && rmdir "$tmp" || {{ rm -rf "$tmp"; exit 1; }}'
     )
     result = connection.stream(script, source=tar_stream(send), timeout=3600)
     if not result.ok:
-        raise HostError(connection.host.name, f"pushing wheels to {remote_dir} failed: {result.stderr.strip()[-500:]}")
+        raise HostError(
+            connection.host.name,
+            f"pushing wheels to {remote_dir} failed: {result.stderr.strip()[-500:]}",
+        )
     return len(send), sum(f.stat().st_size for f in send)
 
 
 def relay_index(remote_dir: str) -> IndexConfig:
-    return IndexConfig(index_url=None, no_index=True, find_links=[remote_dir], kind="local",
-                       torch_source=f"relayed from the controller into {remote_dir}")
+    return IndexConfig(
+        index_url=None,
+        no_index=True,
+        find_links=[remote_dir],
+        kind="local",
+        torch_source=f"relayed from the controller into {remote_dir}",
+    )
 
 
 def describe_packages(packages: list[LockedPackage], secrets: list[str] = ()) -> str:  # type: ignore[assignment]

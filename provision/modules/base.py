@@ -103,7 +103,9 @@ class TaskContext:
     check_mode: bool = False
     diff: bool = False
     vars: Mapping[str, Any] = field(default_factory=dict)  # the task's variables (lazy templates)
-    facts: Mapping[str, Any] = field(default_factory=dict)  # agent facts (docs/facts.md); {} if not gathered
+    facts: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # agent facts (docs/facts.md); {} if not gathered
     become: bool = False
     become_user: str | None = None
     environment: dict[str, str] | None = None
@@ -114,7 +116,9 @@ class TaskContext:
     )  # role dir, playbook dir (templates/, files/)
     templar: Templar | None = None
     agent_factory: Callable[[], Agent] | None = None
-    on_progress: Callable[[str], None] | None = None  # one short line: shown on the host's status line
+    on_progress: Callable[[str], None] | None = (
+        None  # one short line: shown on the host's status line
+    )
 
     @property
     def agent(self) -> Agent:

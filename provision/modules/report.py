@@ -38,7 +38,14 @@ class Report(Module):
             for d in (_data(x, "dataset") for x in ctx.args.get("datasets") or [])
             if isinstance(d, dict)
         ]
-        price = ctx.host.vars.get("price_per_hour")
+        from provision.errors import ConfigError
+        from provision.modules.base import ModuleFailure
+        from provision.report.document import price_of
+
+        try:
+            price = price_of(ctx.host)
+        except ConfigError as exc:
+            raise ModuleFailure(str(exc)) from None
         doc = build_report(
             ctx.host.name,
             facts=dict(ctx.facts or {}),
@@ -46,7 +53,7 @@ class Report(Module):
             install=_data(ctx.args.get("install"), "install") or {},
             datasets=datasets,
             bench=bench if isinstance(bench, dict) else {},
-            price_per_hour=float(price) if price is not None else None,
+            price_per_hour=price,
         )
         if ctx.check_mode:
             return ModuleResult(changed=False, msg="would write the report", data={"report": doc})

@@ -16,8 +16,7 @@ def gpu_peaks(facts: dict[str, Any]) -> dict[str, dict[str, float | None]]:
 
     peaks: dict[str, dict[str, float | None]] = {}
     for gpu in facts.get("gpus") or []:
-        total = gpu.get("memory_total_bytes")
-        spec = find_gpu(str(gpu.get("name", "")), memory_mib=total / 2**20 if total else None)
+        spec = find_gpu(str(gpu.get("name", "")), memory_mib=(gpu.get("memory") or {}).get("total_mib"))
         if spec is not None:
             peaks[str(gpu.get("index", len(peaks)))] = {
                 "fp32": spec.fp32, "tf32": spec.tf32, "fp16": spec.fp16, "bf16": spec.bf16,

@@ -150,7 +150,9 @@ def line_chart(
     inner_w, inner_h = _W - _LEFT - _RIGHT - 10, _H - _TOP - _BOTTOM
 
     def px(x: float) -> float:
-        return _LEFT + 10 + (inner_w * (x - x_min) / (x_max - x_min) if x_max > x_min else inner_w / 2)
+        return (
+            _LEFT + 10 + (inner_w * (x - x_min) / (x_max - x_min) if x_max > x_min else inner_w / 2)
+        )
 
     def py(y: float) -> float:
         return _H - _BOTTOM - inner_h * y / top

@@ -39,7 +39,12 @@ NETWORK_FS = (
 )
 # NVML clock-event reasons that mean heat, power or hardware slowed the GPU. The power cap
 # (sw_power_cap) is normal at full load and is not in this list.
-THROTTLE_BAD = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+THROTTLE_BAD = (
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+)
 
 
 @dataclass
@@ -96,7 +101,9 @@ def cudnn_text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, int):
-        major, rest = (value // 10000, value % 10000) if value >= 10000 else (value // 1000, value % 1000)
+        major, rest = (
+            (value // 10000, value % 10000) if value >= 10000 else (value // 1000, value % 1000)
+        )
         return f"{major}.{rest // 100}.{rest % 100}"
     return str(value)
 
@@ -114,7 +121,9 @@ def compat_mismatch(doc: dict[str, Any]) -> Finding | None:
     if verdict in ("WARN", "BROKEN"):
         severity = "critical" if verdict == "BROKEN" else "warn"
         items = list(get(doc, "compat.problems") or []) + list(get(doc, "compat.warnings") or [])
-        evidence.append(f"provision check: {verdict}" + (": " + "; ".join(map(str, items)) if items else ""))
+        evidence.append(
+            f"provision check: {verdict}" + (": " + "; ".join(map(str, items)) if items else "")
+        )
     torch_cuda = get(doc, "compat.verify.torch.cuda") or get(doc, "bench.host.cuda")
     driver_cuda = get(doc, "compat.host.cuda_max") or get(doc, "facts.nvidia.cuda_driver_version")
     gpus = get(doc, "facts.gpus") or []
@@ -212,7 +221,9 @@ def loader_bottleneck(doc: dict[str, Any]) -> Finding | None:
             f"DataLoader(..., num_workers={needed}, pin_memory=True, persistent_workers=True)"
         ]
     else:
-        steps = [f"DataLoader(..., num_workers={workers}, pin_memory=True, persistent_workers=True)"]
+        steps = [
+            f"DataLoader(..., num_workers={workers}, pin_memory=True, persistent_workers=True)"
+        ]
     if on_network:
         steps.append(
             f"stage the dataset to the local SSD as LMDB: provision stage SRC {doc.get('host')}"
@@ -225,7 +236,8 @@ def loader_bottleneck(doc: dict[str, Any]) -> Finding | None:
     return Finding(
         "loader_bottleneck",
         "critical" if ratio < LOADER_CRITICAL else "warn",
-        "The DataLoader cannot feed the GPU" if get(doc, "bench.amp.device", "").startswith("cuda")
+        "The DataLoader cannot feed the GPU"
+        if get(doc, "bench.amp.device", "").startswith("cuda")
         else "The DataLoader cannot keep up with training",
         f"best loader {best:.0f} samples/s (num_workers={workers}, source "
         f"{source.get('name') or '?'} {source.get('format') or ''}) vs training "
@@ -239,7 +251,10 @@ def loader_bottleneck(doc: dict[str, Any]) -> Finding | None:
 def num_workers(doc: dict[str, Any]) -> Finding | None:
     """The setting to copy into the training script, when it matters and loading keeps up."""
     loader = get(doc, "bench.dataloader")
-    if not _ok(loader) or (loader.get("verdict") or {}).get("verdict") in ("marginal", "bottleneck"):
+    if not _ok(loader) or (loader.get("verdict") or {}).get("verdict") in (
+        "marginal",
+        "bottleneck",
+    ):
         return None  # loader_bottleneck says it, with more
     curve = dict(loader_curve(doc))
     best = loader.get("best_num_workers")
@@ -275,9 +290,12 @@ def _dataset_on_network(doc: dict[str, Any]) -> str | None:
     """Why the training data is on network storage, or None."""
     for ds in doc.get("datasets") or []:
         path = str(ds.get("path") or "")
+        # The mount holding the path beats a dataset's own fs_type, which callers may have
+        # copied from the data dir rather than looked up for this path.
         mount = _mount_of(doc, path) if path.startswith("/") else None
-        fs = ds.get("fs_type") or (mount or {}).get("fs_type")
-        if ds.get("network") or (mount or {}).get("network") or _is_network(fs):
+        fs = (mount or {}).get("fs_type") or ds.get("fs_type")
+        network = (mount or {}).get("network") if mount else ds.get("network")
+        if network or _is_network(fs):
             return f"dataset {ds.get('name') or path} at {path} is on {fs or 'network storage'}"
     source = (_loader_source(doc) or {}).get("source") or {}
     if source.get("role") == "network":
@@ -297,7 +315,9 @@ def dataset_on_network_disk(doc: dict[str, Any]) -> Finding | None:
     dirs = {d.get("role"): d for d in get(doc, "bench.storage.dirs") or [] if isinstance(d, dict)}
     local, net = get(dirs, "data.seq_read.mb_s"), get(dirs, "network.seq_read.mb_s")
     if local and net:
-        evidence.append(f"sequential read {net:.0f} MB/s there vs {local:.0f} MB/s on the local disk")
+        evidence.append(
+            f"sequential read {net:.0f} MB/s there vs {local:.0f} MB/s on the local disk"
+        )
     l_iops, n_iops = get(dirs, "data.random_read.iops"), get(dirs, "network.random_read.iops")
     if l_iops and n_iops:
         evidence.append(f"4 KiB random reads {n_iops:.0f} vs {l_iops:.0f} IOPS")
@@ -376,16 +396,20 @@ def vram_headroom(doc: dict[str, Any]) -> Finding | None:
         "time": "the search ran out of time, so more may fit",
         "cap": "the search cap",
     }.get(str(m.get("bounded_by")), str(m.get("bounded_by") or "?"))
-    evidence = (
-        f"{name} ({mem.get('dtype')}): batch {max_batch} fits in {where} ({bound})"
-        + (f"; a target batch of {target} needs {steps} step(s) of {micro}" if target and steps else "")
+    evidence = f"{name} ({mem.get('dtype')}): batch {max_batch} fits in {where} ({bound})" + (
+        f"; a target batch of {target} needs {steps} accumulation steps of {micro}"
+        if target and steps and steps > 1
+        else ""
     )
     if m.get("per_sample_mb"):
         evidence += f"; about {m['per_sample_mb']} MB per sample"
     gpu_total = _gpu_memory_mib(doc)
     bench_batch = get(doc, f"bench.amp.models.{name}.batch")
     peak = max(
-        [r.get("peak_memory_mb") or 0 for r in (get(doc, f"bench.amp.models.{name}.runs") or {}).values()]
+        [
+            r.get("peak_memory_mb") or 0
+            for r in (get(doc, f"bench.amp.models.{name}.runs") or {}).values()
+        ]
         or [0]
     )
     if gpu_total and peak and where == "GPU memory":
@@ -393,7 +417,9 @@ def vram_headroom(doc: dict[str, Any]) -> Finding | None:
     at_least = "" if m.get("exact") or m.get("bounded_by") != "time" else "at least "
     rec = f"batches up to {at_least}{max_batch} fit per step"
     if steps and steps > 1:
-        rec += f"; for an effective batch of {target}: {steps} gradient-accumulation steps of {micro}"
+        rec += (
+            f"; for an effective batch of {target}: {steps} gradient-accumulation steps of {micro}"
+        )
     elif target:
         rec += f"; the target batch of {target} fits without gradient accumulation"
     rec += " (scale the learning rate with the effective batch)"

@@ -61,6 +61,14 @@ def get(doc: Any, dotted: str, default: Any = None) -> Any:
     return default if cur is None and default is not None else cur
 
 
+def parse_time(text: Any) -> _dt.datetime:
+    """ISO 8601, also with a trailing "Z" (which Python 3.10's fromisoformat refuses)."""
+    value = str(text)
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    return _dt.datetime.fromisoformat(value)
+
+
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -112,7 +120,7 @@ def validate(doc: Any, where: str = "report") -> None:
     if not isinstance(doc["host"], str) or not doc["host"]:
         raise ValueError(f"{where}: host must be a non-empty string, got {doc['host']!r}")
     try:
-        created = _dt.datetime.fromisoformat(str(doc["created"]))
+        created = parse_time(doc["created"])
     except ValueError:
         raise ValueError(
             f"{where}: created must be an ISO 8601 time, got {doc['created']!r}"
@@ -197,7 +205,9 @@ def headline(doc: dict[str, Any]) -> dict[str, Any]:
         "train_samples_per_s": train,
         "loader_samples_per_s": loader,
         "effective_samples_per_s": effective,
-        "bottleneck": None if not (train and loader) else ("loader" if loader < train else "training"),
+        "bottleneck": None
+        if not (train and loader)
+        else ("loader" if loader < train else "training"),
         "amp_speedup": get(doc, "bench.amp.speedup"),
         "amp_dtype": get(doc, "bench.amp.best_dtype"),
         "best_num_workers": get(doc, "bench.dataloader.best_num_workers"),
@@ -231,3 +241,21 @@ def write_report(doc: dict[str, Any], out_dir: str | Path) -> dict[str, str]:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name)) or "host"
+
+
+def price_of(host: Any) -> float | None:
+    """The inventory's price_per_hour, checked up front: a bad value is the user's to fix."""
+    price = host.vars.get("price_per_hour")
+    if price is None:
+        return None
+    try:
+        value = float(price)
+    except (TypeError, ValueError):
+        value = -1.0
+    if value <= 0:
+        from provision.errors import ConfigError
+
+        raise ConfigError(
+            f"{host.name}: price_per_hour must be a positive number, got {price!r} (inventory var)"
+        )
+    return value

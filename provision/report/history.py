@@ -58,7 +58,9 @@ def _db(path: Path | None) -> sqlite3.Connection:
 
 def utc(created: str) -> str:
     """ISO time in UTC, so times order correctly as text whatever offset a report was written in."""
-    moment = _dt.datetime.fromisoformat(str(created))
+    from provision.report.document import parse_time
+
+    moment = parse_time(created)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_dt.timezone.utc)
     return moment.astimezone(_dt.timezone.utc).isoformat(timespec="microseconds")
@@ -134,5 +136,9 @@ def compare(report: dict[str, Any], path: Path | None = None) -> dict[str, Any] 
     for label, key in COMPARED:
         if old[key] is None and new[key] is None:
             continue
-        figures[label] = {"before": old[key], "now": new[key], "change_pct": pct_delta(new[key], old[key])}
+        figures[label] = {
+            "before": old[key],
+            "now": new[key],
+            "change_pct": pct_delta(new[key], old[key]),
+        }
     return {"previous": {"created": prev["created"], "headline": old}, "figures": figures}

@@ -19,7 +19,16 @@ from provision.report.diagnosis import cudnn_text, loader_curve
 from provision.report.document import SCHEMA, get, headline
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
-SECTIONS = ("compute", "amp", "memory", "transfer", "dataloader", "storage", "network", "distributed")
+SECTIONS = (
+    "compute",
+    "amp",
+    "memory",
+    "transfer",
+    "dataloader",
+    "storage",
+    "network",
+    "distributed",
+)
 
 
 # -- numbers ---------------------------------------------------------------------------------------
@@ -118,7 +127,10 @@ def _overview(doc: dict[str, Any]) -> list[tuple[str, str]]:
     driver = get(doc, "facts.nvidia.driver_version")
     if driver or get(doc, "facts.gpus"):
         rows.append(
-            ("Driver / CUDA", f"{num(driver)} / CUDA ≤ {num(get(doc, 'facts.nvidia.cuda_driver_version'))}")
+            (
+                "Driver / CUDA",
+                f"{num(driver)} / CUDA ≤ {num(get(doc, 'facts.nvidia.cuda_driver_version'))}",
+            )
         )
     install = doc.get("install") or {}
     torch = install.get("torch") or get(doc, "bench.host.torch")
@@ -183,7 +195,11 @@ def _overview(doc: dict[str, Any]) -> list[tuple[str, str]]:
             (
                 "Dataset",
                 f"{ds.get('name') or '?'}: {ds.get('path') or '?'} ({ds.get('format') or '?'}"
-                + (f", {num(ds.get('count') or ds.get('samples'))} samples" if ds.get("count") or ds.get("samples") else "")
+                + (
+                    f", {num(ds.get('count') or ds.get('samples'))} samples"
+                    if ds.get("count") or ds.get("samples")
+                    else ""
+                )
                 + ")",
             )
         )
@@ -402,7 +418,9 @@ def chart_svgs(doc: dict[str, Any]) -> dict[str, str]:
         values = []
         for g in groups:
             sps = get(models[g], f"runs.{d}.samples_per_s")
-            values.append(round(sps / models[g]["runs"]["fp32"]["samples_per_s"], 3) if sps else None)
+            values.append(
+                round(sps / models[g]["runs"]["fp32"]["samples_per_s"], 3) if sps else None
+            )
         amp_series.append((d, values))
     amp_svg = charts.grouped_bar_chart(
         "amp",
@@ -413,9 +431,7 @@ def chart_svgs(doc: dict[str, Any]) -> dict[str, str]:
         empty_reason=str(get(doc, "bench.amp.reason") or "no AMP run in this report"),
     )
     per_gpu = get(doc, "bench.compute.per_gpu") or []
-    labels = [
-        f"{g.get('index') if g.get('index') is not None else 'cpu'}" for g in per_gpu
-    ]
+    labels = [f"{g.get('index') if g.get('index') is not None else 'cpu'}" for g in per_gpu]
     dtypes = ["fp32", "tf32", "fp16", "bf16"]
     has_peak = any(v is not None for g in per_gpu for v in (g.get("pct_of_peak") or {}).values())
     if has_peak:
@@ -447,7 +463,11 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
         "tables": [
             t
             for t in (
-                ("Matmul throughput", ["device", "dtype", "TFLOPS", "% of peak"], _compute_rows(doc)),
+                (
+                    "Matmul throughput",
+                    ["device", "dtype", "TFLOPS", "% of peak"],
+                    _compute_rows(doc),
+                ),
                 (
                     "Training: fp32 vs AMP",
                     ["model", "precision", "throughput", "step ms", "peak MB", "speedup"],
@@ -471,7 +491,14 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
                 ),
                 (
                     "Under load",
-                    ["device", "util % mean/max", "temp °C max", "power W mean/limit", "clocks MHz", "throttle reasons"],
+                    [
+                        "device",
+                        "util % mean/max",
+                        "temp °C max",
+                        "power W mean/limit",
+                        "clocks MHz",
+                        "throttle reasons",
+                    ],
                     _under_load_rows(doc),
                 ),
             )
@@ -543,7 +570,9 @@ def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None =
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
-    t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False)
+    t = Table(
+        title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False
+    )
     for col in header:
         t.add_column(col)
     for row in rows:
@@ -579,11 +608,26 @@ def print_console(
             parts += [_table(title, header, rows) for title, header, rows in v["tables"]]
         for name, reason in v["not_measured"]:
             parts.append(f"[dim]{name}: {reason}[/]")
-        console.print(Panel(Group(*parts), title=f"[bold]{doc['host']}[/] · {doc['created']}", title_align="left"))
+        console.print(
+            Panel(
+                Group(*parts),
+                title=f"[bold]{doc['host']}[/] · {doc['created']}",
+                title_align="left",
+            )
+        )
     r = rankings(docs)
     if len(docs) > 1:
         table = Table(title="Ranking by effective samples/s", title_justify="left")
-        for col in ("#", "host", "GPU", "effective samples/s", "train", "loader", "critical", "warn"):
+        for col in (
+            "#",
+            "host",
+            "GPU",
+            "effective samples/s",
+            "train",
+            "loader",
+            "critical",
+            "warn",
+        ):
             table.add_column(col)
         for i, h in enumerate(r["by_throughput"], 1):
             table.add_row(
@@ -593,7 +637,9 @@ def print_console(
             )  # fmt: skip
         console.print(table)
     if r["by_money"] and len(docs) > 1:
-        table = Table(title="Ranking by samples per unit of money (price_per_hour)", title_justify="left")
+        table = Table(
+            title="Ranking by samples per unit of money (price_per_hour)", title_justify="left"
+        )
         for col in ("#", "host", "price/hour", "effective samples/s", "samples per money"):
             table.add_column(col)
         for i, h in enumerate(r["by_money"], 1):
@@ -609,5 +655,9 @@ def print_console(
     rows = comparison_rows(comparisons or {})
     if rows:
         console.print(
-            _table("Compared with each host's previous run", ["host", "previous", "figure", "before", "now", "change"], rows)
+            _table(
+                "Compared with each host's previous run",
+                ["host", "previous", "figure", "before", "now", "change"],
+                rows,
+            )
         )

@@ -14,4 +14,11 @@ from provision.staging.stage import (
     stage_local,
 )
 
-__all__ = ["HostStage", "StageRequest", "make_request", "stage_dataset", "stage_hosts", "stage_local"]
+__all__ = [
+    "HostStage",
+    "StageRequest",
+    "make_request",
+    "stage_dataset",
+    "stage_hosts",
+    "stage_local",
+]

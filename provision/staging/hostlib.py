@@ -62,9 +62,26 @@ def _downloaded_wheel(tag: str, timeout: float = 120.0) -> bytes | None:
     if not found:
         cache.mkdir(parents=True, exist_ok=True)
         spec = "lmdb>=1.4,<2" if (int(major), int(minor)) < (3, 9) else "lmdb>=1.4"
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-               "--python-version", f"{major}.{minor}", "--implementation", "cp", "-d", str(cache)]
-        for plat in (f"manylinux2014_{machine}", f"manylinux_2_17_{machine}", f"manylinux_2_28_{machine}"):
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            f"{major}.{minor}",
+            "--implementation",
+            "cp",
+            "-d",
+            str(cache),
+        ]
+        for plat in (
+            f"manylinux2014_{machine}",
+            f"manylinux_2_17_{machine}",
+            f"manylinux_2_28_{machine}",
+        ):
             cmd += ["--platform", plat]
         cmd.append(spec)
         try:

@@ -25,7 +25,9 @@ def _eta(s: float | None) -> str:
     if s is None:
         return "-"
     s = int(s)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
 
 
 class StageProgress:
@@ -61,7 +63,14 @@ class StageProgress:
         with self._lock:
             if host not in self.tasks:
                 self.tasks[host] = self.progress.add_task(
-                    host, total=None, host=host, phase="connect", count="", rate="", srate="", eta="-"
+                    host,
+                    total=None,
+                    host=host,
+                    phase="connect",
+                    count="",
+                    rate="",
+                    srate="",
+                    eta="-",
                 )
             return self.tasks[host]
 
@@ -84,7 +93,9 @@ class StageProgress:
                     fields["srate"] = f"{event.get('samples_per_s', 0):,.0f}/s"
                     fields["eta"] = _eta(event.get("eta_s"))
             elif phase == "download":
-                self.progress.update(task, total=event.get("total_bytes"), completed=event.get("bytes", 0))
+                self.progress.update(
+                    task, total=event.get("total_bytes"), completed=event.get("bytes", 0)
+                )
                 fields["count"] = f"{event.get('bytes', 0) / 1e6:,.0f} MB"
                 fields["rate"] = _mb(event.get("bytes_per_s"))
                 fields["eta"] = _eta(event.get("eta_s"))

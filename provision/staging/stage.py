@@ -10,6 +10,8 @@ that resume from the same sample.
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -77,9 +79,13 @@ class HostStage:
         self.skip = False
         self.status: dict[str, Any] = {}
         self.last_event: dict[str, Any] = {}
+        self.last_seen = time.monotonic()
         self.t0 = time.monotonic()
 
     def _event(self, event: dict[str, Any]) -> None:
+        self.last_seen = time.monotonic()
+        if event.get("phase") == "heartbeat":
+            return
         if event.get("phase") in ("stage", "verify", "download"):
             self.last_event = event
         self.on_event(event)
@@ -102,7 +108,10 @@ class HostStage:
             ship_lmdb(self.connection, status)
             status = self.agent.call("dataset_status", query)
             if status.get("lmdb") is None:
-                raise HostError(self.host, "py-lmdb was shipped but still does not import on the host; run with -vv")
+                raise HostError(
+                    self.host,
+                    "py-lmdb was shipped but still does not import on the host; run with -vv",
+                )
         self.status = status
         self.path = status["path"]
         if self.plan is None:
@@ -123,7 +132,9 @@ class HostStage:
         return self
 
     # -- step 2 -----------------------------------------------------------------------------
-    def run(self, payload: Iterator[bytes] | None = None, failure: StreamFailure | None = None) -> dict[str, Any]:
+    def run(
+        self, payload: Iterator[bytes] | None = None, failure: StreamFailure | None = None
+    ) -> dict[str, Any]:
         req = self.request
         if self.skip:
             final = self.status.get("final") or {}
@@ -156,9 +167,19 @@ class HostStage:
                 failure = failure or StreamFailure()
                 payload = tar_stream(self.plan, self.start, failure)
         elif req.source.kind == "host":
-            source = {"kind": "host", "path": req.source.location, "layout": req.layout, "labels": req.labels}
+            source = {
+                "kind": "host",
+                "path": req.source.location,
+                "layout": req.layout,
+                "labels": req.labels,
+            }
         else:
-            source = {"kind": "url", "url": req.source.location, "layout": req.layout, "labels": req.labels}
+            source = {
+                "kind": "url",
+                "url": req.source.location,
+                "layout": req.layout,
+                "labels": req.labels,
+            }
         stage_request = {
             "path": self.path,
             "source": source,
@@ -171,12 +192,23 @@ class HostStage:
         # Over SSH, silence longer than the stall timeout means the link is gone (the agent
         # speaks every 0.5 s); locally there is no link to lose.
         timeout = None if self.connection.host.local else req.stall_timeout + 15
+        watchdog = None if self.connection.host.local else _Watchdog(self, req.stall_timeout)
         try:
-            result = self.agent.call("stage", stage_request, payload=payload, on_event=self._event, timeout=timeout)
+            result = self.agent.call(
+                "stage", stage_request, payload=payload, on_event=self._event, timeout=timeout
+            )
         except (AgentError, UnreachableError) as exc:
             if failure is not None and failure.error is not None:
                 raise HostError(self.host, f"reading the source failed: {failure.error}") from None
-            raise HostError(self.host, self._explain(exc)) from None
+            cause: HostError = exc
+            if watchdog is not None and watchdog.fired:
+                cause = UnreachableError(
+                    self.host, f"no sign of life from the host for {req.stall_timeout:g}s"
+                )
+            raise HostError(self.host, self._explain(cause)) from None
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
         result["seconds"] = round(time.monotonic() - self.t0, 3)
         self._event({"phase": "done", "count": result.get("count")})
         return result
@@ -184,7 +216,11 @@ class HostStage:
     def _explain(self, exc: HostError) -> str:
         detail = exc.detail
         kind = getattr(exc, "kind", None)
-        lost = isinstance(exc, UnreachableError) or "gave no result" in detail or kind in ("stream_ended", "StreamEnded")
+        lost = (
+            isinstance(exc, UnreachableError)
+            or "gave no result" in detail
+            or kind in ("stream_ended", "StreamEnded")
+        )
         if lost:
             self._drop_connection()
             done = self.last_event.get("done")
@@ -201,6 +237,50 @@ class HostStage:
             self.connection.close()
         except Exception:
             pass
+
+
+class _Watchdog:
+    """Aborts the SSH transport when the agent has been silent for `stall` seconds.
+
+    The agent speaks at least every second (progress or heartbeat), so silence means the link is
+    gone. A dead link otherwise blocks the sending thread inside the socket for as long as TCP
+    retransmits (many minutes), and closing the channel waits for it; shutting the socket down
+    wakes both.
+    """
+
+    def __init__(self, stage: HostStage, stall: float) -> None:
+        self.stage = stage
+        self.stall = stall
+        self.fired = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"watchdog-{stage.host}", daemon=True
+        )
+        self.stage.last_seen = time.monotonic()
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            if time.monotonic() - self.stage.last_seen > self.stall:
+                self.fired = True
+                abort_transport(self.stage.connection)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def abort_transport(connection: Connection) -> None:
+    """Shut down an SSH connection's socket so every thread blocked on it wakes up."""
+    fabric = getattr(connection, "_fabric", None)
+    transport = getattr(fabric, "transport", None) if fabric is not None else None
+    sock = getattr(transport, "sock", None)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def make_request(
@@ -289,7 +369,7 @@ def stage_hosts(
             batch = ready[b : b + forks]
             feeds = _shared_feeds(plan, [stages[h.name] for h in batch])
 
-            def run_one(host: Host) -> dict[str, Any]:
+            def run_one(host: Host, feeds: dict = feeds) -> dict[str, Any]:
                 payload, failure, release = feeds.get(host.name, (None, None, lambda: None))
                 try:
                     return stages[host.name].run(payload, failure)
@@ -369,17 +449,34 @@ def stage_local(
         if request.source.kind == "url":
             return stage_url(
                 path,
-                {"url": request.source.location, "layout": request.layout, "labels": request.labels},
-                emit, say, request.verify, request.clean, request.stall_timeout,
+                {
+                    "url": request.source.location,
+                    "layout": request.layout,
+                    "labels": request.labels,
+                },
+                emit,
+                say,
+                request.verify,
+                request.clean,
+                request.stall_timeout,
             )
         if request.source.kind == "host":
-            raise ConfigError(f"{request.source.display}: with --local the source is a path on this machine")
+            raise ConfigError(
+                f"{request.source.display}: with --local the source is a path on this machine"
+            )
         plan = plan_local(request.source.location, request.layout, request.labels)
         for w in plan.warnings:
             log.warning("%s", w)
         result = ingest.build(
-            path, plan.manifest, plan.iter_samples, request.source.display, emit, say,
-            verify=request.verify, clean=request.clean, stall_timeout=request.stall_timeout,
+            path,
+            plan.manifest,
+            plan.iter_samples,
+            request.source.display,
+            emit,
+            say,
+            verify=request.verify,
+            clean=request.clean,
+            stall_timeout=request.stall_timeout,
         )
         result["warnings"] = plan.warnings
         return result

@@ -4,7 +4,7 @@ holding the REAL torch 2.13.0 CPU wheel and its dependencies.
 
 A fleet of its own (2 hosts): each torch env is ~900 MB on the hosts' tmpfs /root, which the
 shared 8-host fleet keeps at 1 GB. Two real torch installs: gpu1 from the index, gpu2 from
-gpu1's lock (through the CLI).
+gpu1's lock, relayed through the controller (through the CLI).
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ def index(fleet: Fleet, wheelhouse: Path):
 
 @pytest.fixture(scope="module")
 def connections(fleet: Fleet, known_hosts: Path):
-    options = ConnectOptions(known_hosts="strict", extra_known_hosts=[str(known_hosts)], connect_timeout=10)
+    options = ConnectOptions(
+        known_hosts="strict", extra_known_hosts=[str(known_hosts)], connect_timeout=10
+    )
     conns = {h.name: SSHConnection(h.as_host(), options) for h in fleet.hosts}
     yield conns
     for conn in conns.values():
@@ -78,7 +80,9 @@ def connections(fleet: Fleet, known_hosts: Path):
 
 def opts(index_url: str, **kw) -> InstallOptions:
     kw.setdefault("torch", TORCH)
-    return InstallOptions(index=IndexOptions(index_url=index_url), pip_retries=1, pip_timeout=15, **kw)
+    return InstallOptions(
+        index=IndexOptions(index_url=index_url), pip_retries=1, pip_timeout=15, **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -103,15 +107,18 @@ def remote_snapshot(conn: SSHConnection) -> tuple[str, str, str]:
     return out[0], out[2], out[3] if len(out) > 3 else ""
 
 
-def test_install_on_a_cpu_host_plans_cpu_and_verifies_there(gpu1_install: InstallResult, connections,
-                                                            index: PackageIndex) -> None:
+def test_install_on_a_cpu_host_plans_cpu_and_verifies_there(
+    gpu1_install: InstallResult, connections, index: PackageIndex
+) -> None:
     r = gpu1_install
     assert r.action == "installed", r.message
     assert r.env == ENV and r.plan["variant"] == "cpu" and r.plan["torch"] == TORCH
     assert "no NVIDIA GPU: CPU build" in r.reasons
     assert r.verify["ok"] and r.verify["torch"]["version"] == "2.13.0+cpu"
     assert r.verify["python"]["executable"].startswith("/root/.provision/envs/.provision.gens/")
-    assert any(req.startswith("GET /files/torch-2.13.0") and req.endswith(" 200") for req in index.requests)
+    assert any(
+        req.startswith("GET /files/torch-2.13.0") and req.endswith(" 200") for req in index.requests
+    )
     target, gens, imported = remote_snapshot(connections["gpu1"])
     assert target == r.generation and gens.split() == [target.rsplit("/", 1)[1]]
     assert imported == "2.13.0+cpu"
@@ -121,7 +128,9 @@ def test_install_on_a_cpu_host_plans_cpu_and_verifies_there(gpu1_install: Instal
     assert int(cached or 0) > 100, r.pip_command
 
 
-def test_identical_reinstall_does_nothing(gpu1_install: InstallResult, connections, index: PackageIndex) -> None:
+def test_identical_reinstall_does_nothing(
+    gpu1_install: InstallResult, connections, index: PackageIndex
+) -> None:
     conn = connections["gpu1"]
     before = remote_snapshot(conn)
     files_before = [r for r in index.requests if r.startswith("GET /files/")]
@@ -129,11 +138,14 @@ def test_identical_reinstall_does_nothing(gpu1_install: InstallResult, connectio
     assert again.action == "unchanged" and "nothing to do" in again.message
     assert "pip" not in again.timings
     assert remote_snapshot(conn) == before
-    assert [r for r in index.requests if r.startswith("GET /files/")] == files_before  # nothing downloaded
+    assert [
+        r for r in index.requests if r.startswith("GET /files/")
+    ] == files_before  # nothing downloaded
 
 
-def test_broken_or_missing_index_leaves_the_env_intact(gpu1_install: InstallResult, connections, fleet: Fleet,
-                                                       wheelhouse: Path) -> None:
+def test_broken_or_missing_index_leaves_the_env_intact(
+    gpu1_install: InstallResult, connections, fleet: Fleet, wheelhouse: Path
+) -> None:
     conn = connections["gpu1"]
     before = remote_snapshot(conn)
     # 1. nothing listens there any more
@@ -142,7 +154,10 @@ def test_broken_or_missing_index_leaves_the_env_intact(gpu1_install: InstallResu
     with pytest.raises(InstallError) as err:
         install(conn, Agent(conn), opts(dead, extras=["filelock"]))
     assert "is unchanged" in err.value.result.message
-    assert any("Connection refused" in ln or "NewConnectionError" in ln for ln in err.value.result.pip_lines)
+    assert any(
+        "Connection refused" in ln or "NewConnectionError" in ln
+        for ln in err.value.result.pip_lines
+    )
     assert remote_snapshot(conn) == before
     # 2. the index answers, but torch's wheel is gone (404)
     wheel = next(p.name for p in wheelhouse.glob("torch-*.whl"))
@@ -154,33 +169,68 @@ def test_broken_or_missing_index_leaves_the_env_intact(gpu1_install: InstallResu
     assert conn.run("test -e /root/.provision/envs/.provision.gens/.lock").exit_code == 1
 
 
-def test_lock_on_one_host_install_locked_on_another(gpu1_lock, connections, fleet: Fleet, known_hosts: Path,
-                                                    tmp_path: Path) -> None:
+def test_lock_on_one_host_install_locked_on_another(
+    gpu1_lock, connections, fleet: Fleet, known_hosts: Path, tmp_path: Path
+) -> None:
     path = write_lock(gpu1_lock, tmp_path / "provision.lock")
     assert read_lock(path).resolved_on["host"] == "gpu1"
     inventory = fleet.write_inventory(tmp_path / "inventory.ini")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000", PROVISION_KNOWN_HOSTS=str(known_hosts))
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000", PROVISION_KNOWN_HOSTS=str(known_hosts)
+    )
     run = subprocess.run(
-        [sys.executable, "-m", "provision", "install", "gpu2", "-i", str(inventory), "--locked", str(path),
-         "--known-hosts", "strict", "--json", "--no-project"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "provision",
+            "install",
+            "gpu2",
+            "-i",
+            str(inventory),
+            "--locked",
+            str(path),
+            "--relay",
+            "--known-hosts",
+            "strict",
+            "--json",
+            "--no-project",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
     )
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)["hosts"]["gpu2"]
     assert doc["action"] == "installed" and doc["verify"]["torch"]["version"] == "2.13.0+cpu"
-    assert "--require-hashes" in doc["pip_command"]
-    freezes = {name: conn.run(freeze_command(f"{ENV}/bin/python")).stdout for name, conn in connections.items()}
+    assert "--require-hashes" in doc["pip_command"] and "--no-index" in doc["pip_command"]
+    # relayed: this machine fetched the wheels, one tar stream carried them to gpu2
+    assert doc["relayed"]["files"] == len(gpu1_lock.packages) == doc["relayed"]["sent"]
+    assert doc["relayed"]["bytes_sent"] > 150_000_000
+    freezes = {
+        name: conn.run(freeze_command(f"{ENV}/bin/python")).stdout
+        for name, conn in connections.items()
+    }
     assert "torch==2.13.0+cpu" in freezes["gpu2"].splitlines()
     assert freezes["gpu1"] == freezes["gpu2"]
 
 
-def test_a_lock_is_refused_where_the_python_differs(gpu1_lock, connections, index: PackageIndex,
-                                                    tmp_path: Path) -> None:
+def test_a_lock_is_refused_where_the_python_differs(
+    gpu1_lock, connections, index: PackageIndex, tmp_path: Path
+) -> None:
     conn = connections["gpu2"]
     lock = read_lock(write_lock(gpu1_lock, tmp_path / "provision.lock"))
     lock.requires["python"] = "3.12"
     with pytest.raises(InstallError) as err:
-        install(conn, Agent(conn), opts(index.url, torch="latest", locked=lock, env="/root/.provision/envs/other"))
+        install(
+            conn,
+            Agent(conn),
+            opts(index.url, torch="latest", locked=lock, env="/root/.provision/envs/other"),
+        )
     assert err.value.result.action == "refused"
-    assert "resolved for Python 3.12" in err.value.result.message and "3.11" in err.value.result.message
+    assert (
+        "resolved for Python 3.12" in err.value.result.message
+        and "3.11" in err.value.result.message
+    )
     assert conn.run("test -e /root/.provision/envs/other").exit_code == 1

@@ -58,7 +58,9 @@ print(json.dumps({"classes": ds.classes, "rows": [[ds.relpath(i), ds[i][1], hash
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_image_folder(tmp_path_factory.mktemp("fimages") / "flowers", 2000, classes=5, size=32)
+    return make_image_folder(
+        tmp_path_factory.mktemp("fimages") / "flowers", 2000, classes=5, size=32
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,9 @@ def expected(root: Path) -> list[list]:
 
 
 def read_on_host(fleet: Fleet, host: FleetHost | str, path: str) -> dict:
-    proc = fleet.ns_exec(host, ["/usr/bin/python3", "-B", "-c", READ_BACK, os.path.dirname(path), path])
+    proc = fleet.ns_exec(
+        host, ["/usr/bin/python3", "-B", "-c", READ_BACK, os.path.dirname(path), path]
+    )
     return json.loads(proc.stdout)
 
 
@@ -128,7 +132,9 @@ def host_ssd(fleet: Fleet) -> Iterator:
 
 
 # -- stage and read back ----------------------------------------------------------------------
-def test_stage_over_ssh_then_read_back_on_the_host(fleet: Fleet, connect, images: Path, hostile: Path, host_ssd) -> None:
+def test_stage_over_ssh_then_read_back_on_the_host(
+    fleet: Fleet, connect, images: Path, hostile: Path, host_ssd
+) -> None:
     fh, host = host_ssd(0)
     conn = connect(host)
     agent = Agent(conn)
@@ -149,7 +155,10 @@ def test_stage_over_ssh_then_read_back_on_the_host(fleet: Fleet, connect, images
         name = rel[len("imgs/") :]
         assert digest == hashlib.sha256((hostile / "imgs" / name).read_bytes()).hexdigest()
         assert label == HOSTILE.index(name) % 2
-    assert fleet.ns_exec(fh, "ls /root/PWNED /root/PWNED2 2>&1 || true").stdout.count("No such file") == 2
+    assert (
+        fleet.ns_exec(fh, "ls /root/PWNED /root/PWNED2 2>&1 || true").stdout.count("No such file")
+        == 2
+    )
     check = agent.call("verify_dataset", {"path": labelled["path"]})
     assert check["ok"] and check["count"] == len(HOSTILE)
 
@@ -173,16 +182,22 @@ def test_default_destination_is_the_facts_data_dir(fleet: Fleet, connect, images
         conn.run(f"rm -f {result['path']}")
 
 
-def test_several_hosts_in_parallel_from_one_read(fleet: Fleet, ssh_options: ConnectOptions, images: Path, host_ssd) -> None:
+def test_several_hosts_in_parallel_from_one_read(
+    fleet: Fleet, ssh_options: ConnectOptions, images: Path, host_ssd
+) -> None:
     picked = [host_ssd(i) for i in (2, 3, 4, 5)]
     plan = plan_local(str(images))
-    outcomes = stage_hosts([h for _, h in picked], make_request(str(images)), ssh_options, forks=4, plan=plan)
+    outcomes = stage_hosts(
+        [h for _, h in picked], make_request(str(images)), ssh_options, forks=4, plan=plan
+    )
     assert {n: o.message for n, o in outcomes.items() if not o.ok} == {}
     for fh, _ in picked:
         assert read_on_host(fleet, fh, f"{SSD}/datasets/flowers.lmdb")["rows"] == expected(images)
 
 
-def test_path_traversal_archives_are_refused_on_both_sides(fleet: Fleet, connect, tmp_path: Path, host_ssd) -> None:
+def test_path_traversal_archives_are_refused_on_both_sides(
+    fleet: Fleet, connect, tmp_path: Path, host_ssd
+) -> None:
     evil = tmp_path / "evil.tar"
     with tarfile.open(evil, "w") as tf:
         for name in ("ok/1.jpg", "../../../root/.ssh/authorized_keys"):
@@ -193,7 +208,9 @@ def test_path_traversal_archives_are_refused_on_both_sides(fleet: Fleet, connect
     conn = connect(host)
     from provision.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"'\.\./\.\./\.\./root/\.ssh/authorized_keys'.*'\.\.' component"):
+    with pytest.raises(
+        ConfigError, match=r"'\.\./\.\./\.\./root/\.ssh/authorized_keys'.*'\.\.' component"
+    ):
         stage_dataset(conn, None, str(evil))
     conn.put(evil.read_bytes(), "/root/evil.tar")
     with pytest.raises(HostError, match=r"authorized_keys.*'\.\.' component"):
@@ -203,12 +220,27 @@ def test_path_traversal_archives_are_refused_on_both_sides(fleet: Fleet, connect
 
 
 # -- interruptions ----------------------------------------------------------------------------
-def test_killed_controller_then_rerun_resumes(fleet: Fleet, tmp_path: Path, big_images: Path, ssh_config_file: Path, host_ssd) -> None:
+def test_killed_controller_then_rerun_resumes(
+    fleet: Fleet, tmp_path: Path, big_images: Path, ssh_config_file: Path, host_ssd
+) -> None:
     fh, _ = host_ssd(6)
     inventory = fleet.write_inventory(tmp_path / "hosts.ini")
     fleet.shape(fh, rate="8mbit", delay=None)  # ~6 MB takes several seconds: time to interrupt
-    cmd = [sys.executable, "-m", "provision", "stage", str(big_images), fh.name, "-i", str(inventory),
-           "--dest", f"{SSD}/datasets", "--ssh-config", str(ssh_config_file), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "provision",
+        "stage",
+        str(big_images),
+        fh.name,
+        "-i",
+        str(inventory),
+        "--dest",
+        f"{SSD}/datasets",
+        "--ssh-config",
+        str(ssh_config_file),
+        "--json",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for_commit(fleet, fh, f"{SSD}/datasets/big.lmdb.partial")
@@ -246,7 +278,9 @@ def test_dropped_link_then_rerun_resumes(fleet: Fleet, connect, big_images: Path
     assert read_on_host(fleet, fh, result["path"])["rows"] == expected(big_images)
 
 
-def test_disk_full_on_the_host_ssd(make_fleet, ssh_options: ConnectOptions, big_images: Path, images: Path) -> None:
+def test_disk_full_on_the_host_ssd(
+    make_fleet, ssh_options: ConnectOptions, big_images: Path, images: Path
+) -> None:
     small = make_fleet(1, ssd_size="8m")
     fh = small.hosts[0]
     conn = SSHConnection(fh.as_host(vars={"data_dir": SSD}), ssh_options)
@@ -254,7 +288,10 @@ def test_disk_full_on_the_host_ssd(make_fleet, ssh_options: ConnectOptions, big_
         agent = Agent(conn)
         # refused up front when the estimate does not fit: nothing written
         small.ns_exec(fh, f"dd if=/dev/zero of={SSD}/other bs=1M count=6 2>/dev/null")
-        with pytest.raises(HostError, match=r"not enough space for .*/flowers\.lmdb: it needs about .* MB, .* MB is free"):
+        with pytest.raises(
+            HostError,
+            match=r"not enough space for .*/flowers\.lmdb: it needs about .* MB, .* MB is free",
+        ):
             stage_dataset(conn, agent, str(images))
         assert ssd_listing(small, fh) == ["other"]
         small.ns_exec(fh, f"rm {SSD}/other")
@@ -276,7 +313,10 @@ def test_disk_full_on_the_host_ssd(make_fleet, ssh_options: ConnectOptions, big_
                 yield chunk
 
         hs = HostStage(conn, agent, request, plan, on_event).prepare()
-        with pytest.raises(HostError, match=r"disk full writing /root/autodl-tmp/datasets/big\.lmdb\.partial after \d+ of 3000"):
+        with pytest.raises(
+            HostError,
+            match=r"disk full writing /root/autodl-tmp/datasets/big\.lmdb\.partial after \d+ of 3000",
+        ):
             hs.run(fill_midway())
         assert "datasets/big.lmdb.partial" in ssd_listing(small, fh)
         small.ns_exec(fh, f"rm {SSD}/filler")

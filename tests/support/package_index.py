@@ -40,7 +40,12 @@ TORCH_VERSION = "2.13.0"
 TORCH_REQUIREMENT = f"torch=={TORCH_VERSION}+cpu"
 # The fleet's and this machine's Debian python3 is 3.11; the wheel tags the tests need.
 PYTHON_VERSION = "3.11"
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "linux_x86_64",
+)
 
 
 def normalize(name: str) -> str:
@@ -152,7 +157,9 @@ class PackageIndex:
         return {p: [f for f, _, _ in entries] for p, entries in self._files.items()}
 
     def start(self) -> PackageIndex:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="package-index")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="package-index"
+        )
         self._thread.start()
         return self
 
@@ -182,7 +189,9 @@ class PackageIndex:
                 continue
             if needle in cmdline:
                 with self._lock:
-                    self.secret_seen_in.append(cmdline.replace(b"\0", b" ").decode("utf-8", "replace"))
+                    self.secret_seen_in.append(
+                        cmdline.replace(b"\0", b" ").decode("utf-8", "replace")
+                    )
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         index = self
@@ -197,7 +206,9 @@ class PackageIndex:
                 with index._lock:
                     index.requests.append(f"{self.command} {self.path} {status}")
 
-            def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8") -> None:
+            def _send(
+                self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8"
+            ) -> None:
                 self._record(status)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
@@ -227,9 +238,13 @@ class PackageIndex:
                 path = unquote(self.path.split("?", 1)[0].split("#", 1)[0])
                 if path in ("/simple", "/simple/"):
                     links = "".join(
-                        f'<a href="/simple/{p}/">{p}</a>\n' for p in index.projects() if p not in index.hide
+                        f'<a href="/simple/{p}/">{p}</a>\n'
+                        for p in index.projects()
+                        if p not in index.hide
                     )
-                    self._send(200, f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode())
+                    self._send(
+                        200, f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
+                    )
                     return
                 m = re.fullmatch(r"/simple/([^/]+)/?", path)
                 if m:
@@ -248,7 +263,9 @@ class PackageIndex:
                     anchors = []
                     for name, digest, rp in entries:
                         attr = f' data-requires-python="{html.escape(rp)}"' if rp else ""
-                        anchors.append(f'<a href="/files/{name}#sha256={digest}"{attr}>{html.escape(name)}</a><br/>\n')
+                        anchors.append(
+                            f'<a href="/files/{name}#sha256={digest}"{attr}>{html.escape(name)}</a><br/>\n'
+                        )
                     body = f"<!DOCTYPE html><html><body>\n{''.join(anchors)}</body></html>\n"
                     self._send(200, body.encode())
                     return
@@ -271,7 +288,10 @@ class PackageIndex:
                 self.end_headers()
                 if self.command == "HEAD":
                     return
-                with file.open("rb") as fh, contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                with (
+                    file.open("rb") as fh,
+                    contextlib.suppress(BrokenPipeError, ConnectionResetError),
+                ):
                     while chunk := fh.read(1 << 20):
                         self.wfile.write(chunk)
 
@@ -373,12 +393,18 @@ def small_wheelhouse(directory: Path) -> Path:
     """Tiny pure-Python wheels built on the spot (no network): for fast tests of the install
     machinery that do not need torch. Packages `provtest-alpha` 1.0 and 2.0, `provtest-beta` 1.0."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name, version in (("provtest_alpha", "1.0"), ("provtest_alpha", "2.0"), ("provtest_beta", "1.0")):
+    for name, version in (
+        ("provtest_alpha", "1.0"),
+        ("provtest_alpha", "2.0"),
+        ("provtest_beta", "1.0"),
+    ):
         build_wheel(directory, name, version)
     return directory
 
 
-def build_wheel(directory: Path, name: str, version: str, requires: Iterable[str] = (), body: str = "") -> Path:
+def build_wheel(
+    directory: Path, name: str, version: str, requires: Iterable[str] = (), body: str = ""
+) -> Path:
     """A minimal valid pure-Python wheel `name` with module `name` exposing __version__ (then
     `body`: e.g. a raise, for a package that installs but cannot be imported)."""
     dist = f"{name}-{version}.dist-info"

@@ -50,7 +50,11 @@ def h100_facts(free_bytes: int = 800 * GiB, network_data_dir: bool = False) -> d
         "schema": 1,
         "hostname": "h100-box",
         "os": {"pretty_name": "Ubuntu 22.04.4 LTS", "id": "ubuntu"},
-        "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+", "usable_cpus": 16, "effective_cpus": 16},
+        "cpu": {
+            "model": "Intel(R) Xeon(R) Platinum 8480+",
+            "usable_cpus": 16,
+            "effective_cpus": 16,
+        },
         "nvidia": {
             "driver_version": parsed["driver_version"],
             "cuda_driver_version": parsed["cuda_version"],
@@ -101,7 +105,14 @@ def h100_bench(
 ) -> dict[str, Any]:
     """A GPU bench result as provision/agent/bench/run.py shapes it."""
     cores = 16
-    loader_by_workers = loader_by_workers or {0: 410.0, 1: 395.0, 2: 780.0, 4: 1510.0, 8: 2950.0, 16: 5200.0}
+    loader_by_workers = loader_by_workers or {
+        0: 410.0,
+        1: 395.0,
+        2: 780.0,
+        4: 1510.0,
+        8: 2950.0,
+        16: 5200.0,
+    }
     settings = [
         {
             "num_workers": w,
@@ -118,7 +129,9 @@ def h100_bench(
     best = dict(max(candidates, key=lambda s: s["samples_per_s"]))
     train = max(fp32, bf16)
     per_worker = loader_by_workers.get(1)
-    verdict = loader_verdict(best["samples_per_s"], train, per_worker, best["num_workers"], cores, loader_role)
+    verdict = loader_verdict(
+        best["samples_per_s"], train, per_worker, best["num_workers"], cores, loader_role
+    )
     source = {
         "source": {"path": "/data/datasets/imagenet.lmdb", "format": "lmdb", "role": loader_role,
                    "name": "imagenet", "samples": 1281167},
@@ -140,9 +153,25 @@ def h100_bench(
     return {
         "schema": 1,
         "quick": False,
-        "host": {"python": "3.11.9", "executable": "/root/.provision/env/bin/python", "cores": cores,
-                 "torch": "2.5.1+cu124", "cuda": "12.4", "device": "cuda", "cudnn": 90100},  # fmt: skip
-        "sections": ["compute", "amp", "memory", "transfer", "dataloader", "storage", "network", "distributed"],
+        "host": {
+            "python": "3.11.9",
+            "executable": "/root/.provision/env/bin/python",
+            "cores": cores,
+            "torch": "2.5.1+cu124",
+            "cuda": "12.4",
+            "device": "cuda",
+            "cudnn": 90100,
+        },  # fmt: skip
+        "sections": [
+            "compute",
+            "amp",
+            "memory",
+            "transfer",
+            "dataloader",
+            "storage",
+            "network",
+            "distributed",
+        ],
         "compute": {
             "status": "ok",
             "reason": None,
@@ -154,7 +183,12 @@ def h100_bench(
                     "name": "NVIDIA H100 80GB HBM3",
                     "capability": "9.0",
                     "memory_gb": 85.0,
-                    "tflops": {"fp32": 51.2, "tf32": 378.0, "fp16": 672.5, "bf16": round(989.4 * bf16_pct / 100, 1)},
+                    "tflops": {
+                        "fp32": 51.2,
+                        "tf32": 378.0,
+                        "fp16": 672.5,
+                        "bf16": round(989.4 * bf16_pct / 100, 1),
+                    },
                     "pct_of_peak": {"fp32": 76.4, "tf32": 76.4, "fp16": 68.0, "bf16": bf16_pct},
                     "peak_tflops": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4},
                     "skipped": {},
@@ -219,8 +253,13 @@ def h100_bench(
                     "index": 0,
                     "h2d_gbs": {"pageable": 18.2, "pinned": pinned_h2d},
                     "d2h_gbs": {"pageable": 17.0, "pinned": pinned_h2d * 0.98},
-                    "link": {"gen": gen, "width": width, "max_gen": max_gen, "max_width": max_width,
-                             "source": "nvml after the copies"},  # fmt: skip
+                    "link": {
+                        "gen": gen,
+                        "width": width,
+                        "max_gen": max_gen,
+                        "max_width": max_width,
+                        "source": "nvml after the copies",
+                    },  # fmt: skip
                     "theoretical_gbs": theo,
                     "theoretical_max_gbs": theo_max,
                     "pct_of_theoretical": round(100.0 * pinned_h2d / theo_max, 1),
@@ -249,14 +288,36 @@ def h100_bench(
             "status": "ok",
             "reason": None,
             "dirs": [
-                {"path": "/data", "role": "data", "mount": "/data", "fstype": "ext4", "network_fs": False,
-                 "total_gb": 1932.7, "free_gb": 858.9, "used_pct": 55.6, "file_mb": 1024,
-                 "seq_write_mb_s": 2100.0, "seq_read": {"mb_s": 3150.0, "method": "O_DIRECT"},
-                 "random_read": {"iops": 98000.0, "mb_s": 401.0, "method": "O_DIRECT"}, "status": "ok"},
-                {"path": "/mnt/shared", "role": "network", "mount": "/mnt/shared", "fstype": "nfs4",
-                 "network_fs": True, "total_gb": 10000.0, "free_gb": 4000.0, "used_pct": 60.0,
-                 "file_mb": 1024, "seq_write_mb_s": 180.0, "seq_read": {"mb_s": 210.0, "method": "O_DIRECT"},
-                 "random_read": {"iops": 1900.0, "mb_s": 7.8, "method": "O_DIRECT"}, "status": "ok"},
+                {
+                    "path": "/data",
+                    "role": "data",
+                    "mount": "/data",
+                    "fstype": "ext4",
+                    "network_fs": False,
+                    "total_gb": 1932.7,
+                    "free_gb": 858.9,
+                    "used_pct": 55.6,
+                    "file_mb": 1024,
+                    "seq_write_mb_s": 2100.0,
+                    "seq_read": {"mb_s": 3150.0, "method": "O_DIRECT"},
+                    "random_read": {"iops": 98000.0, "mb_s": 401.0, "method": "O_DIRECT"},
+                    "status": "ok",
+                },
+                {
+                    "path": "/mnt/shared",
+                    "role": "network",
+                    "mount": "/mnt/shared",
+                    "fstype": "nfs4",
+                    "network_fs": True,
+                    "total_gb": 10000.0,
+                    "free_gb": 4000.0,
+                    "used_pct": 60.0,
+                    "file_mb": 1024,
+                    "seq_write_mb_s": 180.0,
+                    "seq_read": {"mb_s": 210.0, "method": "O_DIRECT"},
+                    "random_read": {"iops": 1900.0, "mb_s": 7.8, "method": "O_DIRECT"},
+                    "status": "ok",
+                },
             ],  # fmt: skip
             "seq_read_ratio_data_vs_network": 15.0,
             "random_iops_ratio_data_vs_network": 51.58,
@@ -269,7 +330,12 @@ def h100_bench(
             "reason": None,
             "interval_s": 1.0,
             "samples": samples,
-            "cpu": {"busy_pct_mean": 55.0, "busy_pct_max": 98.0, "iowait_pct_mean": 0.4, "load1_max": 14.2},
+            "cpu": {
+                "busy_pct_mean": 55.0,
+                "busy_pct_max": 98.0,
+                "iowait_pct_mean": 0.4,
+                "load1_max": 14.2,
+            },
             "gpu": {"status": "ok", "per_gpu": [summarize_gpu(0, rows, static)]},
             "by_section": {},
         },
@@ -307,9 +373,20 @@ def h100_report(created: str | None = None, price: float | None = None, host: st
         host,
         facts=facts if facts is not None else h100_facts(),
         compat=compat if compat is not None else h100_compat(),
-        install={"python": "/root/.provision/env/bin/python", "torch": "2.5.1+cu124", "managed": True},
-        datasets=datasets if datasets is not None else [
-            {"name": "imagenet", "path": "/data/datasets/imagenet.lmdb", "format": "lmdb", "count": 1281167}
+        install={
+            "python": "/root/.provision/env/bin/python",
+            "torch": "2.5.1+cu124",
+            "managed": True,
+        },
+        datasets=datasets
+        if datasets is not None
+        else [
+            {
+                "name": "imagenet",
+                "path": "/data/datasets/imagenet.lmdb",
+                "format": "lmdb",
+                "count": 1281167,
+            }
         ],
         bench=bench if bench is not None else h100_bench(),
         price_per_hour=price,

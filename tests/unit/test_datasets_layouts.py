@@ -67,21 +67,35 @@ def test_hidden_files_are_left_out(tmp_path: Path) -> None:
 
 # -- labels files -----------------------------------------------------------------------------
 def test_csv_with_header_quotes_and_newlines() -> None:
-    data = 'path,label\n"a,b.jpg",cat\n"new\nline.jpg",dog\nplain.jpg,cat\n'.encode()
+    data = b'path,label\n"a,b.jpg",cat\n"new\nline.jpg",dog\nplain.jpg,cat\n'
     rows = layouts.parse_labels_file(data, "labels.csv")
-    assert [(p, lab) for _, p, lab in rows] == [("a,b.jpg", "cat"), ("new\nline.jpg", "dog"), ("plain.jpg", "cat")]
+    assert [(p, lab) for _, p, lab in rows] == [
+        ("a,b.jpg", "cat"),
+        ("new\nline.jpg", "dog"),
+        ("plain.jpg", "cat"),
+    ]
     assert rows[1][0] == 4  # the physical line where the record ends, for error messages
 
 
 def test_jsonl_json_txt_and_tsv_formats() -> None:
     jl = b'{"path": "a.jpg", "label": 3}\n\n{"file": "b.jpg", "class": 1}\n'
-    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(jl, "labels.jsonl")] == [("a.jpg", 3), ("b.jpg", 1)]
+    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(jl, "labels.jsonl")] == [
+        ("a.jpg", 3),
+        ("b.jpg", 1),
+    ]
     js = json.dumps({"a.jpg": "x", "b.jpg": "y"}).encode()
-    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(js, "labels.json")] == [("a.jpg", "x"), ("b.jpg", "y")]
+    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(js, "labels.json")] == [
+        ("a.jpg", "x"),
+        ("b.jpg", "y"),
+    ]
     txt = b"file label\nwith space.jpg 7\n"
-    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(txt, "labels.txt")] == [("with space.jpg", "7")]
+    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(txt, "labels.txt")] == [
+        ("with space.jpg", "7")
+    ]
     tsv = b"a.jpg\t1\n"
-    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(tsv, "labels.tsv")] == [("a.jpg", "1")]
+    assert [(p, lab) for _, p, lab in layouts.parse_labels_file(tsv, "labels.tsv")] == [
+        ("a.jpg", "1")
+    ]
 
 
 def test_bad_labels_files_name_file_and_line() -> None:
@@ -98,14 +112,21 @@ def test_labelled_layout_checks_listed_files(tmp_path: Path) -> None:
     write(tmp_path, "labels.csv", b"img/b.jpg,dog\nimg/a.jpg,cat\n")
     plan = open_source(str(tmp_path))
     m = plan.manifest
-    assert (m.layout, m.paths, m.labels, m.classes) == ("labels", ["img/a.jpg", "img/b.jpg"], [0, 1], ["cat", "dog"])
+    assert (m.layout, m.paths, m.labels, m.classes) == (
+        "labels",
+        ["img/a.jpg", "img/b.jpg"],
+        [0, 1],
+        ["cat", "dog"],
+    )
     assert "1 files" in plan.warnings[0] and "unlisted.jpg" in plan.warnings[0]
 
     write(tmp_path, "labels.csv", b"img/a.jpg,1\nimg/gone.jpg,2\n")
     with pytest.raises(LayoutError, match=r"labels.csv:2: 'img/gone.jpg' is not in"):
         open_source(str(tmp_path))
     write(tmp_path, "labels.csv", b"img/a.jpg,1\nimg/a.jpg,2\n")
-    with pytest.raises(LayoutError, match=r"labels.csv:2: 'img/a.jpg' is listed twice \(first on line 1\)"):
+    with pytest.raises(
+        LayoutError, match=r"labels.csv:2: 'img/a.jpg' is listed twice \(first on line 1\)"
+    ):
         open_source(str(tmp_path))
 
 
@@ -113,7 +134,11 @@ def test_integer_labels_stay_integers_and_external_labels_file(tmp_path: Path) -
     src = tmp_path / "src"
     write(src, "a.jpg")
     write(src, "b.jpg")
-    ext = write(tmp_path, "my_labels.jsonl", b'{"path": "a.jpg", "label": 5}\n{"path": "b.jpg", "label": -1}\n')
+    ext = write(
+        tmp_path,
+        "my_labels.jsonl",
+        b'{"path": "a.jpg", "label": 5}\n{"path": "b.jpg", "label": -1}\n',
+    )
     m = open_source(str(src), labels=str(ext)).manifest
     assert (m.labels, m.classes) == ([5, -1], [])
     with pytest.raises(SourceError, match="does not exist"):
@@ -134,7 +159,11 @@ def _tar(path: Path, members: dict[str, bytes], mode: str = "w") -> Path:
 
 
 def test_archive_wrapper_folder_is_stripped_and_order_is_member_order(tmp_path: Path) -> None:
-    arc = _tar(tmp_path / "d.tar.gz", {"data/dog/1.jpg": b"d1", "data/cat/2.jpg": b"c2", "data/cat/1.jpg": b"c1"}, "w:gz")
+    arc = _tar(
+        tmp_path / "d.tar.gz",
+        {"data/dog/1.jpg": b"d1", "data/cat/2.jpg": b"c2", "data/cat/1.jpg": b"c1"},
+        "w:gz",
+    )
     plan = open_source(str(arc))
     m = plan.manifest
     assert m.paths == ["dog/1.jpg", "cat/2.jpg", "cat/1.jpg"]
@@ -155,18 +184,36 @@ def test_zip_imagefolder(tmp_path: Path) -> None:
 def test_webdataset_shards_group_by_key(tmp_path: Path) -> None:
     shards = tmp_path / "shards"
     shards.mkdir()
-    _tar(shards / "train-000.tar", {"000.jpg": b"i0", "000.cls": b"3\n", "000.json": b"{}",
-                                    "001.seg.png": b"i1", "001.cls": b"5"})
-    _tar(shards / "train-001.tar", {"dir/002.png": b"i2", "dir/002.cls": b"3", "003.txt": b"only text"})
+    _tar(
+        shards / "train-000.tar",
+        {
+            "000.jpg": b"i0",
+            "000.cls": b"3\n",
+            "000.json": b"{}",
+            "001.seg.png": b"i1",
+            "001.cls": b"5",
+        },
+    )
+    _tar(
+        shards / "train-001.tar",
+        {"dir/002.png": b"i2", "dir/002.cls": b"3", "003.txt": b"only text"},
+    )
     plan = open_source(str(shards))
     m = plan.manifest
     assert m.layout == "webdataset"
-    assert m.paths == ["train-000.tar/000.jpg", "train-000.tar/001.seg.png", "train-001.tar/dir/002.png"]
+    assert m.paths == [
+        "train-000.tar/000.jpg",
+        "train-000.tar/001.seg.png",
+        "train-001.tar/dir/002.png",
+    ]
     assert m.labels == [3, 5, 3] and m.classes == []
     assert [d for _, _, d in plan.iter_samples()] == [b"i0", b"i1", b"i2"]
     assert any("no data member" in w and "003" in w for w in plan.warnings)
     single = open_source(str(shards / "train-000.tar"))
-    assert single.manifest.layout == "webdataset" and single.manifest.paths == ["000.jpg", "001.seg.png"]
+    assert single.manifest.layout == "webdataset" and single.manifest.paths == [
+        "000.jpg",
+        "001.seg.png",
+    ]
 
 
 def test_not_an_archive(tmp_path: Path) -> None:
@@ -191,7 +238,13 @@ def test_fingerprint_tracks_content_not_location(tmp_path: Path) -> None:
 def test_manifest_wire_round_trip_and_estimate() -> None:
     m = Manifest("labels", ["a 中文\n.jpg", "b"], [10, 5000], [1, 2], [0, None], ["x"], source="s")
     back = Manifest.from_wire(json.loads(json.dumps(m.to_wire())))
-    assert (back.paths, back.sizes, back.mtimes, back.labels, back.classes) == (m.paths, m.sizes, m.mtimes, m.labels, m.classes)
+    assert (back.paths, back.sizes, back.mtimes, back.labels, back.classes) == (
+        m.paths,
+        m.sizes,
+        m.mtimes,
+        m.labels,
+        m.classes,
+    )
     assert back.fingerprint() == m.fingerprint()
     assert m.estimate_lmdb_bytes() > m.total_bytes
     assert m.estimate_lmdb_bytes(start=1) < m.estimate_lmdb_bytes()

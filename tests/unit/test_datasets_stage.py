@@ -48,7 +48,9 @@ HOSTILE = [
 @pytest.fixture(scope="session")
 def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """2,000 small JPEGs in 5 class folders."""
-    return make_image_folder(tmp_path_factory.mktemp("images") / "flowers", 2000, classes=5, size=32)
+    return make_image_folder(
+        tmp_path_factory.mktemp("images") / "flowers", 2000, classes=5, size=32
+    )
 
 
 @pytest.fixture(scope="session")
@@ -118,14 +120,20 @@ def test_stage_local_builds_and_reads_back_every_record(images: Path, tmp_path: 
     assert ds.targets == [e[2] for e in expected(images)]
     ds.close()
     # the reader module written beside the dataset works on its own
-    assert (tmp_path / "out" / "provision_lmdb.py").read_bytes() == Path(ingest.__file__).with_name("reader.py").read_bytes()
+    assert (tmp_path / "out" / "provision_lmdb.py").read_bytes() == Path(ingest.__file__).with_name(
+        "reader.py"
+    ).read_bytes()
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create 4 worker processes")
-def test_stage_through_the_agent_then_dataloader_fork_and_spawn(images: Path, conn: LocalConnection, tmp_path: Path) -> None:
+def test_stage_through_the_agent_then_dataloader_fork_and_spawn(
+    images: Path, conn: LocalConnection, tmp_path: Path
+) -> None:
     torch = pytest.importorskip("torch")
     events: list[dict] = []
-    result = stage_dataset(conn, Agent(conn), str(images), dest=str(tmp_path / "d"), on_event=events.append)
+    result = stage_dataset(
+        conn, Agent(conn), str(images), dest=str(tmp_path / "d"), on_event=events.append
+    )
     path = tmp_path / "d" / "flowers.lmdb"
     assert result["path"] == str(path) and result["count"] == 2000 and result["resumed_from"] == 0
     phases = [e.get("phase") for e in events]
@@ -134,15 +142,21 @@ def test_stage_through_the_agent_then_dataloader_fork_and_spawn(images: Path, co
     ds = LMDBDataset(path)
     assert ds[0][0] == want[0][1]  # the parent opens the env before the workers fork
     for ctx in ("fork", "spawn"):
-        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=4, multiprocessing_context=ctx)
+        loader = torch.utils.data.DataLoader(
+            ds, batch_size=None, num_workers=4, multiprocessing_context=ctx
+        )
         got = [(data, label) for data, label in loader]
         assert got == [(w[1], w[2]) for w in want], ctx
     ds.close()
     assert not (tmp_path / "d" / "flowers.lmdb.partial").exists()
 
 
-def test_hostile_names_and_labels_file_round_trip(hostile: Path, conn: LocalConnection, tmp_path: Path) -> None:
-    result = stage_dataset(conn, None, str(hostile), name="hostile", dest=str(tmp_path / "d"), verify=True)
+def test_hostile_names_and_labels_file_round_trip(
+    hostile: Path, conn: LocalConnection, tmp_path: Path
+) -> None:
+    result = stage_dataset(
+        conn, None, str(hostile), name="hostile", dest=str(tmp_path / "d"), verify=True
+    )
     assert result["count"] == len(HOSTILE) and result["layout"] == "labels" and result["verified"]
     rows = read_all(tmp_path / "d" / "hostile.lmdb")
     ds = LMDBDataset(tmp_path / "d" / "hostile.lmdb")
@@ -156,7 +170,9 @@ def test_hostile_names_and_labels_file_round_trip(hostile: Path, conn: LocalConn
     assert not list(Path.cwd().glob("PWNED*")) and not list(Path(os.environ["HOME"]).glob("PWNED*"))
 
 
-def test_rerun_of_an_up_to_date_dataset_does_nothing(images: Path, conn: LocalConnection, tmp_path: Path) -> None:
+def test_rerun_of_an_up_to_date_dataset_does_nothing(
+    images: Path, conn: LocalConnection, tmp_path: Path
+) -> None:
     agent = Agent(conn)
     first = stage_dataset(conn, agent, str(images), dest=str(tmp_path))
     stat = os.stat(first["path"])
@@ -177,12 +193,17 @@ def test_changed_source_is_restaged(tmp_path: Path, conn: LocalConnection) -> No
     victim.write_bytes(b"new content")
     second = stage_dataset(conn, agent, str(src), dest=str(tmp_path / "d"))
     assert not second["skipped"] and second["checksum"] != first["checksum"]
-    assert dict((p, d) for p, d, _ in read_all(second["path"]))["class01/img00003.jpg"] == b"new content"
+    assert (
+        dict((p, d) for p, d, _ in read_all(second["path"]))["class01/img00003.jpg"]
+        == b"new content"
+    )
 
 
 # -- interruptions and resume -----------------------------------------------------------------
 @pytest.mark.parametrize("cut", ["between members", "inside a member"])
-def test_stream_cut_midway_then_resume_without_resending(images: Path, conn: LocalConnection, tmp_path: Path, cut: str) -> None:
+def test_stream_cut_midway_then_resume_without_resending(
+    images: Path, conn: LocalConnection, tmp_path: Path, cut: str
+) -> None:
     agent = Agent(conn)
     request = make_request(str(images), dest=str(tmp_path), commit={"samples": 100})
     plan = plan_local(str(images))
@@ -213,7 +234,9 @@ def test_stream_cut_midway_then_resume_without_resending(images: Path, conn: Loc
     assert read_all(result["path"]) == expected(images)
 
 
-def test_killed_agent_resumes_from_its_last_commit(images: Path, conn: LocalConnection, tmp_path: Path) -> None:
+def test_killed_agent_resumes_from_its_last_commit(
+    images: Path, conn: LocalConnection, tmp_path: Path
+) -> None:
     agent = Agent(conn)
     request = make_request(str(images), dest=str(tmp_path), commit={"samples": 50})
     plan = plan_local(str(images))
@@ -245,13 +268,17 @@ def test_killed_agent_resumes_from_its_last_commit(images: Path, conn: LocalConn
     assert read_all(result["path"]) == expected(images)
 
 
-def test_source_that_fails_midway_reports_the_source_error(tmp_path: Path, conn: LocalConnection) -> None:
+def test_source_that_fails_midway_reports_the_source_error(
+    tmp_path: Path, conn: LocalConnection
+) -> None:
     src = make_image_folder(tmp_path / "src", 30, classes=3, size=16)
     request = make_request(str(src), dest=str(tmp_path / "d"))
     plan = plan_local(str(src))
     hs = HostStage(conn, Agent(conn), request, plan).prepare()
     (src / "class02" / "img00029.jpg").write_bytes(b"shorter")  # changed after listing
-    with pytest.raises(HostError, match=r"reading the source failed: .*img00029\.jpg changed while staging"):
+    with pytest.raises(
+        HostError, match=r"reading the source failed: .*img00029\.jpg changed while staging"
+    ):
         hs.run()
 
 
@@ -261,7 +288,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs: the host's SSD, nearly full. Needs root and mount."""
     mnt = tmp_path / "ssd"
     mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     try:
@@ -270,8 +299,13 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def test_not_enough_space_is_refused_before_streaming(images: Path, conn: LocalConnection, small_disk: Path) -> None:
-    with pytest.raises(HostError, match=r"not enough space for .*flowers\.lmdb: it needs about .* MB, .* MB is free"):
+def test_not_enough_space_is_refused_before_streaming(
+    images: Path, conn: LocalConnection, small_disk: Path
+) -> None:
+    with pytest.raises(
+        HostError,
+        match=r"not enough space for .*flowers\.lmdb: it needs about .* MB, .* MB is free",
+    ):
         stage_dataset(conn, None, str(images), dest=str(small_disk))
     assert os.listdir(small_disk) == []  # nothing written
 
@@ -288,7 +322,9 @@ def _fill(directory: Path) -> Path:
 
 
 @pytest.mark.parametrize("clean", [False, True])
-def test_disk_full_midway_keeps_the_partial_for_resume(tmp_path: Path, conn: LocalConnection, small_disk: Path, clean: bool) -> None:
+def test_disk_full_midway_keeps_the_partial_for_resume(
+    tmp_path: Path, conn: LocalConnection, small_disk: Path, clean: bool
+) -> None:
     src = make_image_folder(tmp_path / "src", 300, classes=3, size=32)
     agent = Agent(conn)
     request = make_request(str(src), dest=str(small_disk), commit={"samples": 20}, clean=clean)
@@ -308,7 +344,10 @@ def test_disk_full_midway_keeps_the_partial_for_resume(tmp_path: Path, conn: Loc
             yield piece
 
     hs = HostStage(conn, agent, request, plan, on_event).prepare()
-    with pytest.raises(HostError, match=r"stage: disk full writing .*/src\.lmdb\.partial after \d+ of 300 samples; the partial dataset is kept"):
+    with pytest.raises(
+        HostError,
+        match=r"stage: disk full writing .*/src\.lmdb\.partial after \d+ of 300 samples; the partial dataset is kept",
+    ):
         hs.run(fill_midway())
     partial = small_disk / f"{request.name}.lmdb.partial"
     assert sorted(os.listdir(small_disk)) == sorted(["filler"] + ([] if clean else [partial.name]))
@@ -331,11 +370,15 @@ def test_verify_finds_a_corrupted_record(tmp_path: Path, conn: LocalConnection) 
     Path(result["path"]).write_bytes(bytes(raw))
     checked = stage_dataset(conn, None, str(src), dest=str(tmp_path / "d"), verify=True)
     assert checked["skipped"] and not checked["verify"]["ok"]
-    assert any("class01/img00007.jpg" in p and "checksum" in p for p in checked["verify"]["problems"])
+    assert any(
+        "class01/img00007.jpg" in p and "checksum" in p for p in checked["verify"]["problems"]
+    )
 
 
 # -- other sources ----------------------------------------------------------------------------
-def test_host_path_archive_is_read_by_the_agent(images: Path, conn: LocalConnection, tmp_path: Path) -> None:
+def test_host_path_archive_is_read_by_the_agent(
+    images: Path, conn: LocalConnection, tmp_path: Path
+) -> None:
     arc = tmp_path / "flowers.tar.gz"
     with tarfile.open(arc, "w:gz") as tf:
         tf.add(images, arcname="flowers")
@@ -376,7 +419,11 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
         if rng:
             start = int(rng.split("=")[1].split("-")[0])
             body = self.blob[start:]
-            self._headers(206, len(body), {"Content-Range": f"bytes {start}-{len(self.blob) - 1}/{len(self.blob)}"})
+            self._headers(
+                206,
+                len(body),
+                {"Content-Range": f"bytes {start}-{len(self.blob) - 1}/{len(self.blob)}"},
+            )
             self.wfile.write(body)
             return
         self._headers(200, len(self.blob))
@@ -389,7 +436,9 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(self.blob)
 
 
-def test_url_source_downloads_with_range_resume(images: Path, conn: LocalConnection, tmp_path: Path) -> None:
+def test_url_source_downloads_with_range_resume(
+    images: Path, conn: LocalConnection, tmp_path: Path
+) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
         tf.add(images, arcname="flowers")
@@ -415,7 +464,9 @@ def test_lmdb_is_shipped_to_a_python_without_it(tmp_path: Path, conn: LocalConne
         pytest.skip("no /usr/bin/python3")
     if subprocess.run([debian, "-c", "import lmdb"], capture_output=True).returncode == 0:
         pytest.skip("/usr/bin/python3 already has lmdb")
-    if subprocess.run([debian, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"]).returncode:
+    if subprocess.run(
+        [debian, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"]
+    ).returncode:
         pytest.skip("/usr/bin/python3 is not the controller's minor version")
     src = make_image_folder(tmp_path / "src", 10, classes=2, size=16)
     agent = Agent(conn, python=debian)
@@ -426,7 +477,9 @@ def test_lmdb_is_shipped_to_a_python_without_it(tmp_path: Path, conn: LocalConne
 
 
 # -- several hosts from one read --------------------------------------------------------------
-def test_several_hosts_share_one_read_of_the_source(images: Path, tmp_path: Path, home: Path) -> None:
+def test_several_hosts_share_one_read_of_the_source(
+    images: Path, tmp_path: Path, home: Path
+) -> None:
     from provision.connection.base import ConnectOptions
 
     plan = plan_local(str(images))
@@ -438,7 +491,9 @@ def test_several_hosts_share_one_read_of_the_source(images: Path, tmp_path: Path
         return original(entries)
 
     plan.source.iter_data = counting  # type: ignore[method-assign]
-    hosts = [Host(name=f"h{i}", local=True, vars={"data_dir": str(tmp_path / f"h{i}")}) for i in range(3)]
+    hosts = [
+        Host(name=f"h{i}", local=True, vars={"data_dir": str(tmp_path / f"h{i}")}) for i in range(3)
+    ]
     request = make_request(str(images))
     outcomes = stage_hosts(hosts, request, ConnectOptions(), forks=3, plan=plan)
     assert all(o.ok for o in outcomes.values()), {n: o.message for n, o in outcomes.items()}
@@ -457,18 +512,50 @@ def test_broadcast_drops_a_consumer_that_stops() -> None:
 
 
 # -- the command line -------------------------------------------------------------------------
-def test_cli_local_and_localhost_json(images: Path, tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_local_and_localhost_json(
+    images: Path, tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from provision.cli.main import main
 
     assert main(["stage", str(images), "--local", str(tmp_path / "l" / "x.lmdb"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["hosts"]["local"]["count"] == 2000 and doc["hosts"]["local"]["path"].endswith("x.lmdb")
-    assert main(["stage", str(images), "localhost", "--dest", str(tmp_path / "r"), "--name", "fl", "--json"]) == 0
+    assert doc["hosts"]["local"]["count"] == 2000 and doc["hosts"]["local"]["path"].endswith(
+        "x.lmdb"
+    )
+    assert (
+        main(
+            [
+                "stage",
+                str(images),
+                "localhost",
+                "--dest",
+                str(tmp_path / "r"),
+                "--name",
+                "fl",
+                "--json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     entry = doc["hosts"]["localhost"]
     assert entry["path"] == str(tmp_path / "r" / "fl.lmdb") and entry["count"] == 2000
     assert {"bytes", "seconds", "resumed_from", "skipped"} <= set(entry)
-    assert main(["stage", str(images), "localhost", "--dest", str(tmp_path / "r"), "--name", "fl", "--json"]) == 0
+    assert (
+        main(
+            [
+                "stage",
+                str(images),
+                "localhost",
+                "--dest",
+                str(tmp_path / "r"),
+                "--name",
+                "fl",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["hosts"]["localhost"]["skipped"] is True
 
 
@@ -477,8 +564,23 @@ def test_cli_bad_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFi
 
     assert main(["stage", "no/such/dir", "--local", str(tmp_path / "x.lmdb")]) == 2
     assert "no such file or folder here" in capsys.readouterr().err
-    assert main(["stage", str(tmp_path), "--local", str(tmp_path / "x.lmdb"), "--name", "../evil"]) == 2
+    assert (
+        main(["stage", str(tmp_path), "--local", str(tmp_path / "x.lmdb"), "--name", "../evil"])
+        == 2
+    )
     assert "--name" in capsys.readouterr().err
     (tmp_path / "a.jpg").write_bytes(b"x")
-    assert main(["stage", str(tmp_path), "--local", str(tmp_path / "o" / "x.lmdb"), "--layout", "imagefolder"]) == 2
+    assert (
+        main(
+            [
+                "stage",
+                str(tmp_path),
+                "--local",
+                str(tmp_path / "o" / "x.lmdb"),
+                "--layout",
+                "imagefolder",
+            ]
+        )
+        == 2
+    )
     assert "class folder" in capsys.readouterr().err

@@ -20,10 +20,18 @@ from provision.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def provision(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def provision(
+    *args: str, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "provision", "run", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "provision", "run", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def write(path: Path, text: str) -> Path:
@@ -32,7 +40,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_json_document_on_stdout_and_exit_codes(tmp_path: Path) -> None:
-    pb = write(tmp_path / "site.yml", f"""
+    pb = write(
+        tmp_path / "site.yml",
+        f"""
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -40,11 +50,14 @@ def test_json_document_on_stdout_and_exit_codes(tmp_path: Path) -> None:
               file: path={tmp_path}/x state=directory
             - name: greet
               debug: msg="hello {{{{ who }}}}"
-        """)
+        """,
+    )
     proc = provision(str(pb), "--json", "-e", "who=world")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)  # exactly one JSON document
-    assert doc["recap"] == {"localhost": {"ok": 2, "changed": 1, "failed": 0, "skipped": 0, "unreachable": 0}}
+    assert doc["recap"] == {
+        "localhost": {"ok": 2, "changed": 1, "failed": 0, "skipped": 0, "unreachable": 0}
+    }
     assert [r["task"] for r in doc["results"]] == ["make", "greet"]
     assert doc["results"][1]["msg"] == "hello world"
     assert isinstance(doc["elapsed"], float)
@@ -52,24 +65,30 @@ def test_json_document_on_stdout_and_exit_codes(tmp_path: Path) -> None:
 
 
 def test_failure_exit_code_and_message(tmp_path: Path) -> None:
-    pb = write(tmp_path / "site.yml", """
+    pb = write(
+        tmp_path / "site.yml",
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
             - name: breaks
               command: ls /no/such/dir
-        """)
+        """,
+    )
     proc = provision(str(pb))
     assert proc.returncode == 1
     assert "FAILED" in proc.stderr and "breaks" in proc.stderr and "rc: 2" in proc.stderr
 
 
 def test_invalid_playbook_exit_2_with_position(tmp_path: Path) -> None:
-    pb = write(tmp_path / "site.yml", """
+    pb = write(
+        tmp_path / "site.yml",
+        """
         - hosts: localhost
           tasks:
             - shel: echo hi
-        """)
+        """,
+    )
     proc = provision(str(pb), cwd=tmp_path)
     assert proc.returncode == 2
     assert "site.yml:3:7: unknown module 'shel'" in proc.stderr
@@ -77,24 +96,30 @@ def test_invalid_playbook_exit_2_with_position(tmp_path: Path) -> None:
 
 
 def test_check_syntax_and_list_tasks(tmp_path: Path) -> None:
-    pb = write(tmp_path / "site.yml", """
+    pb = write(
+        tmp_path / "site.yml",
+        """
         - hosts: localhost
           tasks:
             - {name: one, debug: {msg: x}, tags: [a]}
             - {name: two, debug: {msg: y}, tags: [b]}
-        """)
+        """,
+    )
     assert provision(str(pb), "--syntax-check").returncode == 0
     listed = provision(str(pb), "--list-tasks", "-t", "b")
     assert "two" in listed.stderr and "one" not in listed.stderr
 
 
 def test_check_mode_flag(tmp_path: Path) -> None:
-    pb = write(tmp_path / "site.yml", f"""
+    pb = write(
+        tmp_path / "site.yml",
+        f"""
         - hosts: localhost
           gather_facts: false
           tasks:
             - copy: dest={tmp_path}/f content=x
-        """)
+        """,
+    )
     proc = provision(str(pb), "--check", "--diff")
     assert proc.returncode == 0
     assert not (tmp_path / "f").exists()
@@ -104,7 +129,13 @@ def test_check_mode_flag(tmp_path: Path) -> None:
 def test_extra_vars_forms(tmp_path: Path) -> None:
     vars_file = write(tmp_path / "v.yml", "a: 1\nnested: {k: v}\n")
     merged = parse_extra_vars(["x=1 y='two words'", f"@{vars_file}", '{"z": [1, 2]}', "a=override"])
-    assert merged == {"x": "1", "y": "two words", "a": "override", "nested": {"k": "v"}, "z": [1, 2]}
+    assert merged == {
+        "x": "1",
+        "y": "two words",
+        "a": "override",
+        "nested": {"k": "v"},
+        "z": [1, 2],
+    }
     with pytest.raises(ConfigError, match="expected name=value"):
         parse_extra_vars(["justaword"])
     with pytest.raises(ConfigError, match="no such file"):
@@ -113,8 +144,12 @@ def test_extra_vars_forms(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_cleanly_and_prints_recap(tmp_path: Path) -> None:
     marker = tmp_path / "started"
-    inventory = write(tmp_path / "hosts.ini", "h1 ansible_connection=local\nh2 ansible_connection=local\n")
-    pb = write(tmp_path / "site.yml", f"""
+    inventory = write(
+        tmp_path / "hosts.ini", "h1 ansible_connection=local\nh2 ansible_connection=local\n"
+    )
+    pb = write(
+        tmp_path / "site.yml",
+        f"""
         - hosts: all
           gather_facts: false
           tasks:
@@ -124,11 +159,17 @@ def test_ctrl_c_stops_cleanly_and_prints_recap(tmp_path: Path) -> None:
               command: sleep 60
             - name: never
               debug: msg=not-reached
-        """)
+        """,
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "provision", "run", str(pb), "-i", str(inventory)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provision", "run", str(pb), "-i", str(inventory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         for _ in range(600):  # both hosts past the first task (bounded wait)
             if Path(f"{marker}-h1").exists() and Path(f"{marker}-h2").exists():

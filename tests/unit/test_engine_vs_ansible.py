@@ -22,11 +22,21 @@ from provision.inventory.model import Host
 ANSIBLE = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not os.access(ANSIBLE, os.X_OK), reason="ansible-core not installed (pip install ansible-core)"),
+    pytest.mark.skipif(
+        not os.access(ANSIBLE, os.X_OK),
+        reason="ansible-core not installed (pip install ansible-core)",
+    ),
 ]
 
-KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "skipped": "skipped", "unreachable": "unreachable",
-        "rescued": "rescued", "ignored": "ignored"}
+KEYS = {
+    "ok": "ok",
+    "changed": "changed",
+    "failures": "failed",
+    "skipped": "skipped",
+    "unreachable": "unreachable",
+    "rescued": "rescued",
+    "ignored": "ignored",
+}
 
 
 _CALLBACK = """
@@ -56,15 +66,31 @@ def ansible(playbook: Path, workdir: Path, *args: str) -> tuple[dict[str, int], 
     plugins = workdir / ".callbacks"
     plugins.mkdir(exist_ok=True)
     (plugins / "pvcompare.py").write_text(_CALLBACK)
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="pvcompare", ANSIBLE_CALLBACK_PLUGINS=str(plugins),
-               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-               ANSIBLE_LOCAL_TEMP=str(workdir / ".ansible-tmp"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_DEPRECATION_WARNINGS="false", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([ANSIBLE, "-i", "localhost,", "-c", "local", str(playbook), *args],
-                          capture_output=True, text=True, env=env, cwd=workdir, timeout=300)
+    env = dict(
+        os.environ,
+        ANSIBLE_STDOUT_CALLBACK="pvcompare",
+        ANSIBLE_CALLBACK_PLUGINS=str(plugins),
+        ANSIBLE_LOCALHOST_WARNING="false",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+        ANSIBLE_LOCAL_TEMP=str(workdir / ".ansible-tmp"),
+        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+        ANSIBLE_RETRY_FILES_ENABLED="false",
+        ANSIBLE_DEPRECATION_WARNINGS="false",
+        ANSIBLE_NOCOLOR="1",
+    )
+    proc = subprocess.run(
+        [ANSIBLE, "-i", "localhost,", "-c", "local", str(playbook), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir,
+        timeout=300,
+    )
     marker = proc.stdout.find("PVCOMPARE")
-    assert marker >= 0, f"ansible-playbook gave no result: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
-    doc = json.loads(proc.stdout[marker + len("PVCOMPARE"):].splitlines()[0])
+    assert marker >= 0, (
+        f"ansible-playbook gave no result: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
+    )
+    doc = json.loads(proc.stdout[marker + len("PVCOMPARE") :].splitlines()[0])
     return {KEYS[k]: v for k, v in doc["stats"].items() if k in KEYS}, doc["msgs"]
 
 
@@ -72,7 +98,11 @@ def ours(playbook: Path, **kwargs: Any) -> tuple[dict[str, int], list[Any]]:
     result = run_playbook(playbook, hosts=[Host("localhost", local=True)], **kwargs)
     s = result.recap["localhost"]
     stats = {**s.to_json(), "rescued": s.rescued, "ignored": s.ignored}
-    msgs = [r.result.get("msg") for r in result.results if r.task.startswith("show") and r.status != "skipped"]
+    msgs = [
+        r.result.get("msg")
+        for r in result.results
+        if r.task.startswith("show") and r.status != "skipped"
+    ]
     return stats, msgs
 
 
@@ -92,7 +122,9 @@ def compare(tmp_path: Path, text: str, ansible_args: tuple[str, ...] = (), **kwa
 
 
 def test_same_recap_for_conditionals_loops_and_errors(tmp_path: Path) -> None:
-    compare(tmp_path, """
+    compare(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           vars: {items_list: [1, 2, 3], flag: true}
@@ -122,11 +154,14 @@ def test_same_recap_for_conditionals_loops_and_errors(tmp_path: Path) -> None:
             - name: skipped
               debug: msg=x
               when: not flag
-        """)
+        """,
+    )
 
 
 def test_same_recap_for_handlers_and_blocks(tmp_path: Path) -> None:
-    compare(tmp_path, """
+    compare(
+        tmp_path,
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -150,7 +185,8 @@ def test_same_recap_for_handlers_and_blocks(tmp_path: Path) -> None:
           handlers:
             - name: h
               debug: msg=handled
-        """)
+        """,
+    )
 
 
 def test_same_recap_for_file_modules_and_second_run(tmp_path: Path) -> None:

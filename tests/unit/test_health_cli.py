@@ -22,7 +22,16 @@ from provision.paths import bundle_dir
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures" / "nvidia"
-V100_VERDICTS = ["healthy", "healthy", "healthy", "degraded", "healthy", "failing", "degraded", "healthy"]
+V100_VERDICTS = [
+    "healthy",
+    "healthy",
+    "healthy",
+    "degraded",
+    "healthy",
+    "failing",
+    "degraded",
+    "healthy",
+]
 
 
 def _program(path: Path, text: str) -> None:
@@ -55,7 +64,9 @@ def cpu_env(tmp_path: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PROVISION_AGENT_NO_NVML": "1"}
 
 
-def health(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def health(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     full = dict(os.environ, COLUMNS="200")
     full.pop("FAKE_SMI_XML", None)
     full.update(env or {})
@@ -105,7 +116,9 @@ def test_one_screen_table_with_a_row_per_gpu_and_the_reasons(gpu_env):
     assert "Fleet health · 1 host(s): 1 failing" in err
     rows = [line for line in err.splitlines() if "V100S-PCIE-32GB" in line]
     assert len(rows) == 8
-    assert [next(v for v in ("healthy", "degraded", "failing") if v in r) for r in rows] == V100_VERDICTS
+    assert [
+        next(v for v in ("healthy", "degraded", "failing") if v in r) for r in rows
+    ] == V100_VERDICTS
     assert "88°C" in rows[3] and "705/1597" in rows[3]
     assert "3x8/3x16" in rows[6] and "3x16/3x16" in rows[0]
     assert "ECC 1 unc/0 corr" in rows[5] and "pwr-cap" in rows[4]

@@ -36,7 +36,9 @@ BASE_PYTHON = "/usr/bin/python3"
 TORCH = "2.13.0"
 
 if not Path(BASE_PYTHON).exists():  # pragma: no cover - the fleet image and this machine have it
-    pytest.skip("needs Debian's /usr/bin/python3 (3.11) for the cp311 wheel", allow_module_level=True)
+    pytest.skip(
+        "needs Debian's /usr/bin/python3 (3.11) for the cp311 wheel", allow_module_level=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +71,15 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def options(env: Path, index_url: str, **kw) -> InstallOptions:
     kw.setdefault("torch", TORCH)
-    return InstallOptions(env=str(env), python=BASE_PYTHON, index=IndexOptions(index_url=index_url),
-                          pip_cache="off", pip_retries=1, pip_timeout=10, **kw)
+    return InstallOptions(
+        env=str(env),
+        python=BASE_PYTHON,
+        index=IndexOptions(index_url=index_url),
+        pip_cache="off",
+        pip_retries=1,
+        pip_timeout=10,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +90,19 @@ def installed(conn: LocalConnection, index: PackageIndex, envs: Path, facts: dic
 
 def snapshot(env: Path) -> tuple[str, str]:
     """(symlink target, what its python imports): "exactly as it was" and "usable"."""
-    proc = subprocess.run([str(env / "bin/python"), "-c", "import torch; print(torch.__version__)"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(env / "bin/python"), "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return os.readlink(env), proc.stdout.strip() or proc.stderr.strip()[-200:]
 
 
 def generations(env: Path) -> list[str]:
-    return sorted(p.name for p in (env.parent / f".{env.name}.gens").iterdir() if not p.name.startswith("."))
+    return sorted(
+        p.name for p in (env.parent / f".{env.name}.gens").iterdir() if not p.name.startswith(".")
+    )
 
 
 def test_install_verifies_and_switches(installed: InstallResult, envs: Path) -> None:
@@ -105,17 +120,23 @@ def test_install_verifies_and_switches(installed: InstallResult, envs: Path) -> 
     assert {"facts", "create", "pip", "verify", "switch"} <= set(installed.timings)
 
 
-def test_second_identical_install_does_nothing(installed: InstallResult, conn, index, envs: Path, facts) -> None:
+def test_second_identical_install_does_nothing(
+    installed: InstallResult, conn, index, envs: Path, facts
+) -> None:
     before = snapshot(envs / "main"), generations(envs / "main")
     again = install(conn, Agent(conn), options(envs / "main", index.url), facts=facts)
     assert again.action == "unchanged" and not again.changed
     assert "nothing to do" in again.message
-    assert "pip" not in again.timings and "create" not in again.timings  # no env built, pip never ran
+    assert (
+        "pip" not in again.timings and "create" not in again.timings
+    )  # no env built, pip never ran
     assert again.verify["torch"]["version"] == "2.13.0+cpu"
     assert (snapshot(envs / "main"), generations(envs / "main")) == before
 
 
-def test_unreachable_index_leaves_the_env_as_it_was(installed: InstallResult, conn, envs: Path, facts) -> None:
+def test_unreachable_index_leaves_the_env_as_it_was(
+    installed: InstallResult, conn, envs: Path, facts
+) -> None:
     env = envs / "main"
     before = snapshot(env), generations(env)
     with PackageIndex(torch_wheelhouse()) as gone:
@@ -127,28 +148,42 @@ def test_unreachable_index_leaves_the_env_as_it_was(installed: InstallResult, co
     assert result.action == "failed"
     assert "pip failed" in result.message and "is unchanged" in result.message
     assert any("Connection refused" in ln or "NewConnectionError" in ln for ln in result.pip_lines)
-    assert any("No matching distribution" in ln or "Could not find a version" in ln for ln in result.pip_lines)
+    assert any(
+        "No matching distribution" in ln or "Could not find a version" in ln
+        for ln in result.pip_lines
+    )
     assert (snapshot(env), generations(env)) == before  # same target, torch imports, aside dir gone
     assert not (env.parent / f".{env.name}.gens" / ".lock").exists()
 
 
-def test_missing_wheel_leaves_the_env_as_it_was(installed: InstallResult, conn, wheelhouse, envs: Path, facts) -> None:
+def test_missing_wheel_leaves_the_env_as_it_was(
+    installed: InstallResult, conn, wheelhouse, envs: Path, facts
+) -> None:
     env = envs / "main"
     before = snapshot(env), generations(env)
     wheel = next(p.name for p in wheelhouse.glob("torch-*.whl"))
     with PackageIndex(wheelhouse, broken_files={wheel}) as broken:  # listed, but the download 404s
         with pytest.raises(InstallError) as err:
             install(conn, Agent(conn), options(env, broken.url, extras=["filelock"]), facts=facts)
-        assert any(r.startswith("GET /files/torch-") and r.endswith(" 404") for r in broken.requests)
+        assert any(
+            r.startswith("GET /files/torch-") and r.endswith(" 404") for r in broken.requests
+        )
     assert any("404" in ln for ln in err.value.result.pip_lines)
     assert (snapshot(env), generations(env)) == before
 
 
-def test_failed_verification_leaves_the_env_as_it_was(installed, conn, tmp_path: Path, envs: Path, facts) -> None:
+def test_failed_verification_leaves_the_env_as_it_was(
+    installed, conn, tmp_path: Path, envs: Path, facts
+) -> None:
     env = envs / "main"
     before = snapshot(env), generations(env)
     # a "torch 2.13.0" that installs fine but cannot be imported (a broken build)
-    build_wheel(tmp_path, "torch", TORCH, body='raise ImportError("libtorch_cpu.so: cannot open shared object file")\n')
+    build_wheel(
+        tmp_path,
+        "torch",
+        TORCH,
+        body='raise ImportError("libtorch_cpu.so: cannot open shared object file")\n',
+    )
     build_wheel(tmp_path, "provtest_beta", "1.0")  # a different request than the env's: a rebuild
     with PackageIndex(tmp_path) as bad:
         with pytest.raises(InstallError) as err:  # pip is satisfied, the import is not
@@ -159,7 +194,9 @@ def test_failed_verification_leaves_the_env_as_it_was(installed, conn, tmp_path:
     assert (snapshot(env), generations(env)) == before
 
 
-def test_ctrl_c_during_pip_stops_it_and_leaves_the_env(installed, conn, wheelhouse, envs: Path, facts) -> None:
+def test_ctrl_c_during_pip_stops_it_and_leaves_the_env(
+    installed, conn, wheelhouse, envs: Path, facts
+) -> None:
     env = envs / "main"
     before = snapshot(env), generations(env)
     cancel = threading.Event()
@@ -172,10 +209,17 @@ def test_ctrl_c_during_pip_stops_it_and_leaves_the_env(installed, conn, wheelhou
 
     with PackageIndex(wheelhouse, delay=2.0) as slow:
         with pytest.raises(InstallCancelled):
-            install(conn, Agent(conn), options(env, slow.url, extras=["filelock"], cancel=cancel),
-                    facts=facts, progress=progress)
+            install(
+                conn,
+                Agent(conn),
+                options(env, slow.url, extras=["filelock"], cancel=cancel),
+                facts=facts,
+                progress=progress,
+            )
     assert (snapshot(env), generations(env)) == before
-    stray = subprocess.run(["pgrep", "-f", str(env.parent / f".{env.name}.gens")], capture_output=True, text=True)
+    stray = subprocess.run(
+        ["pgrep", "-f", str(env.parent / f".{env.name}.gens")], capture_output=True, text=True
+    )
     assert stray.stdout.split() == []  # pip and its supervisor are gone
 
 
@@ -199,9 +243,16 @@ def test_an_unmanaged_env_is_refused(conn, index, tmp_path: Path, facts) -> None
 
 def test_credentials_stay_out_of_output_and_argv(conn, wheelhouse, tmp_path: Path, facts) -> None:
     token = "tok-" + os.urandom(6).hex()
-    with PackageIndex(wheelhouse, auth=("bob", token), watch_secret=token, hide={"torch"}) as private:
+    with PackageIndex(
+        wheelhouse, auth=("bob", token), watch_secret=token, hide={"torch"}
+    ) as private:
         with pytest.raises(InstallError) as err:
-            install(conn, Agent(conn), options(tmp_path / "e", private.url_with_credentials()), facts=facts)
+            install(
+                conn,
+                Agent(conn),
+                options(tmp_path / "e", private.url_with_credentials()),
+                facts=facts,
+            )
         assert "GET /simple/torch/ 404" in private.requests  # authenticated, then not found
         assert private.secret_seen_in == []
     dumped = json.dumps(err.value.result.as_dict()) + str(err.value)
@@ -209,27 +260,46 @@ def test_credentials_stay_out_of_output_and_argv(conn, wheelhouse, tmp_path: Pat
     assert "bob:****@" in dumped
 
 
-def test_lock_records_exactly_what_the_install_put_there(installed, conn, index, envs: Path, tmp_path: Path,
-                                                        facts) -> None:
-    lock = read_lock(write_lock(
-        create_lock(conn, Agent(conn), options(envs / "unused", index.url), facts=facts), tmp_path / "provision.lock"))
+def test_lock_records_exactly_what_the_install_put_there(
+    installed, conn, index, envs: Path, tmp_path: Path, facts
+) -> None:
+    lock = read_lock(
+        write_lock(
+            create_lock(conn, Agent(conn), options(envs / "unused", index.url), facts=facts),
+            tmp_path / "provision.lock",
+        )
+    )
     assert lock.package("torch").version == "2.13.0+cpu" and len(lock.package("torch").sha256) == 64
     assert lock.requires["python"] == "3.11" and lock.requires["min_glibc"] == "2.28"
     assert lock.resolved_on["host"] == "localhost" and lock.plan["variant"] == "cpu"
     # the same closure the install resolved (the full --locked reinstall runs on the fleet)
-    assert {p.name.lower(): p.version for p in lock.packages} == {k.lower(): v for k, v in installed.packages.items()}
+    assert {p.name.lower(): p.version for p in lock.packages} == {
+        k.lower(): v for k, v in installed.packages.items()
+    }
     assert not (envs / "unused").exists()
-    leftovers = subprocess.run(["sh", "-c", "ls -d ~/.cache/provision/lock-* 2>/dev/null"], capture_output=True,
-                               text=True).stdout.split()
+    leftovers = subprocess.run(
+        ["sh", "-c", "ls -d ~/.cache/provision/lock-* 2>/dev/null"], capture_output=True, text=True
+    ).stdout.split()
     assert leftovers == []  # the throwaway resolver venv is gone
 
 
-def test_a_lock_for_another_python_is_refused(installed, conn, index, tmp_path: Path, facts) -> None:
-    lock = read_lock(write_lock(
-        create_lock(conn, Agent(conn), options(tmp_path / "x", index.url), facts=facts), tmp_path / "a.lock"))
+def test_a_lock_for_another_python_is_refused(
+    installed, conn, index, tmp_path: Path, facts
+) -> None:
+    lock = read_lock(
+        write_lock(
+            create_lock(conn, Agent(conn), options(tmp_path / "x", index.url), facts=facts),
+            tmp_path / "a.lock",
+        )
+    )
     lock.requires["python"] = "3.10"
     with pytest.raises(InstallError) as err:
-        install(conn, Agent(conn), options(tmp_path / "e", index.url, torch="latest", locked=lock), facts=facts)
+        install(
+            conn,
+            Agent(conn),
+            options(tmp_path / "e", index.url, torch="latest", locked=lock),
+            facts=facts,
+        )
     assert err.value.result.action == "refused"
     assert "resolved for Python 3.10" in err.value.result.message
     assert not (tmp_path / "e").exists()
@@ -247,22 +317,31 @@ def _playbook(tmp_path: Path, task: str, check: bool = False):
 def test_playbook_module_shares_the_install(installed, index, envs: Path, tmp_path: Path) -> None:
     env = envs / "main"
     before = snapshot(env), generations(env)
-    task = (f"    - name: torch\n      install_torch:\n        torch: '{TORCH}'\n        env: {env}\n"
-            f"        python: {BASE_PYTHON}\n        index_url: {index.url}\n      register: t\n"
-            "    - debug: {msg: '{{ t.python }} {{ t.action }} {{ provision_torch.variant }}'}\n")
+    task = (
+        f"    - name: torch\n      install_torch:\n        torch: '{TORCH}'\n        env: {env}\n"
+        f"        python: {BASE_PYTHON}\n        index_url: {index.url}\n      register: t\n"
+        "    - debug: {msg: '{{ t.python }} {{ t.action }} {{ provision_torch.variant }}'}\n"
+    )
     same = _playbook(tmp_path, task)
     assert same.ok, [(r.task, r.msg) for r in same.results]
     assert same.results[0].status == "ok"  # nothing to do: not "changed"
     assert same.results[-1].result["msg"] == f"{env}/bin/python unchanged cpu"
     # check mode with a different request: it would change, and changes nothing
-    check = _playbook(tmp_path, task.replace("        index_url", "        packages: [filelock]\n        index_url"),
-                      check=True)
+    check = _playbook(
+        tmp_path,
+        task.replace("        index_url", "        packages: [filelock]\n        index_url"),
+        check=True,
+    )
     assert check.ok and check.results[0].status == "changed"
     assert "would install torch 2.13.0+cpu" in check.results[0].msg
     # a failure is the task's, with pip's lines, and the env stays
     with PackageIndex(torch_wheelhouse(), hide={"torch"}) as empty:
-        failed = _playbook(tmp_path, task.replace(index.url, empty.url).replace(
-            "        index_url", "        packages: [filelock]\n        index_url"))
+        failed = _playbook(
+            tmp_path,
+            task.replace(index.url, empty.url).replace(
+                "        index_url", "        packages: [filelock]\n        index_url"
+            ),
+        )
     assert failed.results[0].status == "failed"
     assert "pip failed" in failed.results[0].msg
     assert any("torch==2.13.0" in ln for ln in failed.results[0].result["pip_lines"])

@@ -89,7 +89,9 @@ def test_matched_stack_has_no_compat_finding():
     assert "compat_mismatch" not in findings(h100_report())
 
 
-@pytest.mark.parametrize("value, text", [(90100, "9.1.0"), (8902, "8.9.2"), ("9.1.0.70", "9.1.0.70"), (None, None)])
+@pytest.mark.parametrize(
+    "value, text", [(90100, "9.1.0"), (8902, "8.9.2"), ("9.1.0.70", "9.1.0.70"), (None, None)]
+)
 def test_cudnn_text(value, text):
     assert dx.cudnn_text(value) == text
 
@@ -138,7 +140,10 @@ def test_num_workers_advice_needs_a_real_gain():
 
 
 def test_dataset_path_on_an_nfs_mount():
-    datasets = [{"name": "imagenet", "path": "/mnt/shared/imagenet", "format": "folder"}]
+    # fs_type as `provision bench` fills it in (the data dir's): the path's mount decides
+    datasets = [
+        {"name": "imagenet", "path": "/mnt/shared/imagenet", "format": "folder", "fs_type": "ext4"}
+    ]
     f = findings(h100_report(datasets=datasets))["dataset_on_network_disk"]
     assert "/mnt/shared/imagenet is on nfs4" in f["evidence"]
     assert "sequential read 210 MB/s there vs 3150 MB/s on the local disk" in f["evidence"]
@@ -163,13 +168,18 @@ def test_amp_speedup_recommends_bf16_autocast():
     f = findings(h100_report())["amp_unused"]
     assert f["title"] == "Mixed precision trains 2.39x faster here"
     assert "1210 -> 2890 samples/s" in f["evidence"]
-    assert f["recommendation"] == "train with torch.autocast('cuda', dtype=torch.bfloat16) (no GradScaler needed)"
+    assert (
+        f["recommendation"]
+        == "train with torch.autocast('cuda', dtype=torch.bfloat16) (no GradScaler needed)"
+    )
 
 
 def test_fp16_best_needs_a_grad_scaler():
     bench = h100_bench()
     bench["amp"]["best_dtype"] = "fp16"
-    assert "GradScaler('cuda')" in findings(h100_report(bench=bench))["amp_unused"]["recommendation"]
+    assert (
+        "GradScaler('cuda')" in findings(h100_report(bench=bench))["amp_unused"]["recommendation"]
+    )
 
 
 def test_small_amp_gain_is_not_worth_a_finding():
@@ -180,8 +190,12 @@ def test_vram_headroom_gives_batch_and_accumulation():
     f = findings(h100_report())["vram_headroom"]
     assert f["title"] == "Batch size: up to 768 per step (convnet)"
     assert "the next size ran out of memory" in f["evidence"]
+    assert "a target batch of 1024 needs 2 accumulation steps of 512" in f["evidence"]
     assert "peaked at 9100 of 81559 MiB" in f["evidence"]  # facts' memory.total_mib
-    assert "for an effective batch of 1024: 2 gradient-accumulation steps of 512" in f["recommendation"]
+    assert (
+        "for an effective batch of 1024: 2 gradient-accumulation steps of 512"
+        in f["recommendation"]
+    )
 
 
 def test_vram_headroom_when_the_target_fits():
@@ -196,7 +210,9 @@ def test_no_vram_finding_without_a_memory_search():
 
 
 def test_pcie_link_trained_down_under_load():
-    f = findings(h100_report(bench=h100_bench(link=(4, 16, 5, 16), pinned_h2d=25.0)))["pcie_below_max"]
+    f = findings(h100_report(bench=h100_bench(link=(4, 16, 5, 16), pinned_h2d=25.0)))[
+        "pcie_below_max"
+    ]
     assert "GPU 0: gen4 x16 of gen5 x16 right after the copies" in f["evidence"]
     assert "pinned H2D 25.0 GB/s = 40% of the link's 63.01 GB/s" in f["evidence"]
 
@@ -300,7 +316,9 @@ def test_real_cpu_bench_findings_are_consistent_with_its_numbers():
     assert ("amp_unused" in found) == (speedup >= dx.AMP_WORTH_IT)
     if "amp_unused" in found:
         assert f"{speedup:.2f}x" in found["amp_unused"]["evidence"]
-        assert "torch.autocast('cpu', dtype=torch.bfloat16)" in found["amp_unused"]["recommendation"]
+        assert (
+            "torch.autocast('cpu', dtype=torch.bfloat16)" in found["amp_unused"]["recommendation"]
+        )
     loader, train = bench["dataloader"]["best_samples_per_s"], bench["amp"]["train_samples_per_s"]
     assert ("loader_bottleneck" in found) == (loader < dx.LOADER_MARGIN * train)
     max_batch = bench["memory"]["models"]["convnet"]["max_batch"]

@@ -30,7 +30,11 @@ pytest.importorskip("PIL")
 @pytest.fixture(scope="module")
 def real_doc() -> dict[str, Any]:
     facts, bench = real_facts_and_bench()
-    install = {"python": bench["host"]["executable"], "torch": bench["host"]["torch"], "managed": False}
+    install = {
+        "python": bench["host"]["executable"],
+        "torch": bench["host"]["torch"],
+        "managed": False,
+    }
     return build_report("localhost", facts=facts, install=install, bench=bench, price_per_hour=0.4)
 
 
@@ -116,9 +120,13 @@ def test_crafted_gpu_bench_uses_only_real_keys(real_doc):
     assert _keys(crafted) - {"transfer"} <= _keys(real)
     for section in ("amp", "memory", "dataloader", "storage", "under_load"):
         assert _keys(crafted[section]) - with_network_dir <= _keys(real[section]), section
-    assert _keys(crafted["compute"]["per_gpu"][0]) - gpu_only <= _keys(real["compute"]["per_gpu"][0])
+    assert _keys(crafted["compute"]["per_gpu"][0]) - gpu_only <= _keys(
+        real["compute"]["per_gpu"][0]
+    )
     assert _keys(crafted["amp"]["models"]["convnet"]) <= _keys(real["amp"]["models"]["convnet"])
-    assert _keys(crafted["memory"]["models"]["convnet"]) <= _keys(real["memory"]["models"]["convnet"])
+    assert _keys(crafted["memory"]["models"]["convnet"]) <= _keys(
+        real["memory"]["models"]["convnet"]
+    )
     src_real, src_crafted = real["dataloader"]["sources"][0], crafted["dataloader"]["sources"][0]
     assert _keys(src_crafted) <= _keys(src_real)
     assert _keys(src_crafted["settings"][2]) <= _keys(src_real["settings"][-1])
@@ -163,19 +171,31 @@ def test_missing_key_is_named(doc, key):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda d: d.update(schema="provision.report/v0"), "schema 'provision.report/v0', expected"),
+        (
+            lambda d: d.update(schema="provision.report/v0"),
+            "schema 'provision.report/v0', expected",
+        ),
         (lambda d: d.update(created="yesterday"), "created must be an ISO 8601 time"),
         (lambda d: d.update(created="2025-03-01T10:00:00"), "has no time zone"),
         (lambda d: d.update(host=""), "host must be a non-empty string"),
         (lambda d: d.update(bench=[]), "bench must be an object"),
         (lambda d: d.update(datasets={"a": 1}), "datasets must be a list of objects"),
         (lambda d: d["install"].pop("python"), "install lacks 'python'"),
-        (lambda d: d["bench"]["amp"].update(speedup="fast"), "bench.amp.speedup must be a number or null"),
-        (lambda d: d["bench"]["dataloader"].update(best_num_workers=True), "best_num_workers must be a number"),
+        (
+            lambda d: d["bench"]["amp"].update(speedup="fast"),
+            "bench.amp.speedup must be a number or null",
+        ),
+        (
+            lambda d: d["bench"]["dataloader"].update(best_num_workers=True),
+            "best_num_workers must be a number",
+        ),
         (lambda d: d.update(price_per_hour=0), "price_per_hour must be positive"),
         (lambda d: d.update(diagnosis={}), "diagnosis must be a list"),
         (lambda d: d["diagnosis"][0].pop("evidence"), r"diagnosis\[0\] lacks 'evidence'"),
-        (lambda d: d["diagnosis"][0].update(severity="bad"), r"diagnosis\[0\].severity 'bad' is not one of"),
+        (
+            lambda d: d["diagnosis"][0].update(severity="bad"),
+            r"diagnosis\[0\].severity 'bad' is not one of",
+        ),
     ],
 )
 def test_validate_names_the_problem(doc, change, message):

@@ -79,7 +79,9 @@ def _reports(tmp_path: Path) -> dict[str, Path]:
 
 def test_report_json_ranks_by_throughput_and_by_money(tmp_path, capsys):
     files = _reports(tmp_path)
-    code = main(["report", str(files["fast"]), str(files["cheap"]), str(files["unpriced"]), "--json"])
+    code = main(
+        ["report", str(files["fast"]), str(files["cheap"]), str(files["unpriced"]), "--json"]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     ranking = out["ranking"]
@@ -103,7 +105,11 @@ def test_report_folder_takes_the_newest_per_host_and_compares(tmp_path, capsys):
     assert compare["cheap"] is None and compare["unpriced"] is None
     fast = compare["fast"]
     assert fast["previous"]["created"] == "2025-02-20T08:00:00+00:00"
-    assert fast["figures"]["training samples/s"] == {"before": 2500.0, "now": 2890.0, "change_pct": 15.6}
+    assert fast["figures"]["training samples/s"] == {
+        "before": 2500.0,
+        "now": 2890.0,
+        "change_pct": 15.6,
+    }
     assert (state_dir() / "history.sqlite").exists()  # in PROVISION_HOME (tests/conftest.py)
 
 
@@ -120,14 +126,16 @@ def test_report_compare_on_the_console_and_files(tmp_path, capsys, monkeypatch):
     assert "Compared with each host's previous run" in err
     assert "+15.6%" in err and "no earlier run in the history for: cheap" in err
     assert "Ranking by samples per unit of money" in err
-    assert "id=\"comparison\"" in html.read_text() and "+15.6%" in html.read_text()
+    assert 'id="comparison"' in html.read_text() and "+15.6%" in html.read_text()
     assert "## Compared with each host's previous run" in md.read_text()
 
 
 def test_inventory_price_overrides_the_report(tmp_path, capsys):
     files = _reports(tmp_path)
     inv = tmp_path / "hosts.ini"
-    inv.write_text("[gpus]\nfast ansible_host=198.18.0.10 price_per_hour=0.1\nunpriced ansible_host=198.18.0.11\n")
+    inv.write_text(
+        "[gpus]\nfast ansible_host=198.18.0.10 price_per_hour=0.1\nunpriced ansible_host=198.18.0.11\n"
+    )
     code = main(["report", str(files["fast"]), str(files["cheap"]), str(files["unpriced"]),
                  "-i", str(inv), "--json", "--no-history"])  # fmt: skip
     assert code == 0

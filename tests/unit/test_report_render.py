@@ -51,7 +51,11 @@ def _tables_are_well_formed(md: str) -> None:
     lines = md.splitlines()
     i = 0
     while i < len(lines):
-        if lines[i].startswith("|") and i + 1 < len(lines) and re.match(r"^\|(---\|)+$", lines[i + 1]):
+        if (
+            lines[i].startswith("|")
+            and i + 1 < len(lines)
+            and re.match(r"^\|(---\|)+$", lines[i + 1])
+        ):
             width = len(re.findall(r"(?<!\\)\|", lines[i]))
             i += 2
             while i < len(lines) and lines[i].startswith("|"):
@@ -127,7 +131,9 @@ def test_html_escapes_report_text(gpu_doc):
 
 
 def test_charts_show_why_when_not_measured():
-    doc = build_report("h", bench={"dataloader": {"status": "skipped", "reason": "Pillow is not installed"}})
+    doc = build_report(
+        "h", bench={"dataloader": {"status": "skipped", "reason": "Pillow is not installed"}}
+    )
     svgs = chart_svgs(doc)
     assert "not measured: Pillow is not installed" in svgs["num_workers"]
     assert "not measured: no AMP run in this report" in svgs["amp"]
@@ -136,7 +142,9 @@ def test_charts_show_why_when_not_measured():
 def test_chart_functions_skip_missing_values():
     svg = charts.line_chart("c", "t", [("a", [(0, 1.0), (1, float("nan")), (2, 3.0)])], "x", "y")
     assert svg.count("<circle") == 2 and "nan" not in svg
-    svg = charts.grouped_bar_chart("g", "t", ["m1", "m2"], [("fp32", [1.0, None]), ("bf16", [2.0, 3.0])])
+    svg = charts.grouped_bar_chart(
+        "g", "t", ["m1", "m2"], [("fp32", [1.0, None]), ("bf16", [2.0, 3.0])]
+    )
     assert svg.count('<rect class="bar"') == 3
     assert "fp32" in svg and "bf16" in svg  # legend
 
@@ -187,9 +195,7 @@ def _near(color: tuple[int, int, int], target: tuple[int, int, int]) -> bool:
 
 
 def _console_errors(stderr: str) -> list[str]:
-    return [
-        line for line in stderr.splitlines() if "Uncaught" in line or ":CONSOLE" in line
-    ]
+    return [line for line in stderr.splitlines() if "Uncaught" in line or ":CONSOLE" in line]
 
 
 @pytest.mark.slow
@@ -199,7 +205,9 @@ def test_console_error_detection_works(tmp_path):
     bad = tmp_path / "bad.html"
     bad.write_text("<!DOCTYPE html><html><body><script>undefinedFunction()</script></body></html>")
     proc = _chromium(tmp_path, "--dump-dom", bad.as_uri())
-    assert any("undefinedFunction" in line for line in _console_errors(proc.stderr)), proc.stderr[-2000:]
+    assert any("undefinedFunction" in line for line in _console_errors(proc.stderr)), proc.stderr[
+        -2000:
+    ]
 
 
 @pytest.mark.slow
@@ -225,11 +233,17 @@ def test_html_in_headless_chromium(tmp_path, real_doc, gpu_doc):
     assert gpu["num_workers"]["series"] == 2 and gpu["num_workers"]["point"] == 5 + 5
     assert gpu["amp"]["bar"] == 3 and gpu["peak"]["bar"] == 4
     # the real CPU run: its measured num_workers, its precisions, its TFLOPS
-    tried = [s for s in real_doc["bench"]["dataloader"]["sources"][0]["settings"] if s.get("samples_per_s")]
+    tried = [
+        s
+        for s in real_doc["bench"]["dataloader"]["sources"][0]["settings"]
+        if s.get("samples_per_s")
+    ]
     assert cpu["num_workers"]["point"] == 2 * len(tried)
-    assert cpu["amp"]["bar"] == sum(len(m["runs"]) for m in real_doc["bench"]["amp"]["models"].values())
+    assert cpu["amp"]["bar"] == sum(
+        len(m["runs"]) for m in real_doc["bench"]["amp"]["models"].values()
+    )
     assert cpu["peak"]["bar"] >= 2
-    assert 'id="comparison"' in proc.stdout and "id=\"ranking-money\"" in proc.stdout
+    assert 'id="comparison"' in proc.stdout and 'id="ranking-money"' in proc.stdout
 
     shot = tmp_path / "report.png"
     proc = _chromium(tmp_path, "--window-size=1280,2600", f"--screenshot={shot}", page.as_uri())

@@ -22,7 +22,11 @@ class MissingDependency(ImportError):
 
 def python_tag():
     """What a shipped lmdb must match: CPython minor version and machine."""
-    impl = "cp" if platform.python_implementation() == "CPython" else platform.python_implementation().lower()
+    impl = (
+        "cp"
+        if platform.python_implementation() == "CPython"
+        else platform.python_implementation().lower()
+    )
     return "%s%d%d-%s" % (impl, sys.version_info[0], sys.version_info[1], platform.machine())
 
 
@@ -55,7 +59,9 @@ def _shipped_site():
     with zipfile.ZipFile(zip_path) as zf:
         for name in zf.namelist():
             if name.startswith("/") or ".." in name.split("/"):
-                raise MissingDependency("refusing %s: member %r leaves the folder" % (zip_path, name))
+                raise MissingDependency(
+                    "refusing %s: member %r leaves the folder" % (zip_path, name)
+                )
         zf.extractall(tmp)
     with open(os.path.join(tmp, ".provision-zip-sha256"), "w") as fh:
         fh.write(digest)
@@ -86,7 +92,8 @@ def import_lmdb():
             ) from None
     raise MissingDependency(
         "py-lmdb is not importable by %s (Python %s); install it on the host "
-        "(`%s -m pip install lmdb`) or let provision ship it" % (sys.executable, platform.python_version(), sys.executable)
+        "(`%s -m pip install lmdb`) or let provision ship it"
+        % (sys.executable, platform.python_version(), sys.executable)
     )
 
 

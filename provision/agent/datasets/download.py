@@ -49,7 +49,9 @@ def probe(url, timeout):
 
 
 def source_id(info):
-    return json.dumps(dict((k, info.get(k)) for k in ("url", "etag", "last_modified", "length")), sort_keys=True)
+    return json.dumps(
+        dict((k, info.get(k)) for k in ("url", "etag", "last_modified", "length")), sort_keys=True
+    )
 
 
 def download(url, target, info, emit, stall, free_margin=64 * _MiB):
@@ -96,13 +98,22 @@ def download(url, target, info, emit, stall, free_margin=64 * _MiB):
                         if length is None and have % (64 * _MiB) < CHUNK:
                             st = os.statvfs(os.path.dirname(target))
                             if st.f_bavail * st.f_frsize < free_margin:
-                                raise DiskFullError(28, "disk nearly full while downloading %s to %s; the partial download is kept for a resume" % (url, target))
+                                raise DiskFullError(
+                                    28,
+                                    "disk nearly full while downloading %s to %s; the partial download is kept for a resume"
+                                    % (url, target),
+                                )
                         now = time.monotonic()
                         if now - last_emit >= 0.5:
                             last_emit = now
                             rate = have / max(now - t0, 1e-6)
-                            emit(phase="download", bytes=have, total_bytes=length, bytes_per_s=round(rate),
-                                 eta_s=round((length - have) / rate, 1) if length and rate else None)
+                            emit(
+                                phase="download",
+                                bytes=have,
+                                total_bytes=length,
+                                bytes_per_s=round(rate),
+                                eta_s=round((length - have) / rate, 1) if length and rate else None,
+                            )
             if length is not None and have < length:
                 raise OSError("connection closed at %d of %d bytes" % (have, length))
             return have
@@ -110,22 +121,31 @@ def download(url, target, info, emit, stall, free_margin=64 * _MiB):
             if exc.code == 416 and length is not None and have == length:
                 return have
             if exc.code < 500 or attempt >= RETRIES:
-                raise StageError("downloading %s: HTTP %d %s" % (url, exc.code, exc.reason)) from None
+                raise StageError(
+                    "downloading %s: HTTP %d %s" % (url, exc.code, exc.reason)
+                ) from None
         except DiskFullError:
             raise
         except OSError as exc:
             if getattr(exc, "errno", None) == 28:
-                raise DiskFullError(28, "disk full while downloading %s to %s; the partial download is kept: free space and rerun" % (url, target)) from None
+                raise DiskFullError(
+                    28,
+                    "disk full while downloading %s to %s; the partial download is kept: free space and rerun"
+                    % (url, target),
+                ) from None
             if attempt >= RETRIES:
-                raise StageError("downloading %s failed after %d attempts: %s; rerun to resume at byte %d" % (url, attempt + 1, getattr(exc, "reason", exc), have)) from None
+                raise StageError(
+                    "downloading %s failed after %d attempts: %s; rerun to resume at byte %d"
+                    % (url, attempt + 1, getattr(exc, "reason", exc), have)
+                ) from None
         attempt += 1
-        time.sleep(min(2 ** attempt * 0.25, 8.0))
+        time.sleep(min(2**attempt * 0.25, 8.0))
         if not info.get("ranges"):
             have = 0  # resuming needs ranges; without them each retry starts over
 
 
 def stage_url(path, source, emit, log, verify, clean, stall):
-    from provision.agent.datasets.ingest import _stage_host_path, _finished_result, check_space
+    from provision.agent.datasets.ingest import _finished_result, _stage_host_path, check_space
 
     url = source.get("url") or ""
     if not (url.startswith("http://") or url.startswith("https://")):
@@ -141,7 +161,13 @@ def stage_url(path, source, emit, log, verify, clean, stall):
     sid = source_id(info)
     final = lmdb_writer.describe(path)
     validated = info.get("etag") or info.get("last_modified")
-    if final and final.get("complete") == "1" and final.get("source_id") == sid and validated and not clean:
+    if (
+        final
+        and final.get("complete") == "1"
+        and final.get("source_id") == sid
+        and validated
+        and not clean
+    ):
         return _finished_result(path, final, skipped=True, seconds=0.0)
     if info.get("length"):
         have = os.path.getsize(target) if os.path.exists(target) else 0
@@ -151,8 +177,14 @@ def stage_url(path, source, emit, log, verify, clean, stall):
     size = download(url, target, info, emit, stall)
     log("downloaded %s (%d bytes) in %.1fs" % (url, size, time.monotonic() - t0))
     result = _stage_host_path(
-        path, {"path": target, "layout": source.get("layout"), "labels": source.get("labels")},
-        emit, log, verify, clean, stall, display=url,
+        path,
+        {"path": target, "layout": source.get("layout"), "labels": source.get("labels")},
+        emit,
+        log,
+        verify,
+        clean,
+        stall,
+        display=url,
         extra={"downloaded_bytes": size, "download_seconds": round(time.monotonic() - t0, 3)},
         extra_meta={"source_id": sid},
     )

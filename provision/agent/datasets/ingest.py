@@ -70,6 +70,7 @@ class StageLock(object):
 
     def __init__(self, path, wait):
         d, base = os.path.split(path)
+        self.dataset = path
         self.path = os.path.join(d, "." + base + ".stage-lock")
         self.wait = wait
         self.fd = None
@@ -85,8 +86,9 @@ class StageLock(object):
                 if time.monotonic() > deadline:
                     raise StageError(
                         "another stage of %s is still running on this host (lock %s held for "
-                        "over %ds); wait for it or stop it" % (self.path[:-12], self.path, self.wait)
-                    )
+                        "over %ds); wait for it or stop it"
+                        % (self.dataset, self.path, self.wait)
+                    ) from None
                 time.sleep(0.2)
                 continue
             try:
@@ -181,29 +183,72 @@ class Progress(object):
         self.tick()
 
 
-def _safe_emit(ctx):
-    lock = threading.Lock()
-    state = {"dead": False}
+class Emitter(object):
+    """Events to the controller without ever blocking the stage.
 
-    def emit(**fields):
-        if state["dead"]:
-            return
-        with lock:
+    A dead or stalled link fills stdout's pipe and would block whoever writes to it; here only
+    this thread does, events queue up (the oldest progress is dropped when full), and the
+    writes go on. A heartbeat keeps the controller's stall watchdog quiet during long quiet
+    steps (listing a network disk, fsync of a big file).
+    """
+
+    def __init__(self, ctx, heartbeat=1.0, limit=256):
+        self.ctx = ctx
+        self.items = []
+        self.limit = limit
+        self.cond = threading.Condition()
+        self.closed = False
+        self.dead = False
+        self.heartbeat = heartbeat
+        self.thread = threading.Thread(target=self._run, name="emitter", daemon=True)
+        self.thread.start()
+
+    def _put(self, kind, fields):
+        with self.cond:
+            if self.closed or self.dead:
+                return
+            if len(self.items) >= self.limit:
+                for k, item in enumerate(self.items):
+                    if item[0] == "progress":
+                        del self.items[k]
+                        break
+                else:
+                    return
+            self.items.append((kind, fields))
+            self.cond.notify()
+
+    def emit(self, **fields):
+        self._put("progress", fields)
+
+    def log(self, message):
+        self._put("log", {"message": message})
+
+    def _run(self):
+        while True:
+            with self.cond:
+                if not self.items and not self.closed:
+                    self.cond.wait(self.heartbeat)
+                if not self.items:
+                    if self.closed:
+                        return
+                    item = ("progress", {"phase": "heartbeat"})
+                else:
+                    item = self.items.pop(0)
             try:
-                ctx.progress(**fields)
+                if item[0] == "log":
+                    self.ctx.log(item[1]["message"])
+                else:
+                    self.ctx.progress(**item[1])
             except (OSError, ValueError):
-                state["dead"] = True  # stdout gone (controller lost): keep working silently
+                self.dead = True  # stdout gone (controller lost): keep working silently
+                return
 
-    def log(msg):
-        if state["dead"]:
-            return
-        with lock:
-            try:
-                ctx.log(msg)
-            except (OSError, ValueError):
-                state["dead"] = True
-
-    return emit, log
+    def close(self, timeout=2.0):
+        """Flush what is queued (bounded: a stalled link must not hold the result back)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+        self.thread.join(timeout)
 
 
 class BoundedQueue(object):
@@ -275,7 +320,8 @@ def stream_items(stdin, manifest, first):
                 raise StageError("the stream holds more than the %d samples of the manifest" % n)
             if name != manifest.paths[i]:
                 raise StageError(
-                    "stream member %r arrived where sample %d %r was expected" % (name, i, manifest.paths[i])
+                    "stream member %r arrived where sample %d %r was expected"
+                    % (name, i, manifest.paths[i])
                 )
             yield i, name, data
             i += 1
@@ -336,9 +382,22 @@ def write_reader_module(directory):
 
 
 # -- the core, shared by every source kind and by `provision stage --local` ---------------------
-def build(path, manifest, items_from, source_desc, emit, log, verify=False, clean=False,
-          stall_timeout=DEFAULT_STALL, start=None, extra_need=0, write_reader=True, extra_meta=None,
-          commit=None):
+def build(
+    path,
+    manifest,
+    items_from,
+    source_desc,
+    emit,
+    log,
+    verify=False,
+    clean=False,
+    stall_timeout=DEFAULT_STALL,
+    start=None,
+    extra_need=0,
+    write_reader=True,
+    extra_meta=None,
+    commit=None,
+):
     """Build (or resume, or skip) the LMDB at `path` for `manifest`.
 
     items_from(first) -> iterator of (index, relpath, data) from sample `first` on.
@@ -349,17 +408,26 @@ def build(path, manifest, items_from, source_desc, emit, log, verify=False, clea
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
     except OSError as exc:
-        raise StageError("cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)) from None
+        raise StageError(
+            "cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)
+        ) from None
     fingerprint = manifest.fingerprint()
     final = lmdb_writer.describe(path)
-    if final and final.get("complete") == "1" and final.get("fingerprint") == fingerprint and not clean:
+    if (
+        final
+        and final.get("complete") == "1"
+        and final.get("fingerprint") == fingerprint
+        and not clean
+    ):
         result = _finished_result(path, final, skipped=True, seconds=time.monotonic() - t0)
         if verify:
             result["verify"] = verify_file(path, manifest, emit)
         if write_reader:
             result["reader"] = write_reader_module(os.path.dirname(path))
         return result
-    writer = lmdb_writer.DatasetWriter(path, manifest, source_desc, emit_log=log, extra_meta=extra_meta)
+    writer = lmdb_writer.DatasetWriter(
+        path, manifest, source_desc, emit_log=log, extra_meta=extra_meta
+    )
     if commit:  # tuning (and tests): commit every N samples / S seconds
         writer.txn_samples = int(commit.get("samples") or writer.txn_samples)
         writer.txn_seconds = float(commit.get("seconds") or writer.txn_seconds)
@@ -375,16 +443,30 @@ def build(path, manifest, items_from, source_desc, emit, log, verify=False, clea
         check_space(writer.partial, need, _old_version_note(final))
         done_bytes = sum(manifest.sizes[:committed])
         if committed:
-            log("resuming %s at sample %d of %d" % (os.path.basename(path), committed, len(manifest)))
-        progress = Progress(emit, "stage", len(manifest), manifest.total_bytes, committed, done_bytes)
+            log(
+                "resuming %s at sample %d of %d"
+                % (os.path.basename(path), committed, len(manifest))
+            )
+        progress = Progress(
+            emit, "stage", len(manifest), manifest.total_bytes, committed, done_bytes
+        )
         progress.committed = lambda: writer.committed
         progress.start()
         try:
             if committed < len(manifest) or first < len(manifest):
-                run_pipeline(items_from(first), writer, manifest, progress, stall_timeout, skip_until=committed)
+                run_pipeline(
+                    items_from(first),
+                    writer,
+                    manifest,
+                    progress,
+                    stall_timeout,
+                    skip_until=committed,
+                )
             if verify:
                 progress.phase = "verify"
-            summary = writer.finalize(verify=verify, on_verify=lambda n: emit(phase="verify", done=n, total=len(manifest)))
+            summary = writer.finalize(
+                verify=verify, on_verify=lambda n: emit(phase="verify", done=n, total=len(manifest))
+            )
         finally:
             progress.stop()
     except BaseException:
@@ -417,7 +499,9 @@ def build(path, manifest, items_from, source_desc, emit, log, verify=False, clea
 
 def _old_version_note(final):
     if final and final.get("file_bytes"):
-        return " (the previous version, %s, stays until the new one is complete.)" % _gb(final["file_bytes"])
+        return " (the previous version, %s, stays until the new one is complete.)" % _gb(
+            final["file_bytes"]
+        )
     return ""
 
 
@@ -445,14 +529,25 @@ def verify_file(path, manifest=None, emit=None):
     env, meta = lmdb_writer.open_readonly(path)
     try:
         reader.check_format(meta, path)
-        on_progress = (lambda n: emit(phase="verify", done=n, total=int(meta["count"]))) if emit else None
-        checksum, total, problems = lmdb_writer.check_records(env, manifest, full=True, on_progress=on_progress)
+        on_progress = (
+            (lambda n: emit(phase="verify", done=n, total=int(meta["count"]))) if emit else None
+        )
+        checksum, total, problems = lmdb_writer.check_records(
+            env, manifest, full=True, on_progress=on_progress
+        )
     finally:
         env.close()
     if checksum != meta.get("checksum"):
-        problems.append("dataset checksum %s differs from the recorded %s" % (checksum, meta.get("checksum")))
-    if manifest is None and int(meta.get("count", -1)) != int(meta.get("expected_count", meta.get("count", -1))):
-        problems.append("count %s differs from the expected %s" % (meta.get("count"), meta.get("expected_count")))
+        problems.append(
+            "dataset checksum %s differs from the recorded %s" % (checksum, meta.get("checksum"))
+        )
+    if manifest is None and int(meta.get("count", -1)) != int(
+        meta.get("expected_count", meta.get("count", -1))
+    ):
+        problems.append(
+            "count %s differs from the expected %s"
+            % (meta.get("count"), meta.get("expected_count"))
+        )
     return {
         "ok": not problems,
         "problems": problems[:20],
@@ -477,7 +572,9 @@ def resolve_path(request):
         return dest if dest.endswith(".lmdb") else os.path.join(dest, name + ".lmdb")
     from provision.agent.facts import data_dir
 
-    chosen = data_dir.choose({"data_dir": request.get("data_dir")} if request.get("data_dir") else {})
+    chosen = data_dir.choose(
+        {"data_dir": request.get("data_dir")} if request.get("data_dir") else {}
+    )
     if not chosen.get("path"):
         raise StageError(
             "no data directory for datasets on this host (%s); give one with --dest DIR or the "
@@ -515,7 +612,17 @@ def status(request, ctx):
         return out
     final = lmdb_writer.describe(path)
     partial = lmdb_writer.describe(lmdb_writer.partial_path(path))
-    keep = ("fingerprint", "count", "committed", "complete", "checksum", "file_bytes", "error", "layout", "expected_count")
+    keep = (
+        "fingerprint",
+        "count",
+        "committed",
+        "complete",
+        "checksum",
+        "file_bytes",
+        "error",
+        "layout",
+        "expected_count",
+    )
     out["final"] = dict((k, v) for k, v in (final or {}).items() if k in keep) or None
     out["partial"] = dict((k, v) for k, v in (partial or {}).items() if k in keep) or None
     if final and final.get("complete") == "1" and final.get("fingerprint") == fingerprint:
@@ -527,34 +634,53 @@ def status(request, ctx):
 
 def verify(request, ctx):
     path = _path(request)
-    emit, _ = _safe_emit(ctx)
-    manifest = Manifest.from_wire(request["manifest"]) if request.get("manifest") else None
-    return verify_file(path, manifest, emit)
+    emitter = Emitter(ctx)
+    try:
+        manifest = Manifest.from_wire(request["manifest"]) if request.get("manifest") else None
+        return verify_file(path, manifest, emitter.emit)
+    finally:
+        emitter.close()
 
 
 def stage(request, ctx):
+    emitter = Emitter(ctx)
+    try:
+        return _stage(request, emitter.emit, emitter.log, ctx.stdin)
+    finally:
+        emitter.close()
+
+
+def _stage(request, emit, log, stdin):
     path = _path(request)
     source = request.get("source") or {}
     kind = source.get("kind")
     verify_ = bool(request.get("verify"))
     clean = bool(request.get("clean"))
     stall = float(request.get("stall_timeout") or DEFAULT_STALL)
-    emit, log = _safe_emit(ctx)
     emit(phase="start", pid=os.getpid())
     import_lmdb()
     _interrupt_on_signals()
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)  # the stage lock lives there
     except OSError as exc:
-        raise StageError("cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)) from None
+        raise StageError(
+            "cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)
+        ) from None
     with StageLock(path, wait=stall + 30):
         if kind == "stream":
             manifest = Manifest.from_wire(source["manifest"])
             start = int(source.get("start", 0))
             return build(
-                path, manifest, lambda first: stream_items(ctx.stdin, manifest, first),
-                source.get("description") or "controller stream", emit, log,
-                verify=verify_, clean=clean, stall_timeout=stall, start=start,
+                path,
+                manifest,
+                lambda first: stream_items(stdin, manifest, first),
+                source.get("description") or "controller stream",
+                emit,
+                log,
+                verify=verify_,
+                clean=clean,
+                stall_timeout=stall,
+                start=start,
                 commit=request.get("commit"),
             )
         if kind == "host":
@@ -584,19 +710,31 @@ def _interrupt_on_signals():
             pass  # not the main thread (in-process use): nothing to do
 
 
-def _stage_host_path(path, source, emit, log, verify_, clean, stall, display=None, extra=None, extra_meta=None):
+def _stage_host_path(
+    path, source, emit, log, verify_, clean, stall, display=None, extra=None, extra_meta=None
+):
     src = os.path.abspath(os.path.expanduser(source.get("path") or ""))
     if not os.path.exists(src):
         raise StageError("%s does not exist on this host" % src)
     if os.path.abspath(src) == os.path.abspath(path):
         raise StageError("the source and the destination are the same file")
     emit(phase="list", done=0, total=None)
-    plan = open_source(src, source.get("layout") or "auto", source.get("labels"), display=display or src)
+    plan = open_source(
+        src, source.get("layout") or "auto", source.get("labels"), display=display or src
+    )
     for w in plan.warnings:
         log(w)
     result = build(
-        path, plan.manifest, plan.iter_samples, display or src, emit, log,
-        verify=verify_, clean=clean, stall_timeout=stall, extra_meta=extra_meta,
+        path,
+        plan.manifest,
+        plan.iter_samples,
+        display or src,
+        emit,
+        log,
+        verify=verify_,
+        clean=clean,
+        stall_timeout=stall,
+        extra_meta=extra_meta,
     )
     result["warnings"] = plan.warnings
     if extra:

@@ -21,9 +21,33 @@ LAYOUTS = ("auto", "imagefolder", "labels", "webdataset", "files")
 LABEL_FILE_NAMES = ("labels.csv", "labels.tsv", "labels.jsonl", "labels.json", "labels.txt")
 WDS_LABEL_EXTS = ("cls", "cls2", "label", "labels", "target", "class")
 WDS_META_EXTS = ("json", "txt", "text", "caption", "meta", "__key__", "id", "idx")
-IMAGE_EXTS = ("jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "ppm", "pgm", "jxl", "avif", "heic")
+IMAGE_EXTS = (
+    "jpg",
+    "jpeg",
+    "png",
+    "webp",
+    "bmp",
+    "gif",
+    "tif",
+    "tiff",
+    "ppm",
+    "pgm",
+    "jxl",
+    "avif",
+    "heic",
+)
 SHARD_SUFFIXES = (".tar", ".tar.gz", ".tgz")
-_HEADER_WORDS = ("path", "file", "filename", "file_name", "image", "img", "relpath", "name", "image_id")
+_HEADER_WORDS = (
+    "path",
+    "file",
+    "filename",
+    "file_name",
+    "image",
+    "img",
+    "relpath",
+    "name",
+    "image_id",
+)
 _INT = re.compile(r"^[+-]?\d+$")
 
 
@@ -95,7 +119,9 @@ def looks_like_wds_shard(entries):
         key, ext = wds_split(e.relpath)
         groups.setdefault(key, set()).add(ext.lower())
     labelled = sum(1 for exts in groups.values() if exts & set(WDS_LABEL_EXTS))
-    return labelled > 0 and labelled * 2 >= len(groups) and all(len(x) >= 2 for x in groups.values())
+    return (
+        labelled > 0 and labelled * 2 >= len(groups) and all(len(x) >= 2 for x in groups.values())
+    )
 
 
 def strip_wrapper_dir(entries):
@@ -109,7 +135,7 @@ def strip_wrapper_dir(entries):
         rest = [e.relpath.split("/", 1)[1] for e in entries]
         if not any("/" in r or is_label_file_name(r) for r in rest):
             break  # a one-class image folder, not a wrapper
-        for e, r in zip(entries, rest):
+        for e, r in zip(entries, rest):  # noqa: B905 (3.8 has no strict=)
             e.relpath = r
         prefix += top + "/"
     return entries, prefix
@@ -171,7 +197,9 @@ def parse_labels_file(data, name):
                 raise LayoutError("%s:%d: expected `path label`, got %r" % (name, n, line))
             rows.append((n, parts[0], parts[1]))
         return _drop_header(rows)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if lower.endswith(".tsv") else ",")
+    reader = csv.reader(
+        io.StringIO(text, newline=""), delimiter="\t" if lower.endswith(".tsv") else ","
+    )
     for row in reader:
         n = reader.line_num
         if not row or not any(cell.strip() for cell in row):
@@ -192,7 +220,9 @@ def _json_row(item, name, n):
     if isinstance(item, (list, tuple)) and len(item) == 2:
         return (n, item[0], item[1])
     if isinstance(item, dict):
-        path = next((item[k] for k in ("path", "file", "filename", "image", "relpath") if k in item), None)
+        path = next(
+            (item[k] for k in ("path", "file", "filename", "image", "relpath") if k in item), None
+        )
         label = next((item[k] for k in ("label", "class", "target", "y") if k in item), None)
         if isinstance(path, str) and label is not None:
             return (n, path, label)
@@ -201,7 +231,12 @@ def _json_row(item, name, n):
 
 def label_values(raw_labels, where):
     """Integer labels stay integers (classes empty); names become sorted classes and indices."""
-    if all(isinstance(x, int) and not isinstance(x, bool) or (isinstance(x, str) and _INT.match(x.strip())) for x in raw_labels):
+    if all(
+        isinstance(x, int)
+        and not isinstance(x, bool)
+        or (isinstance(x, str) and _INT.match(x.strip()))
+        for x in raw_labels
+    ):
         return [int(x) for x in raw_labels], []
     names = [str(x).strip() if not isinstance(x, str) else x.strip() for x in raw_labels]
     classes = sorted(set(names))
@@ -219,7 +254,10 @@ def labelled(entries, labels_name, labels_data, where, labels_inside=None):
     for n, path, label in rows:
         rel = path[2:] if path.startswith("./") else path
         if rel in wanted:
-            raise LayoutError("%s:%d: %r is listed twice (first on line %d)" % (labels_name, n, rel, wanted[rel][0]))
+            raise LayoutError(
+                "%s:%d: %r is listed twice (first on line %d)"
+                % (labels_name, n, rel, wanted[rel][0])
+            )
         wanted[rel] = (n, label)
     by_path = dict((e.relpath, e) for e in entries)
     missing = [(n, p) for p, (n, _) in wanted.items() if p not in by_path]
@@ -264,12 +302,15 @@ def wds_samples(shard_entries, where):
                 try:
                     label = e.small.decode("utf-8").strip()
                 except UnicodeDecodeError:
-                    raise LayoutError("%s: label member %r is not text" % (where, e.relpath)) from None
+                    raise LayoutError(
+                        "%s: label member %r is not text" % (where, e.relpath)
+                    ) from None
                 break
         data = next((e for ext, e in members if ext.rsplit(".", 1)[-1] in IMAGE_EXTS), None)
         if data is None:
             data = next(
-                (e for ext, e in members if ext not in WDS_LABEL_EXTS and ext not in WDS_META_EXTS), None
+                (e for ext, e in members if ext not in WDS_LABEL_EXTS and ext not in WDS_META_EXTS),
+                None,
             )
         if data is None:
             no_data.append(key)
@@ -277,5 +318,8 @@ def wds_samples(shard_entries, where):
         out.append((data, label))
     warnings = []
     if no_data:
-        warnings.append("%s: %d keys have no data member and were left out (first: %r)" % (where, len(no_data), no_data[0]))
+        warnings.append(
+            "%s: %d keys have no data member and were left out (first: %r)"
+            % (where, len(no_data), no_data[0])
+        )
     return out, warnings

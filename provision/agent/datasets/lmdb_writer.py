@@ -54,7 +54,11 @@ def remove_files(path):
 
 
 def _is_disk_full(exc):
-    return getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc) or "quota" in str(exc).lower()
+    return (
+        getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+        or "No space left" in str(exc)
+        or "quota" in str(exc).lower()
+    )
 
 
 def open_readonly(path):
@@ -134,7 +138,14 @@ class DatasetWriter(object):
 
     def _try_resume(self):
         try:
-            env = self.lmdb.open(self.partial, subdir=False, max_dbs=reader.MAX_DBS, map_size=self._initial_map_size(), readahead=False, lock=False)
+            env = self.lmdb.open(
+                self.partial,
+                subdir=False,
+                max_dbs=reader.MAX_DBS,
+                map_size=self._initial_map_size(),
+                readahead=False,
+                lock=False,
+            )
         except self.lmdb.Error as exc:
             self.log("discarding unreadable partial %s: %s" % (self.partial, exc))
             return None
@@ -148,7 +159,9 @@ class DatasetWriter(object):
             return None
         if fp is None or fp.decode() != self.manifest.fingerprint():
             env.close()
-            self.log("the partial %s was built from a different source; starting over" % self.partial)
+            self.log(
+                "the partial %s was built from a different source; starting over" % self.partial
+            )
             return None
         self.env = env
         self._open_dbs()
@@ -197,7 +210,8 @@ class DatasetWriter(object):
         if len(data) != expected or relpath != self.manifest.paths[index]:
             raise StageError(
                 "sample %d is %r (%d bytes) but the manifest says %r (%d bytes): the source changed "
-                "while staging; rerun" % (index, relpath, len(data), self.manifest.paths[index], expected)
+                "while staging; rerun"
+                % (index, relpath, len(data), self.manifest.paths[index], expected)
             )
         digest = hashlib.sha256(data).digest()
         item = (reader.key(index), reader.encode_record(relpath, label, len(data), digest), data)
@@ -293,9 +307,7 @@ class DatasetWriter(object):
         m = self.manifest
         if self.committed != len(m):
             raise StageError("only %d of %d samples were written" % (self.committed, len(m)))
-        checksum, total, problems = check_records(
-            self.env, m, full=verify, on_progress=on_verify
-        )
+        checksum, total, problems = check_records(self.env, m, full=verify, on_progress=on_verify)
         if problems:
             raise StageError(
                 "verification of %s failed: %s (%d problems); the partial is kept: rerun with "
@@ -318,7 +330,9 @@ class DatasetWriter(object):
         self.env.close()
         self.env = None
         if os.path.isdir(self.final):
-            raise StageError("%s exists and is a directory; move it away or pick another --name" % self.final)
+            raise StageError(
+                "%s exists and is a directory; move it away or pick another --name" % self.final
+            )
         os.replace(self.partial, self.final)
         remove_files_lock_only(self.partial)
         _fsync_dir(os.path.dirname(self.final))
@@ -356,8 +370,15 @@ def check_records(env, manifest, full=False, on_progress=None):
             if manifest is not None:
                 if i >= n:
                     problems.append("extra sample %d" % i)
-                elif relpath != manifest.paths[i] or size != manifest.sizes[i] or label != manifest.label(i):
-                    problems.append("sample %d is %r/%d bytes, manifest says %r/%d" % (i, relpath, size, manifest.paths[i], manifest.sizes[i]))
+                elif (
+                    relpath != manifest.paths[i]
+                    or size != manifest.sizes[i]
+                    or label != manifest.label(i)
+                ):
+                    problems.append(
+                        "sample %d is %r/%d bytes, manifest says %r/%d"
+                        % (i, relpath, size, manifest.paths[i], manifest.sizes[i])
+                    )
             if full:
                 value = txn.get(bytes(k), db=data_db)
                 if value is None:

@@ -56,7 +56,7 @@ class Manifest(object):
             h = hashlib.sha256()
             h.update(json.dumps([self.layout, self.classes], ensure_ascii=False).encode("utf-8"))
             labels = self.labels if self.labels is not None else [None] * len(self.paths)
-            for row in zip(self.paths, self.sizes, self.mtimes, labels):
+            for row in zip(self.paths, self.sizes, self.mtimes, labels):  # noqa: B905 (3.8)
                 h.update(b"\n" + json.dumps(row, ensure_ascii=False).encode("utf-8"))
             self._fingerprint = "sha256:" + h.hexdigest()
         return self._fingerprint
@@ -89,7 +89,10 @@ class Manifest(object):
             ensure_ascii=False,
             separators=(",", ":"),
         ).encode("utf-8")
-        return {"packed": base64.b64encode(zlib.compress(body, 6)).decode("ascii"), "count": len(self)}
+        return {
+            "packed": base64.b64encode(zlib.compress(body, 6)).decode("ascii"),
+            "count": len(self),
+        }
 
     @classmethod
     def from_wire(cls, wire):

@@ -26,6 +26,7 @@ import io
 import json
 import os
 import struct
+import threading
 
 FORMAT = "provision-lmdb"
 FORMAT_VERSION = 1
@@ -45,7 +46,9 @@ def key(index):
 
 def encode_record(relpath, label, size, digest):
     flags = HAS_LABEL if label is not None else 0
-    return RECORD.pack(flags, label if label is not None else 0, size, digest) + relpath.encode("utf-8")
+    return RECORD.pack(flags, label if label is not None else 0, size, digest) + relpath.encode(
+        "utf-8"
+    )
 
 
 def decode_record(raw):
@@ -84,7 +87,7 @@ def open_env(path, readonly=True, max_readers=1024, **kwargs):
         meminit=False,
         max_readers=max_readers,
         max_dbs=MAX_DBS,
-        **kwargs
+        **kwargs,
     )
 
 
@@ -111,10 +114,57 @@ def check_format(meta, path):
         raise ValueError("%s is not a complete dataset (a stage was interrupted?)" % path)
 
 
+_ENVS = {}  # (real path, inode) -> [env, pid, users]: one env per file per process
+_ENVS_LOCK = threading.Lock()
+
+
+def _after_fork_in_child():
+    global _ENVS_LOCK
+    _ENVS_LOCK = threading.Lock()  # a lock held by another thread at fork time stays held
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _acquire(path, max_readers):
+    """The process-wide env for `path` (py-lmdb opens a file once per process). Envs inherited
+    through fork are closed first: a child must open its own."""
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_ino)
+    pid = os.getpid()
+    with _ENVS_LOCK:
+        for k, entry in list(_ENVS.items()):
+            if entry[1] != pid:
+                try:
+                    entry[0].close()
+                except Exception:
+                    pass
+                del _ENVS[k]
+        entry = _ENVS.get(key)
+        if entry is None:
+            entry = [open_env(path, max_readers=max_readers), pid, 0]
+            _ENVS[key] = entry
+        entry[2] += 1
+        return key, entry[0]
+
+
+def _release(key):
+    with _ENVS_LOCK:
+        entry = _ENVS.get(key)
+        if entry is None or entry[1] != os.getpid():
+            return
+        entry[2] -= 1
+        if entry[2] <= 0:
+            del _ENVS[key]
+            entry[0].close()
+
+
 class LMDBDataset(object):
     """`ds[i]` -> (data: bytes, label: int or None), or (transform(data), label) with a transform.
 
     Safe with DataLoader workers under fork, spawn and forkserver (see the module docstring).
+    Several datasets over one file in one process share its env.
     """
 
     def __init__(self, path, transform=None, target_transform=None, max_readers=1024):
@@ -123,15 +173,19 @@ class LMDBDataset(object):
         self.target_transform = target_transform
         self.max_readers = max_readers
         self._env = None
+        self._key = None
         self._pid = None
         self._dbs = None
         self._targets = None
-        # Read the metadata with a short-lived env, closed again before any worker starts.
-        env = open_env(self.path, max_readers=max_readers)
+        if not os.path.exists(self.path):
+            raise FileNotFoundError("no LMDB dataset at %s" % self.path)
+        # Read the metadata now; the env is released again (closed unless another dataset in
+        # this process uses it), so no worker inherits one this object opened.
+        key, env = _acquire(self.path, max_readers)
         try:
             self.meta = read_meta(env)
         finally:
-            env.close()
+            _release(key)
         check_format(self.meta, self.path)
         self._len = int(self.meta["count"])
         self.classes = json.loads(self.meta.get("classes") or "[]")
@@ -142,26 +196,20 @@ class LMDBDataset(object):
         pid = os.getpid()
         if self._env is not None and self._pid == pid:
             return self._dbs
-        if self._env is not None:
-            # Inherited through fork: release this process's copy so it can open its own.
-            try:
-                self._env.close()
-            except Exception:
-                pass
-            self._env = None
-        env = open_env(self.path, max_readers=self.max_readers)
+        self._env = None  # inherited through fork: _acquire closes the copy and reopens
+        key, env = _acquire(self.path, self.max_readers)
         self._dbs = (env.open_db(DATA_DB, create=False), env.open_db(INDEX_DB, create=False))
-        self._env, self._pid = env, pid
+        self._env, self._key, self._pid = env, key, pid
         return self._dbs
 
     def close(self):
         if self._env is not None and self._pid == os.getpid():
-            self._env.close()
-        self._env = self._dbs = self._pid = None
+            _release(self._key)
+        self._env = self._dbs = self._pid = self._key = None
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_env"] = state["_dbs"] = state["_pid"] = None
+        state["_env"] = state["_dbs"] = state["_pid"] = state["_key"] = None
         return state
 
     def __setstate__(self, state):
@@ -193,7 +241,10 @@ class LMDBDataset(object):
             data = txn.get(k, db=data_db)
             rec = txn.get(k, db=index_db)
         if data is None or rec is None:
-            raise KeyError("sample %d missing from %s (damaged file? run provision stage --verify)" % (i, self.path))
+            raise KeyError(
+                "sample %d missing from %s (damaged file? run provision stage --verify)"
+                % (i, self.path)
+            )
         relpath, label, size, digest = decode_record(rec)
         return bytes(data), relpath, label, size, digest
 

@@ -62,7 +62,9 @@ def link_target(member_path, target, where, hard=False):
         else:
             parts.append(p)
     if not parts:
-        raise UnsafePathError("%s: link %r -> %r points at the archive root" % (where, member_path, target))
+        raise UnsafePathError(
+            "%s: link %r -> %r points at the archive root" % (where, member_path, target)
+        )
     return "/".join(parts)
 
 

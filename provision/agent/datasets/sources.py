@@ -110,7 +110,10 @@ class FolderSource(object):
                 else:
                     odd.append(rel)
         if odd:
-            warnings.append("%d special files (fifos, sockets, devices) left out (first: %r)" % (len(odd), odd[0]))
+            warnings.append(
+                "%d special files (fifos, sockets, devices) left out (first: %r)"
+                % (len(odd), odd[0])
+            )
         entries.sort(key=lambda e: layouts.sort_key(e.relpath))
         return entries, warnings
 
@@ -197,7 +200,9 @@ class TarSource(object):
                 e = entries[pos]
                 data = tf.extractfile(m).read()
                 if len(data) != e.size:
-                    raise SourceError("%s: member %r changed while staging" % (self.where, e.relpath))
+                    raise SourceError(
+                        "%s: member %r changed while staging" % (self.where, e.relpath)
+                    )
                 yield data
                 pos += 1
                 if pos == len(wanted):
@@ -207,7 +212,9 @@ class TarSource(object):
         finally:
             tf.close()
         if pos < len(wanted):
-            raise SourceError("%s ended before member %r; did it change?" % (self.where, entries[pos].relpath))
+            raise SourceError(
+                "%s ended before member %r; did it change?" % (self.where, entries[pos].relpath)
+            )
 
 
 class ZipSource(object):
@@ -246,7 +253,9 @@ class ZipSource(object):
                 e.small = zf.read(info)
             entries.append(e)
         if links:
-            warnings.append("%s: %d symlink members left out (first: %r)" % (self.where, len(links), links[0]))
+            warnings.append(
+                "%s: %d symlink members left out (first: %r)" % (self.where, len(links), links[0])
+            )
         return entries, warnings
 
     def read_small(self, entry):
@@ -273,11 +282,15 @@ class WebDatasetSource(object):
     def list(self, labels_hint=None):
         samples, warnings = [], []
         for shard_no, (shard_rel, path) in enumerate(self.shards):
-            src = TarSource(path, where=os.path.join(self.where, shard_rel) if shard_rel else self.where)
+            src = TarSource(
+                path, where=os.path.join(self.where, shard_rel) if shard_rel else self.where
+            )
             entries, w = src.list()
             warnings.extend(w)
             if entries and all(layouts.is_shard(e.relpath) for e in entries):
-                raise LayoutError("%s holds tar shards itself; point at the shard files instead" % src.where)
+                raise LayoutError(
+                    "%s holds tar shards itself; point at the shard files instead" % src.where
+                )
             picked, w = layouts.wds_samples(entries, src.where)
             warnings.extend(w)
             for data, label in picked:
@@ -316,7 +329,7 @@ class Plan(object):
 
 
 def archive_kind(path):
-    """"zip", "tar" or None, from the file's content (not its name)."""
+    """ "zip", "tar" or None, from the file's content (not its name)."""
     if zipfile.is_zipfile(path):
         return "zip"
     try:
@@ -348,17 +361,27 @@ def open_source(path, layout="auto", labels=None, display=None):
         source = FolderSource(path)
         source.where = where
         entries, warnings = source.list()
-        if layout == "webdataset" or (layout == "auto" and not labels and entries and all(layouts.is_shard(e.relpath) for e in entries)):
+        if layout == "webdataset" or (
+            layout == "auto"
+            and not labels
+            and entries
+            and all(layouts.is_shard(e.relpath) for e in entries)
+        ):
             shards = [(e.relpath, e.ref) for e in entries if layouts.is_shard(e.relpath)]
             return _wds_plan(WebDatasetSource(shards, where), where, warnings)
-        return _plan(source, entries, warnings, layout, labels, labels_external, where, archive=False)
+        return _plan(
+            source, entries, warnings, layout, labels, labels_external, where, archive=False
+        )
 
     kind = archive_kind(path)
     if kind is None:
         raise SourceError("%s is neither a folder nor a tar/zip archive" % where)
     source = TarSource(path, where) if kind == "tar" else ZipSource(path, where)
     entries, warnings = source.list(labels_hint)
-    if kind == "tar" and (layout == "webdataset" or (layout == "auto" and not labels and layouts.looks_like_wds_shard(entries))):
+    if kind == "tar" and (
+        layout == "webdataset"
+        or (layout == "auto" and not labels and layouts.looks_like_wds_shard(entries))
+    ):
         return _wds_plan(WebDatasetSource([("", path)], where), where, warnings)
     if layout == "webdataset":
         raise LayoutError("%s: WebDataset shards must be tar files" % where)
@@ -370,25 +393,46 @@ def _plan(source, entries, warnings, layout, labels, labels_external, where, arc
     if layout == "auto":
         layout = layouts.detect(entries, labels)
         if layout == "webdataset":
-            raise LayoutError("%s contains only tar shards inside an archive; unpack it first or point at the shards" % where)
+            raise LayoutError(
+                "%s contains only tar shards inside an archive; unpack it first or point at the shards"
+                % where
+            )
     if layout == "labels":
         if labels_external:
             with open(labels_external, "rb") as fh:
                 labels_data = fh.read()
             labels_name, labels_inside = labels_external, None
         else:
-            target = labels or next((e.relpath for e in entries if layouts.is_label_file_name(e.relpath)), None)
+            target = labels or next(
+                (e.relpath for e in entries if layouts.is_label_file_name(e.relpath)), None
+            )
             entry = next((e for e in entries if e.relpath == target), None) if target else None
             if entry is None and labels and os.path.isfile(labels):
-                return _plan(source, entries, warnings, "labels", labels, os.path.abspath(labels), where, archive)
+                return _plan(
+                    source,
+                    entries,
+                    warnings,
+                    "labels",
+                    labels,
+                    os.path.abspath(labels),
+                    where,
+                    archive,
+                )
             if entry is None:
                 raise LayoutError(
                     "%s: no labels file%s; give one with --labels FILE (CSV path,label or JSON lines)"
-                    % (where, " %r" % target if target else " (labels.csv, labels.jsonl, ...) at the top level")
+                    % (
+                        where,
+                        " %r" % target
+                        if target
+                        else " (labels.csv, labels.jsonl, ...) at the top level",
+                    )
                 )
             labels_data = source.read_small(entry)
             labels_name, labels_inside = "%s/%s" % (where.rstrip("/"), entry.relpath), entry.relpath
-        chosen, label_list, classes, w = layouts.labelled(entries, labels_name, labels_data, where, labels_inside)
+        chosen, label_list, classes, w = layouts.labelled(
+            entries, labels_name, labels_data, where, labels_inside
+        )
         warnings = warnings + w
     elif layout == "imagefolder":
         chosen, label_list, classes = layouts.imagefolder(entries, where)
@@ -421,8 +465,13 @@ def _wds_plan(source, where, warnings):
     else:
         labels, classes = None, []
     manifest = Manifest(
-        "webdataset", [e.relpath for e in entries], [e.size for e in entries], [e.mtime for e in entries],
-        labels, classes, source=where,
+        "webdataset",
+        [e.relpath for e in entries],
+        [e.size for e in entries],
+        [e.mtime for e in entries],
+        labels,
+        classes,
+        source=where,
     )
     _check_unique(manifest.paths, where)
     return Plan(source, manifest, entries, warnings + w)
@@ -432,4 +481,6 @@ def _check_unique(paths, where):
     if len(set(paths)) != len(paths):
         seen = set()
         dup = next(p for p in paths if p in seen or seen.add(p))
-        raise LayoutError("%s: %r appears twice (an archive with a repeated member?)" % (where, dup))
+        raise LayoutError(
+            "%s: %r appears twice (an archive with a repeated member?)" % (where, dup)
+        )

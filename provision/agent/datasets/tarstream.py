@@ -7,8 +7,6 @@ newlines) and reads them back with a tolerant parser. The output is an ordinary 
 lists it, and tarfile reads it.
 """
 
-import struct
-
 BLOCK = 512
 END = b"\0" * (2 * BLOCK)
 _ZERO = b"\0" * BLOCK
@@ -59,7 +57,12 @@ def header(relpath, size, mtime):
     pax = _pax_record(b"path", raw)
     padding = -len(pax) % BLOCK
     short = b"PaxHeaders/long-name"  # readers use the pax path; this only fills the field
-    return _ustar(b"././@PaxHeader", len(pax), mtime, b"x") + pax + b"\0" * padding + _ustar(short, size, mtime, b"0")
+    return (
+        _ustar(b"././@PaxHeader", len(pax), mtime, b"x")
+        + pax
+        + b"\0" * padding
+        + _ustar(short, size, mtime, b"0")
+    )
 
 
 def padding(size):
@@ -73,7 +76,9 @@ def _number(field):
     try:
         return int(text, 8) if text else 0
     except ValueError:
-        raise TarFormatError("bad number %r in a tar header: the stream is not a tar or is corrupt" % field) from None
+        raise TarFormatError(
+            "bad number %r in a tar header: the stream is not a tar or is corrupt" % field
+        ) from None
 
 
 def _parse_pax(data):

@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""Data-plane benchmark: `provision stage` vs `tar | ssh` vs rsync vs per-file SFTP, same folder,
+same fleet host, same run; then LMDBDataset read throughput vs the same images as files.
+
+    sudo python3 benchmarks/stage_bench.py                    # 8,000 JPEGs 224x224 (~95 MB), 3 rounds
+    sudo python3 benchmarks/stage_bench.py --repeats 5 --no-shaped
+    sudo python3 benchmarks/stage_bench.py --data /tmp/imgs   # reuse (or create) the folder there
+
+Links: unshaped (loopback-speed veth) and shaped to 200 Mbit/s with 10 ms delay each way
+(`tc netem` on both ends of the host's link; rate-only tbf when netem is missing).
+
+Per link, `--repeats` rounds of every method in rotating order, each into an empty target on the
+host's tmpfs SSD (/root/autodl-tmp):
+- provision stage (CLI): `python -m provision stage DIR HOST --dest ...` wall clock, interpreter
+  start-up, SSH connect, status, stream and LMDB build included (agent and py-lmdb already on the
+  host, as on any second use);
+- provision stage (API): stage_dataset() on a fresh SSH connection (no interpreter start-up);
+- tar | ssh: `tar cf - DIR | ssh host 'tar xf - -C ...'` (OpenSSH client);
+- rsync -a over ssh;
+- per-file SFTP: paramiko, one put per file, as Fabric's put does. On the shaped link only the
+  first --sftp-sample files are sent and the time is scaled to all files (marked "~").
+
+Read throughput (this machine, page cache warm, torch DataLoader, batch 64): LMDBDataset vs a
+dataset reading the same files from the folder, raw bytes and bytes + JPEG decode, for
+num_workers 0 and 4.
+
+Anchors (shared/reference/anchors.md, this kind of machine, 8,000 files): tar|ssh 0.86 s, rsync
+1.14 s, per-file SFTP 7.10 s. Goals: stage <= 1.15x tar|ssh, >= 5x faster than per-file SFTP.
+Needs root (the fleet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "fleet"))
+sys.path.insert(0, str(ROOT))
+
+from fleet import Fleet, ShapingUnavailable, preflight  # noqa: E402
+
+ANCHORS = {"tar | ssh": 0.86, "rsync -a": 1.14, "per-file SFTP": 7.10}
+SSD = "/root/autodl-tmp"
+
+
+def make_data(path: Path, count: int) -> Path:
+    from provision.staging.sample import make_image_folder
+
+    marker = path / ".complete"
+    if marker.exists() and marker.read_text() == str(count):
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    t = time.perf_counter()
+    make_image_folder(path, count, classes=10, size=224, quality=85)
+    marker.write_text(str(count))
+    print(f"generated {count} JPEGs in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    return path
+
+
+class Bench:
+    def __init__(self, fleet: Fleet, data: Path, work: Path, sftp_sample: int) -> None:
+        self.fleet = fleet
+        self.host = fleet.hosts[0]
+        self.data = data
+        self.work = work
+        self.files = sorted(
+            p for p in data.rglob("*") if p.is_file() and not p.name.startswith(".")
+        )
+        self.sftp_sample = sftp_sample
+        self.ssh_config = work / "ssh_config"
+        self.ssh_config.write_text("")
+        self.inventory = fleet.write_inventory(work / "hosts.ini")
+        self.env = dict(
+            os.environ, PROVISION_HOME=str(work / "home"), PROVISION_KNOWN_HOSTS=str(work / "kh")
+        )
+        self.ssh = [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-i",
+            self.host.key_file,
+            f"root@{self.host.address}",
+        ]
+
+    def clean(self) -> None:
+        self.fleet.ns_exec(
+            self.host, f"rm -rf {SSD}/bench {SSD}/datasets/bench.lmdb* {SSD}/datasets/.bench*"
+        )
+        self.fleet.ns_exec(self.host, f"mkdir -p {SSD}/bench")
+
+    def options(self):  # noqa: ANN201
+        from provision.connection.base import ConnectOptions
+
+        return ConnectOptions(
+            known_hosts="off", connect_timeout=10, ssh_config=str(self.ssh_config)
+        )
+
+    # -- methods ----------------------------------------------------------------------------
+    def stage_cli(self) -> float:
+        cmd = [
+            sys.executable,
+            "-m",
+            "provision",
+            "stage",
+            str(self.data),
+            self.host.name,
+            "-i",
+            str(self.inventory),
+            "--name",
+            "bench",
+            "--dest",
+            f"{SSD}/datasets",
+            "--ssh-config",
+            str(self.ssh_config),
+            "--known-hosts",
+            "off",
+            "--json",
+        ]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=self.env)
+        dt = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise RuntimeError(f"provision stage failed: {proc.stderr[-2000:]}")
+        entry = json.loads(proc.stdout)["hosts"][self.host.name]
+        assert entry["count"] == len(self.files) and not entry["skipped"], entry
+        return dt
+
+    def stage_api(self) -> float:
+        from provision.connection.ssh import SSHConnection
+        from provision.staging import stage_dataset
+
+        t = time.perf_counter()
+        with SSHConnection(self.host.as_host(), self.options()) as conn:
+            result = stage_dataset(conn, None, str(self.data), name="bench", dest=f"{SSD}/datasets")
+        dt = time.perf_counter() - t
+        assert result["count"] == len(self.files), result
+        return dt
+
+    def tar_ssh(self) -> float:
+        remote = f"tar xf - -C {SSD}/bench"
+        t = time.perf_counter()
+        tar = subprocess.Popen(
+            ["tar", "cf", "-", "-C", str(self.data.parent), self.data.name], stdout=subprocess.PIPE
+        )
+        ssh = subprocess.run([*self.ssh, remote], stdin=tar.stdout, capture_output=True)
+        tar.wait()
+        dt = time.perf_counter() - t
+        if ssh.returncode or tar.returncode:
+            raise RuntimeError(f"tar | ssh failed: {ssh.stderr.decode()[-500:]}")
+        return dt
+
+    def rsync(self) -> float:
+        rsh = " ".join(self.ssh[:-1])
+        t = time.perf_counter()
+        proc = subprocess.run(
+            ["rsync", "-a", "-e", rsh, str(self.data), f"root@{self.host.address}:{SSD}/bench/"],
+            capture_output=True,
+        )
+        dt = time.perf_counter() - t
+        if proc.returncode:
+            raise RuntimeError(f"rsync failed: {proc.stderr.decode()[-500:]}")
+        return dt
+
+    def sftp(self, limit: int | None = None) -> float:
+        import paramiko
+
+        files = self.files if limit is None else self.files[:limit]
+        t = time.perf_counter()
+        client = paramiko.SSHClient()
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())  # throwaway test host
+        client.connect(
+            self.host.address,
+            username="root",
+            key_filename=self.host.key_file,
+            look_for_keys=False,
+            allow_agent=False,
+        )
+        sftp = client.open_sftp()
+        made: set[str] = set()
+        for f in files:
+            rel = f.relative_to(self.data.parent).as_posix()
+            parent = f"{SSD}/bench/" + rel.rsplit("/", 1)[0]
+            if parent not in made:
+                client.exec_command(f"mkdir -p '{parent}'")[1].channel.recv_exit_status()
+                made.add(parent)
+            sftp.put(str(f), f"{SSD}/bench/{rel}")
+        sftp.close()
+        client.close()
+        dt = time.perf_counter() - t
+        return dt * len(self.files) / len(files)
+
+
+def read_throughput(
+    data: Path, lmdb_path: Path, workers: list[int], rounds: int = 2
+) -> list[tuple[str, int, float]]:
+    import torch
+
+    from provision.data import LMDBDataset, decode_tensor
+
+    files = sorted(p for p in data.rglob("*.jpg"))
+    classes = sorted(p.name for p in data.iterdir() if p.is_dir())
+
+    class Folder(torch.utils.data.Dataset):
+        def __init__(self, transform=None):  # noqa: ANN001
+            self.transform = transform
+
+        def __len__(self) -> int:
+            return len(files)
+
+        def __getitem__(self, i: int):  # noqa: ANN204
+            with open(files[i], "rb") as fh:
+                data = fh.read()
+            label = classes.index(files[i].parent.name)
+            return (self.transform(data) if self.transform else data), label
+
+    def raw_len(b: bytes) -> int:
+        return len(b)
+
+    out = []
+    for decode in (False, True):
+        transform = decode_tensor if decode else raw_len
+        for name, ds in (
+            ("LMDBDataset", LMDBDataset(lmdb_path, transform=transform)),
+            ("folder of files", Folder(transform)),
+        ):
+            for w in workers:
+                loader = torch.utils.data.DataLoader(
+                    ds, batch_size=64, num_workers=w, shuffle=True, persistent_workers=False
+                )
+                best = 0.0
+                for _ in range(rounds):
+                    t = time.perf_counter()
+                    n = sum(len(labels) for _, labels in loader)
+                    best = max(best, n / (time.perf_counter() - t))
+                out.append((f"{name}{' + decode' if decode else ''}", w, best))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=8000)
+    ap.add_argument(
+        "--data", type=Path, help="folder for the generated JPEGs (kept; default: a temp dir)"
+    )
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-shaped", action="store_true")
+    ap.add_argument("--no-read", action="store_true")
+    ap.add_argument(
+        "--sftp-sample", type=int, default=400, help="files sent per-file on the shaped link"
+    )
+    ap.add_argument("--json-out", type=Path)
+    args = ap.parse_args(argv)
+    reason = preflight()
+    if reason:
+        print(f"cannot run: {reason}", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="stage-bench-"))
+    data = make_data(args.data or work / "data" / "imgs", args.count)
+    size_mb = sum(p.stat().st_size for p in data.rglob("*.jpg")) / 1e6
+    results: dict[str, dict[str, list[float]]] = {}
+    notes: list[str] = []
+    with Fleet(1, ssd_size="2g") as fleet:
+        bench = Bench(fleet, data, work, args.sftp_sample)
+        methods = {
+            "provision stage (CLI)": bench.stage_cli,
+            "provision stage (API)": bench.stage_api,
+            "tar | ssh": bench.tar_ssh,
+            "rsync -a": bench.rsync,
+            "per-file SFTP": bench.sftp,
+        }
+        links = ["unshaped"] + ([] if args.no_shaped else ["200 Mbit/s + 10 ms"])
+        bench.clean()
+        bench.stage_cli()  # warm-up: uploads the agent and py-lmdb, fills the page cache
+        for link in links:
+            if link != "unshaped":
+                try:
+                    fleet.shape(bench.host, rate="200mbit", delay="10ms")
+                except ShapingUnavailable:
+                    fleet.shape(bench.host, rate="200mbit", delay=None)
+                    notes.append(
+                        "tc netem unavailable: the shaped link is 200 Mbit/s without added delay"
+                    )
+            series = results.setdefault(link, {})
+            names = list(methods)
+            for r in range(args.repeats):
+                order = names[r % len(names) :] + names[: r % len(names)]
+                for name in order:
+                    bench.clean()
+                    if name == "per-file SFTP" and link != "unshaped":
+                        dt = bench.sftp(args.sftp_sample)
+                    else:
+                        dt = methods[name]()
+                    series.setdefault(name, []).append(dt)
+                    print(f"{link:>20} {name:<24} {dt:7.2f}s", file=sys.stderr)
+            fleet.unshape(bench.host)
+        bench.clean()
+    read = []
+    if not args.no_read:
+        from provision.staging import make_request, stage_local
+
+        lmdb_path = work / "read" / "bench.lmdb"
+        stage_local(make_request(str(data), name="bench"), str(lmdb_path))
+        read = read_throughput(data, lmdb_path, [0, 4])
+    print_tables(results, read, len(bench.files), size_mb, notes, args.sftp_sample)
+    if args.json_out:
+        args.json_out.write_text(
+            json.dumps(
+                {"transfer": results, "read": read, "files": len(bench.files), "mb": size_mb},
+                indent=2,
+            )
+        )
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def print_tables(results, read, files, size_mb, notes, sftp_sample) -> None:  # noqa: ANN001
+    print(
+        f"\n## Staging {files:,} JPEGs ({size_mb:.0f} MB) to one fleet host — median of each method\n"
+    )
+    links = list(results)
+    head = "| method | " + " | ".join(f"{link} | vs tar" for link in links) + " | anchor |"
+    print(head)
+    print("|---" * (2 + 2 * len(links)) + "|")
+    for name in next(iter(results.values())):
+        cells = []
+        for link in links:
+            med = statistics.median(results[link][name])
+            tar = statistics.median(results[link]["tar | ssh"])
+            approx = "~" if name == "per-file SFTP" and link != "unshaped" else ""
+            cells.append(f"{approx}{med:.2f} s | {med / tar:.2f}×")
+        anchor = ANCHORS.get(name)
+        print(f"| {name} | " + " | ".join(cells) + f" | {f'{anchor:.2f} s' if anchor else '—'} |")
+    for link in links:
+        stage = statistics.median(results[link]["provision stage (CLI)"])
+        sftp = statistics.median(results[link]["per-file SFTP"])
+        tar = statistics.median(results[link]["tar | ssh"])
+        print(
+            f"\n{link}: provision stage (CLI) = {stage / tar:.2f}× tar|ssh (goal ≤ 1.15×), "
+            f"{sftp / stage:.1f}× faster than per-file SFTP (goal ≥ 5×)"
+        )
+    if any(link != "unshaped" for link in links):
+        print(
+            f"(~ per-file SFTP on the shaped link: {sftp_sample} files sent, scaled to {files:,})"
+        )
+    for n in notes:
+        print(f"note: {n}")
+    if read:
+        print(
+            "\n## Read throughput on this machine (page cache warm, batch 64, best of 2) — samples/s\n"
+        )
+        print("| dataset | num_workers=0 | num_workers=4 |")
+        print("|---|---|---|")
+        rows: dict[str, dict[int, float]] = {}
+        for name, w, rate in read:
+            rows.setdefault(name, {})[w] = rate
+        for name, by_w in rows.items():
+            print(f"| {name} | " + " | ".join(f"{by_w.get(w, 0):,.0f}" for w in (0, 4)) + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
