@@ -208,9 +208,13 @@ class Bench:
 def read_throughput(
     data: Path, lmdb_path: Path, workers: list[int], rounds: int = 2
 ) -> list[tuple[str, int, float]]:
+    import warnings
+
     import torch
 
     from provision.data import LMDBDataset, decode_tensor
+
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
 
     files = sorted(p for p in data.rglob("*.jpg"))
     classes = sorted(p.name for p in data.iterdir() if p.is_dir())
@@ -240,8 +244,11 @@ def read_throughput(
         ):
             for w in workers:
                 loader = torch.utils.data.DataLoader(
-                    ds, batch_size=64, num_workers=w, shuffle=True, persistent_workers=False
+                    ds, batch_size=64, num_workers=w, shuffle=True, persistent_workers=w > 0
                 )
+                sum(
+                    len(labels) for _, labels in loader
+                )  # warm-up epoch: workers started, imports done
                 best = 0.0
                 for _ in range(rounds):
                     t = time.perf_counter()
@@ -344,7 +351,8 @@ def print_tables(results, read, files, size_mb, notes, sftp_sample) -> None:  # 
             approx = "~" if name == "per-file SFTP" and link != "unshaped" else ""
             cells.append(f"{approx}{med:.2f} s | {med / tar:.2f}×")
         anchor = ANCHORS.get(name)
-        print(f"| {name} | " + " | ".join(cells) + f" | {f'{anchor:.2f} s' if anchor else '—'} |")
+        label = name.replace("|", "\\|")
+        print(f"| {label} | " + " | ".join(cells) + f" | {f'{anchor:.2f} s' if anchor else '—'} |")
     for link in links:
         stage = statistics.median(results[link]["provision stage (CLI)"])
         sftp = statistics.median(results[link]["per-file SFTP"])
@@ -361,7 +369,7 @@ def print_tables(results, read, files, size_mb, notes, sftp_sample) -> None:  # 
         print(f"note: {n}")
     if read:
         print(
-            "\n## Read throughput on this machine (page cache warm, batch 64, best of 2) — samples/s\n"
+            "\n## Read throughput on this machine (page cache warm, batch 64, workers warm, best of 2) — samples/s\n"
         )
         print("| dataset | num_workers=0 | num_workers=4 |")
         print("|---|---|---|")

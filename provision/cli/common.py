@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -22,7 +23,8 @@ EXIT_USAGE = 2  # usage or configuration error (bad option, malformed inventory/
 EXIT_UNREACHABLE = 4  # at least one host unreachable (and none failed otherwise)
 EXIT_INTERRUPTED = 130
 
-console = Console(stderr=True, highlight=False)
+# soft_wrap: a long file:line message stays on one line when stderr is not a terminal
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +51,11 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
         raise SystemExit(usage_error(f"--forks must be >= 1, got {args.forks}"))
     if args.port is not None and not 0 < args.port < 65536:
         raise SystemExit(usage_error(f"--port must be 1-65535, got {args.port}"))
+    if args.connect_timeout <= 0:
+        raise SystemExit(usage_error(f"--connect-timeout must be > 0 seconds, got {args.connect_timeout:g}"))
+    for option, var in (("--password-env", args.password_env), ("--passphrase-env", args.passphrase_env)):
+        if var and var not in os.environ:
+            raise SystemExit(usage_error(f"{option}: environment variable {var} is not set (export it first)"))
     return ConnectOptions(
         user=args.user,
         port=args.port,

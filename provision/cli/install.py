@@ -194,9 +194,16 @@ def build_options(args: argparse.Namespace, *, allow_locked: bool = True) -> tup
     locked_path = getattr(args, "locked", None) if allow_locked else None
     if allow_locked and not locked_path and p and p.locked and not args.torch:
         locked_path = str(p.locked)
+    if locked_path and not (
+        args.torch or args.variant or args.with_ or args.extra or args.requirement
+    ):
+        # the lock IS the request: the project's torch/with/packages described how it was made
+        with_, extras, requirements, p_torch, p_variant = [], [], [], None, None
+    else:
+        p_torch, p_variant = (p.torch, p.variant) if p else (None, None)
     options = InstallOptions(
-        torch=args.torch or (p.torch if p and p.torch else "latest"),
-        variant=args.variant or (p.variant if p else None),
+        torch=args.torch or p_torch or "latest",
+        variant=args.variant or p_variant,
         with_=with_,
         extras=extras,
         requirements=requirements,

@@ -1218,6 +1218,11 @@ def run_playbook(
     elif hosts is not None:
         names = [h.name for h in hosts]
         limit = ",".join(names) if limit is None else limit
+    if limit:
+        from provision.inventory.patterns import select_hosts
+
+        if not select_hosts(inventory, "all", limit=limit):  # a typo is an error, not a no-op run
+            raise ConfigError(f"--limit {limit!r} selects no hosts")
     run_options = RunOptions(
         forks=forks,
         check=check,

@@ -44,7 +44,6 @@ from provision.install.mirrors import (
     IndexOptions,
     build_index_config,
     index_kind,
-    mask_url,
     probe_target,
     scrub,
     secrets_of,
@@ -951,23 +950,6 @@ def _conda_env(
         glibc=glibc,
     )
     return env, py, conda
-
-
-def describe_failure(result: InstallResult) -> str:
-    lines = [result.message]
-    lines += [f"  pip: {ln}" for ln in result.pip_lines]
-    return "\n".join(lines)
-
-
-__all__ = [
-    "InstallError",
-    "InstallOptions",
-    "InstallResult",
-    "check_lock",
-    "install",
-    "mask_url",
-    "verify_env",
-]
 
 
 # -- lock files ---------------------------------------------------------------------------------

@@ -115,16 +115,6 @@ class Plan:
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def packages(self, with_: list[str]) -> dict[str, str]:
-        """name -> exact version for torch and the requested companions."""
-        out = {"torch": self.torch}
-        for name in with_:
-            version = getattr(self, name, None)
-            if not version:
-                raise ValueError(f"the plan has no {name} version matching torch {self.torch}")
-            out[name] = version
-        return out
-
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

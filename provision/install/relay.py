@@ -32,7 +32,7 @@ from pathlib import Path
 from provision.connection.base import Connection
 from provision.errors import HostError, ProvisionError
 from provision.install.lockfile import LockedPackage, packages_from_report
-from provision.install.mirrors import IndexConfig, scrub, secrets_of
+from provision.install.mirrors import IndexConfig, secrets_of
 from provision.install.pip import KEEP_PIP_VARS, index_arguments, relevant_lines
 from provision.install.planning import PythonInfo
 from provision.paths import state_dir
@@ -263,7 +263,3 @@ def relay_index(remote_dir: str) -> IndexConfig:
         kind="local",
         torch_source=f"relayed from the controller into {remote_dir}",
     )
-
-
-def describe_packages(packages: list[LockedPackage], secrets: list[str] = ()) -> str:  # type: ignore[assignment]
-    return scrub(", ".join(f"{p.name}=={p.version}" for p in packages), list(secrets))

@@ -199,3 +199,9 @@ class Broadcast:
                     q.get_nowait()
                 except queue.Empty:
                     break
+
+
+def prefetch(stream: Iterator[bytes], depth: int = 32) -> Iterator[bytes]:
+    """Read `stream` ahead in a thread (at most `depth` chunks), so reading the source overlaps
+    with sending it."""
+    return Broadcast(stream, 1, depth).consumer(0)

@@ -33,6 +33,7 @@ from provision.staging.source import (
     default_name,
     parse_source,
     plan_local,
+    prefetch,
     tar_stream,
 )
 
@@ -165,7 +166,7 @@ class HostStage:
             }
             if payload is None:
                 failure = failure or StreamFailure()
-                payload = tar_stream(self.plan, self.start, failure)
+                payload = prefetch(tar_stream(self.plan, self.start, failure))
         elif req.source.kind == "host":
             source = {
                 "kind": "host",
@@ -209,6 +210,12 @@ class HostStage:
         finally:
             if watchdog is not None:
                 watchdog.stop()
+            close = getattr(payload, "close", None)
+            if close is not None:
+                try:
+                    close()  # stops a reader thread whose host went away
+                except (ValueError, RuntimeError):
+                    pass
         result["seconds"] = round(time.monotonic() - self.t0, 3)
         self._event({"phase": "done", "count": result.get("count")})
         return result
@@ -410,9 +417,8 @@ def _shared_feeds(
             by_start.setdefault(hs.start, []).append(hs)
     for start, group in by_start.items():
         failure = StreamFailure()
-        if len(group) == 1:
-            feeds[group[0].host] = (tar_stream(plan, start, failure), failure, lambda: None)
-            continue
+        # one reader thread per resume point, even for a single host: reading the files then
+        # overlaps with encrypting and sending them
         cast = Broadcast(tar_stream(plan, start, failure), len(group))
         for k, hs in enumerate(group):
             feeds[hs.host] = (cast.consumer(k), failure, _releaser(cast, k))

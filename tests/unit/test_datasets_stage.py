@@ -584,3 +584,15 @@ def test_cli_bad_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFi
         == 2
     )
     assert "class folder" in capsys.readouterr().err
+
+
+def test_a_foreign_file_at_the_destination_is_never_overwritten(
+    tmp_path: Path, conn: LocalConnection
+) -> None:
+    src = make_image_folder(tmp_path / "src", 5, classes=1, size=16)
+    (tmp_path / "d").mkdir()
+    precious = tmp_path / "d" / "src.lmdb"
+    precious.write_bytes(b"someone else's file")
+    with pytest.raises(HostError, match=r"src\.lmdb exists and is not a provision dataset"):
+        stage_dataset(conn, None, str(src), dest=str(tmp_path / "d"))
+    assert precious.read_bytes() == b"someone else's file"

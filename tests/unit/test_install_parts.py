@@ -531,3 +531,30 @@ def test_cli_offline_lock_against_the_test_index(tmp_path: Path) -> None:
         )
         assert run.returncode == 2 and not (tmp_path / "g.lock").exists()
         assert "served torch 2.13.0+cpu, but this host needs the cu1" in run.stderr
+
+
+def test_cli_options_over_the_project_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.cli.install import build_options
+    from provision.cli.main import build_parser
+
+    write_lock(_lock(), tmp_path / "team.lock")
+    (tmp_path / "provision.yml").write_text(
+        'torch: "2.5"\nwith: [torchvision]\npackages: [numpy]\nmirror: tuna\nlocked: team.lock\n'
+        "env: ~/.provision/envs/proj\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    parse = build_parser().parse_args
+    options, project = build_options(parse(["install", "h"]))  # the lock is the request
+    assert project.path == tmp_path / "provision.yml"
+    assert options.locked is not None and options.torch == "latest" and options.with_ == []
+    assert options.index.mirror == "tuna" and options.env == "~/.provision/envs/proj"
+    options, _ = build_options(
+        parse(["install", "h", "--torch", "2.6", "--index-url", "https://x/simple"])
+    )
+    assert (
+        options.locked is None and options.torch == "2.6"
+    )  # a --torch means: resolve, not the lock
+    assert options.index.mirror is None and options.index.index_url == "https://x/simple"
+    assert options.with_ == ["torchvision"] and options.extras == ["numpy"]
+    options, _ = build_options(parse(["install", "h", "--no-project"]))
+    assert options.locked is None and options.torch == "latest" and options.index.mirror is None

@@ -86,8 +86,7 @@ class StageLock(object):
                 if time.monotonic() > deadline:
                     raise StageError(
                         "another stage of %s is still running on this host (lock %s held for "
-                        "over %ds); wait for it or stop it"
-                        % (self.dataset, self.path, self.wait)
+                        "over %ds); wait for it or stop it" % (self.dataset, self.path, self.wait)
                     ) from None
                 time.sleep(0.2)
                 continue
@@ -413,6 +412,11 @@ def build(
         ) from None
     fingerprint = manifest.fingerprint()
     final = lmdb_writer.describe(path)
+    if final and (final.get("error") or final.get("format") != reader.FORMAT):
+        raise StageError(
+            "%s exists and is not a provision dataset (%s); move it away or pick another --name "
+            "or --dest" % (path, final.get("error") or "no format marker")
+        )
     if (
         final
         and final.get("complete") == "1"
