@@ -90,6 +90,9 @@ class InstallOptions:
     keep_generations: int = 2  # current + previous
     cancel: threading.Event | None = None  # set (e.g. on Ctrl-C) to stop and clean up promptly
     check_only: bool = False  # plan and compare, change nothing (playbook check mode)
+    # `provision up`: with no managed env yet, a base interpreter whose torch verifies and fits
+    # the request is kept as it is (no multi-GB download to replace a working install)
+    keep_base: bool = False
 
     def validate(self) -> None:
         bad = [w for w in self.with_ if w not in COMPANIONS]
@@ -434,6 +437,64 @@ def run_pip(
 # -- the install --------------------------------------------------------------------------------
 
 
+_MISSING_DISTS = (
+    "import importlib.metadata as m, sys\n"
+    "missing = []\n"
+    "for name in sys.argv[1:]:\n"
+    "    try: m.version(name)\n"
+    "    except m.PackageNotFoundError: missing.append(name)\n"
+    "print(' '.join(missing))\n"
+)
+
+
+def _keep_base_interpreter(
+    agent: Agent,
+    connection: Connection,
+    py: Any,
+    options: InstallOptions,
+    facts: dict[str, Any],
+    gpus: int,
+    result: InstallResult,
+) -> InstallResult | None:
+    """The base interpreter's torch, when it verifies, fits the request and has the extras."""
+    if options.requirements or options.with_:
+        return None
+    check = verify_env(agent, py.executable, None, gpus)
+    torch = check.data.get("torch") or {}
+    if not check.ok or not torch.get("version"):
+        return None
+    if options.extras:
+        names = " ".join(shlex.quote(e) for e in options.extras)
+        probe = connection.run(f"{shlex.quote(py.executable)} -c {shlex.quote(_MISSING_DISTS)} {names}", timeout=60)
+        if not probe.ok or probe.stdout.strip():
+            return None
+    try:
+        plan = resolve(
+            facts,
+            torch=options.torch,
+            variant=options.variant,
+            index_kind=index_kind(options.index),
+            python_version=py.version,
+            installed={"version": torch["version"], "cuda": torch.get("cuda")},
+            allow_minor_version_compat=options.allow_minor_version_compat,
+            host=connection.host.name,
+        )
+    except NoPlanError:
+        return None
+    if plan.action != "keep":
+        return None
+    result.action = "unchanged"
+    result.python = py.executable
+    result.plan = plan.as_dict()
+    result.reasons = list(plan.reasons)
+    result.verify = check.data
+    result.message = (
+        f"{py.executable} already has torch {torch['version']}, which verifies and fits the request: "
+        "kept (no managed environment needed)"
+    )
+    return result
+
+
 def install(
     connection: Connection,
     agent: Agent,
@@ -485,6 +546,12 @@ def install(
             f"another install into {env.path} is running ({state.lock_holder}); if none is, "
             f"remove the stale lock: rm -r {env.lock_dir}"
         )
+
+    if options.keep_base and not options.conda and not state.exists and options.locked is None:
+        kept = _keep_base_interpreter(agent, connection, py, options, facts, gpus, result)
+        if kept is not None:
+            t["total"] = time.monotonic() - started
+            return kept
 
     # What is installed in the target env now: our manifest, or (an env we do not manage) ask it.
     installed = installed_of(state)

@@ -42,6 +42,7 @@ class InstallTorch(Module):
         "locked": Arg("path"),
         "minor_version_compat": Arg("bool", default=True),
         "pip_timeout": Arg("float", default=30.0),
+        "keep_base": Arg("bool", default=False),
     }
     mutually_exclusive = (("mirror", "index_url"), ("env", "conda"))
     supports_check_mode = True
@@ -101,6 +102,7 @@ class InstallTorch(Module):
                 allow_minor_version_compat=bool(a.get("minor_version_compat", True)),
                 pip_timeout=float(a.get("pip_timeout") or 30.0),
                 check_only=ctx.check_mode,
+                keep_base=bool(a.get("keep_base")),
             )
             facts = dict(ctx.facts) if ctx.facts and ctx.facts.get("gpus") is not None else None
             result = install(
