@@ -1050,7 +1050,6 @@ def create_lock(
     """Resolve on the host and record the exact files: a throwaway venv from the same interpreter
     an install would use, `pip install --dry-run --ignore-installed --report` against the same
     indexes (the host's view of them is what an install there would get), then it is removed."""
-    from provision.install.lockfile import build_lock
 
     host = connection.host.name
     say = progress or (lambda m: None)
@@ -1111,23 +1110,7 @@ def create_lock(
     finally:
         connection.run(f"rm -rf -- {q(tmp)}", timeout=120)
     packages = _hash_missing(connection, packages, host)
-    check_locked_variant(plan, packages, host)
-    plan.warnings = plan_warnings(plan, options.with_)
-    return build_lock(
-        plan=plan.as_dict(),
-        packages=packages,
-        python_version=py.version,
-        machine=py.machine,
-        index=index_cfg.as_dict(),
-        request=_lock_request(options),
-        resolved_on={
-            "host": host,
-            "python": py.version,
-            "glibc": py.glibc,
-            "gpus": _gpu_summary(facts),
-            "driver": (facts.get("nvidia") or {}).get("driver_version"),
-        },
-    )
+    return _finish_lock(plan, packages, py, index_cfg, options, facts, host)
 
 
 def _hash_missing(
@@ -1151,7 +1134,6 @@ def create_lock_offline(
 ) -> Lock:
     """Resolve on the controller for a described host (`provision lock --offline --gpu ...`):
     the plan from the resolver, the files from pip resolving for that Python and platform."""
-    from provision.install.lockfile import build_lock
 
     options.validate()
     plan = resolve(
@@ -1178,7 +1160,17 @@ def create_lock_offline(
         )
     except relay_mod.RelayError as exc:
         raise ConfigError(str(exc)) from None
-    check_locked_variant(plan, packages, "offline")
+    return _finish_lock(plan, packages, py, index_cfg, options, facts, None)
+
+
+def _finish_lock(
+    plan: Any, packages: list[Any], py: Any, index_cfg: Any, options: InstallOptions,
+    facts: dict[str, Any], host: str | None,
+) -> Any:
+    """Check the resolved packages carry the planned build, then write down how it was resolved."""
+    from provision.install.lockfile import build_lock
+
+    check_locked_variant(plan, packages, host or "offline")
     plan.warnings = plan_warnings(plan, options.with_)
     return build_lock(
         plan=plan.as_dict(),
@@ -1188,7 +1180,7 @@ def create_lock_offline(
         index=index_cfg.as_dict(),
         request=_lock_request(options),
         resolved_on={
-            "host": None,
+            "host": host,
             "python": py.version,
             "glibc": py.glibc,
             "gpus": _gpu_summary(facts),
