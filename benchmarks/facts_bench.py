@@ -275,6 +275,33 @@ def bench_size(
 
 
 # -- where provision's time goes -------------------------------------------------------------------
+# How the controller starts the agent for `facts` (provision/remote/agent.py), run in its folder.
+AGENT_FACTS = "python3 -S ./__main__.py facts"
+AGENT_CPU_CALLS = 50
+# Runs on the host: CPU (user + system) of N sequential agent `facts` calls, the agent's
+# children (nvidia-smi, nvcc ...) included; no sshd, no shell.
+_AGENT_CPU = """
+import glob, json, os, resource, subprocess, sys
+n = int(sys.argv[1])
+folder = glob.glob("/root/.cache/provision/agent-*")[0]
+cmd = [sys.executable, "-S", os.path.join(folder, "__main__.py"), "facts"]
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+for _ in range(n):
+    out = subprocess.run(cmd, input=b"{}\\n", stdout=subprocess.PIPE, check=True).stdout
+    assert b'"event": "result"' in out, out[-300:]
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+print(json.dumps({"user_ms": user / n * 1000, "sys_ms": system / n * 1000,
+                  "cpu_ms": (user + system) / n * 1000}))
+"""
+
+
+def agent_cpu_per_call(fleet: Fleet, host: Any, calls: int = AGENT_CPU_CALLS) -> dict[str, float]:
+    """Milliseconds of CPU per agent `facts` call on one fleet host (its Debian python3)."""
+    out = fleet.ns_exec(host, ["python3", "-c", _AGENT_CPU, str(calls)]).stdout
+    return json.loads(out)
+
+
 def _py_seconds(code: str, env: dict[str, str]) -> float:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True
@@ -342,9 +369,10 @@ def profile(bench: Bench) -> None:
     one = bench.fleet.hosts[0]
     single = bench.fleet.ns_exec(
         one,
-        "cd /root/.cache/provision/agent-* && s=$(date +%s%N) && "
-        "echo '{}' | python3 . facts >/dev/null && echo $(( ($(date +%s%N) - s) / 1000000 ))",
+        f"cd /root/.cache/provision/agent-* && s=$(date +%s%N) && echo '{{}}' | {AGENT_FACTS} "
+        ">/dev/null && echo $(( ($(date +%s%N) - s) / 1000000 ))",
     ).stdout.strip()
+    per_call = agent_cpu_per_call(bench.fleet, one)
     print(f"\nWhere a warm `provision facts` on {bench.n} hosts spends its time:")
     rows = [
         ("controller: interpreter start (python -S)", f"{statistics.median(bare):.3f} s"),
@@ -357,6 +385,8 @@ def profile(bench: Bench) -> None:
         ("agent `facts` on every host", f"{facts_wall:.3f} s wall, {facts_cpu:.3f} s controller CPU"),
         ("  facts gathering inside the agent (median per host)", f"{statistics.median(inside):.3f} s"),
         ("  one agent `facts` alone on one host, no SSH", f"{single} ms"),
+        (f"  agent CPU per `facts` call ({AGENT_CPU_CALLS} in a row on one host, no SSH)",
+         f"{per_call['cpu_ms']:.1f} ms (user {per_call['user_ms']:.1f}, sys {per_call['sys_ms']:.1f})"),
     ]  # fmt: skip
     width = max(len(r[0]) for r in rows)
     for label, value in rows:

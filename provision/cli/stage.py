@@ -130,19 +130,25 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("name at least one HOST (or -i INVENTORY), or use --local DEST.lmdb")
 
     from provision.inventory.loader import resolve_targets
-    from provision.staging.stage import plan_for
+    from provision.staging.source import PlanFuture, plan_local
 
     options = connect_options(args)
     hosts = resolve_targets(args.targets, args.inventory, options)
     if not hosts:
         return usage_error("the targets matched no hosts")
-    plan = plan_for(request)
-    if plan is not None:
+
+    def summary(plan: Any) -> None:
         m = plan.manifest
+        classes = f", {len(m.classes)} classes" if m.classes else ""
         console.print(
-            f"{request.source.display}: {len(m):,} samples, {m.total_bytes / 1e6:,.1f} MB, layout "
-            f"{m.layout}{f', {len(m.classes)} classes' if m.classes else ''} -> {request.name}.lmdb",
+            f"{request.source.display}: {len(m):,} samples, {m.total_bytes / 1e6:,.1f} MB, "
+            f"layout {m.layout}{classes} -> {request.name}.lmdb"
         )
+
+    plan = None
+    if request.source.kind == "local":  # listed while the hosts connect
+        src = request.source.location
+        plan = PlanFuture(lambda: plan_local(src, request.layout, request.labels), on_ready=summary)
     with StageProgress(console, enabled=console.is_terminal and not args.json) as progress:
         outcomes = stage_hosts(hosts, request, options, args.forks, progress.callback, plan=plan)
     if args.json:

@@ -1,31 +1,48 @@
 """`provision up HOST...`: the main job. Runs playbooks/up.yml — facts → compatibility check →
-base setup → install → stage → bench → report — on the same engine as `provision run`."""
+base setup → install → stage → bench → report — on the same engine as `provision run`.
+
+What to install and stage comes from the options, over ./provision.yml (or the nearest parent's)
+when there is one: the command line wins key by key, `-e` vars win over both.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from provision.cli.common import connect_options, console, emit_json
+from provision.errors import ConfigError
 
 describe = "provision a fresh rental end to end: check, set up, install, stage, bench, report"
+
+_DATASET_KEYS = ("name", "source", "src", "layout", "labels")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("targets", nargs="*", metavar="TARGET", default=[],
                         help="hosts (default with no inventory: localhost)")
     parser.add_argument("--dataset", metavar="SRC",
-                        help="folder/archive on this machine, path on the host, or URL (default: an embedded sample)")
+                        help="folder/archive on this machine, path on the host, or URL (default: "
+                             "provision.yml's datasets, else an embedded sample)")
     parser.add_argument("--dataset-name", metavar="NAME", help="LMDB name on the host")
-    parser.add_argument("--torch", default="any", metavar="SPEC",
+    parser.add_argument("--torch", metavar="SPEC",
                         help="any (default: keep a torch that works here, else install the newest that fits), "
                              "latest, 2.5, '>=2.4,<2.6'")
     parser.add_argument("--variant", help="force a build variant (cu126, cpu, ...)")
+    parser.add_argument("--python", metavar="PATH", help="host interpreter to build the env from (default python3)")
+    parser.add_argument("--with", dest="with_", metavar="LIST",
+                        help="companions at the matching versions: torchvision,torchaudio")
+    parser.add_argument("--extra", action="append", nargs="+", default=[], metavar="PKG",
+                        help="more pip requirements for the env (repeatable)")
     parser.add_argument("--env", help="managed environment path on the host")
     parser.add_argument("--mirror", help="pypi | tuna | aliyun | ustc | huawei | tencent")
     parser.add_argument("--index-url", help="package index URL (credentials are masked everywhere)")
+    parser.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
     parser.add_argument("--find-links", action="append", default=[], metavar="DIR")
     parser.add_argument("--trusted-host", action="append", default=[], metavar="HOST")
+    parser.add_argument("--project", metavar="FILE", help="project file (default: ./provision.yml if present)")
+    parser.add_argument("--no-project", action="store_true", help="ignore provision.yml")
     parser.add_argument("--quick", action="store_true", help="short benchmark (under a minute on a CPU)")
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark and report")
     parser.add_argument("--out", default="provision-reports", metavar="DIR", help="report directory")
@@ -34,21 +51,89 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="more playbook vars (k=v, @file, mapping)")
 
 
-def up_vars(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "up_torch": args.torch,
-        "up_variant": args.variant or "",
-        "up_env": args.env or "",
-        "up_mirror": args.mirror or "",
-        "up_index_url": args.index_url or "",
-        "up_find_links": list(args.find_links),
+def find_up_project(args: argparse.Namespace) -> Any:
+    """The Project to read (--project FILE, else ./provision.yml or a parent's), or None."""
+    from provision.install.project import find_project, load_project
+
+    if getattr(args, "no_project", False):
+        return None
+    given = getattr(args, "project", None)
+    path = Path(given) if given else find_project()
+    if given and not path.is_file():
+        raise ConfigError(f"--project {given}: no such file")
+    return load_project(path) if path is not None else None
+
+
+def project_datasets(project: Any) -> list[dict[str, str]]:
+    """provision.yml `datasets:` as the playbook's up_datasets. A relative local source is
+    relative to provision.yml, like its other paths; host paths (host:/...) and URLs stay."""
+    out = []
+    where = project.where("datasets")
+    for i, entry in enumerate(project.datasets):
+        if isinstance(entry, str):
+            entry = {"source": entry}
+        if not isinstance(entry, dict):
+            raise ConfigError(
+                f"{where}: datasets[{i}] must be a source string or {{name: ..., source: ...}}, got {entry!r}"
+            )
+        unknown = sorted(set(map(str, entry)) - set(_DATASET_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{where}: datasets[{i}]: unknown key {unknown[0]!r}; known: name, source, layout, labels"
+            )
+        src = entry.get("source", entry.get("src"))
+        if not isinstance(src, str) or not src.strip():
+            raise ConfigError(f"{where}: datasets[{i}] needs a source (a folder, archive, host:/PATH or URL)")
+        if not src.startswith(("http://", "https://", "host:", "remote:", "/", "~")):
+            local = project.path.parent / src
+            if not local.exists():
+                raise ConfigError(
+                    f"{where}: datasets[{i}]: {src}: no such file or folder next to provision.yml "
+                    f"({local}); for a path on the host write host:/ABSOLUTE/PATH"
+                )
+            src = str(local.resolve())
+        item = {"src": src}
+        for key in ("name", "layout", "labels"):
+            if entry.get(key) is not None:
+                item[key] = str(entry[key])
+        out.append(item)
+    return out
+
+
+def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
+    """The playbook's extra vars: the command line over provision.yml over up.yml's defaults."""
+    from provision.install.project import python_for
+
+    p = project
+    index_given = bool(args.mirror or args.index_url)
+    extras = [e for group in getattr(args, "extra", []) for e in group]
+    with_ = [w.strip() for w in (getattr(args, "with_", None) or "").split(",") if w.strip()]
+    python = getattr(args, "python", None) or (python_for(p.python) if p and p.python else "")
+    out: dict[str, Any] = {
+        "up_torch": args.torch or (p.torch if p else None) or "any",
+        "up_variant": args.variant or (p.variant if p else None) or "",
+        "up_python": python,
+        "up_env": args.env or (p.env if p else None) or "",
+        "up_with": with_ or (list(p.with_) if p else []),
+        "up_packages": extras or (list(p.packages) if p else []),
+        "up_requirements": [str(p.requirements)] if p and p.requirements else [],
+        "up_mirror": args.mirror or ("" if index_given or not p else p.mirror or ""),
+        "up_index_url": args.index_url or ("" if index_given or not p else p.index_url or ""),
+        "up_extra_index_urls": list(getattr(args, "extra_index_url", []))
+        or (list(p.extra_index_urls) if p else []),
+        "up_find_links": list(args.find_links) or (list(p.find_links) if p else []),
         "up_trusted_hosts": list(args.trusted_host),
         "up_dataset": args.dataset or "",
         "up_dataset_name": args.dataset_name or "",
+        # --dataset replaces the project's list; without either, the embedded sample
+        "up_datasets": [] if args.dataset or not p else project_datasets(p),
         "up_bench": not args.no_bench,
         "up_quick": bool(args.quick),
         "up_report_dir": args.out,
     }
+    if out["up_mirror"] and out["up_index_url"]:
+        raise ConfigError("--mirror and --index-url both given; pick one")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +143,15 @@ def run(args: argparse.Namespace) -> int:
     from provision.paths import bundle_dir
 
     options = connect_options(args)
-    extra = up_vars(args)
+    project = find_up_project(args)
+    if project is not None:
+        console.print(f"[dim]project file: {project.path}[/]")
+        if project.locked is not None:
+            console.print(
+                f"[yellow]{project.where('locked')}: 'locked' is for `provision install`; "
+                "`up` installs from the torch spec[/]"
+            )
+    extra = up_vars(args, project)
     extra.update(parse_extra_vars(args.extra_vars))
     if not args.targets and not args.inventory:
         args.targets = ["localhost"]

@@ -1,10 +1,31 @@
-"""`bench`: run the host-side benchmark in the managed environment (docs/bench.md)."""
+"""`bench`: run the host-side benchmark in the managed environment (docs/bench.md).
+
+`datasets` takes staged dataset names or host paths, or what `stage_dataset` registered (one
+result, or a loop's `.results`): skipped or failed stages are left out.
+`python` picks the interpreter (e.g. `install_torch`'s registered `.python`); else the managed
+env's (`env` or provision's default), else the host's python3.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
+
+
+def dataset_names(items: list[Any]) -> list[str]:
+    """Names/paths from plain strings and registered `stage_dataset` results alike."""
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("results"), list):
+            out += dataset_names(item["results"])  # a looped task's registered result
+        elif isinstance(item, dict):
+            path = (item.get("dataset") or {}).get("path") if "dataset" in item else item.get("path")
+            if path and not item.get("skipped") and not item.get("failed"):
+                out.append(str(path))
+        elif item:
+            out.append(str(item))
+    return out
 
 
 @register
@@ -15,6 +36,7 @@ class Bench(Module):
         "datasets": Arg("list", default=[]),
         "sections": Arg("list", default=[]),
         "env": Arg("str"),
+        "python": Arg("str"),
         "index_url": Arg("str"),
     }
     supports_check_mode = False  # measuring changes nothing, but takes minutes: skipped in --check
@@ -28,8 +50,8 @@ class Bench(Module):
         facts: dict[str, Any] = dict(ctx.facts or {})
         if not facts:
             facts = ctx.agent.call("facts")
-        python = managed_python(ctx.connection, facts, ctx.args.get("env"))
-        names = [str(d) for d in ctx.args.get("datasets") or [] if d]
+        python = ctx.args.get("python") or managed_python(ctx.connection, facts, ctx.args.get("env"))
+        names = dataset_names(list(ctx.args.get("datasets") or []))
         request = bench_request(
             facts,
             quick=ctx.args["quick"],
@@ -55,5 +77,5 @@ class Bench(Module):
         return ModuleResult(
             changed=False,
             msg=msg,
-            data={"bench": result, "python": python, "datasets": request["datasets"]},
+            data={"bench": result, "python": python or ctx.agent.python, "datasets": request["datasets"]},
         )

@@ -1,5 +1,10 @@
 """`compat_check`: resolve the matched PyTorch build from the host's facts and verify what is
-installed (driver vs the torch's CUDA, cuDNN, arch support, cuda.is_available()). Reads only."""
+installed (driver vs the torch's CUDA, cuDNN, arch support, cuda.is_available()). Reads only.
+
+Which interpreter is verified: `env`'s (or the host var provision_env's) when given; else
+`python` (e.g. `install_torch`'s registered `.python`, so a report describes the torch that was
+just installed, managed env or kept base interpreter alike); else the host's python3.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ class CompatCheck(Module):
         "torch": Arg("str", default="latest"),
         "variant": Arg("str"),
         "env": Arg("str"),
+        "python": Arg("str"),
         "minor_version_compat": Arg("bool", default=True),
         "fail_on_broken": Arg("bool", default=False),
     }
@@ -32,7 +38,13 @@ class CompatCheck(Module):
         except (TypeError, ResolveInputError) as exc:
             raise ModuleFailure(f"compat_check: {exc}") from None
         facts: dict[str, Any] = dict(ctx.facts or {}) or ctx.agent.call("facts")
-        check = check_host(ctx.agent, ctx.host, facts, request, env=ctx.args.get("env"))
+        agent = ctx.agent
+        if ctx.args.get("python"):
+            from provision.remote.agent import Agent
+
+            # the same agent folder on the host, run by another interpreter
+            agent = Agent(ctx.connection, python=ctx.args["python"])
+        check = check_host(agent, ctx.host, facts, request, env=ctx.args.get("env"))
         doc = check.to_dict()
         failed = ctx.args["fail_on_broken"] and check.verdict == BROKEN
         msg = f"{check.verdict}" + (f" — fix: {check.fix}" if check.fix else "")

@@ -6,6 +6,7 @@ With no `src`, stages the embedded sample dataset (generated once on the control
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
@@ -24,6 +25,14 @@ def sample_source() -> str:
         make_sample_dataset(root)
         marker.write_text("ok\n")
     return str(root)
+
+
+def default_dest(facts: Any) -> str | None:
+    """<data_dir>/datasets with the data dir the play's facts chose: a `data_dir` given as an
+    extra var (which the facts honour) then holds for staging too, not only host vars."""
+    data_dir = facts.get("data_dir") if isinstance(facts, Mapping) else None
+    path = data_dir.get("path") if isinstance(data_dir, Mapping) else None
+    return f"{str(path).rstrip('/')}/datasets" if path else None
 
 
 @register
@@ -48,6 +57,7 @@ class StageDataset(Module):
 
         src = ctx.args.get("src") or sample_source()
         name = ctx.args.get("name") or (None if ctx.args.get("src") else SAMPLE_NAME)
+        dest = ctx.args.get("dest") or default_dest(ctx.facts)
 
         def on_event(event: dict[str, Any]) -> None:
             if ctx.on_progress and event.get("samples") is not None:
@@ -59,7 +69,7 @@ class StageDataset(Module):
                 ctx.agent,
                 src,
                 name=name,
-                dest=ctx.args.get("dest"),
+                dest=dest,
                 layout=ctx.args["layout"],
                 labels=ctx.args.get("labels"),
                 verify=ctx.args["verify"],

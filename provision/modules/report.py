@@ -15,6 +15,17 @@ def _data(value: Any, key: str) -> Any:
     return value if not isinstance(value, dict) or not value.get("skipped") else None
 
 
+def _flat(items: list[Any]) -> list[Any]:
+    """A looped task's registered result stands for its items."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("results"), list):
+            out += _flat(item["results"])
+        else:
+            out.append(item)
+    return out
+
+
 @register
 class Report(Module):
     name = "report"
@@ -34,8 +45,7 @@ class Report(Module):
 
         bench = _data(ctx.args.get("bench"), "bench") or {}
         datasets = [
-            d
-            for d in (_data(x, "dataset") for x in ctx.args.get("datasets") or [])
+            d for d in (_data(x, "dataset") for x in _flat(ctx.args.get("datasets") or []))
             if isinstance(d, dict)
         ]
         from provision.errors import ConfigError

@@ -2,10 +2,19 @@
 
 The zipapp is built in memory from provision/agent/ (plus the import-free provision/__init__.py),
 so its hash changes exactly when host-side code changes. On the host it is unpacked into
-~/.cache/provision/agent-HASH/ and run as a folder (`python3 DIR COMMAND`): Python cannot cache
-bytecode for modules imported from a zip, so a zipapp recompiles every module it imports on every
-call -- about half the agent's CPU for `facts`, paid per host per call. From a folder the host's
-Python writes __pycache__ on the first call and every later call loads bytecode.
+~/.cache/provision/agent-HASH/ and run from there (`python3 DIR/__main__.py COMMAND`): Python
+cannot cache bytecode for modules imported from a zip, so a zipapp recompiles every module it
+imports on every call -- about half the agent's CPU for `facts`, paid per host per call. From a
+folder the host's Python writes __pycache__ on the first call and every later call loads
+bytecode (the agent's __main__.py turns bytecode writing back on where PYTHONDONTWRITEBYTECODE
+is set). The script is named rather than the folder: running a folder goes through runpy,
+whose imports cost ~4 ms of CPU per call.
+
+The light commands (facts, health, ping) start the interpreter with -S: no `site`, whose .pth
+processing may import whole packages on every start-up (certifi, distutils hacks, editable
+installs' finders); provision/agent/protocol.py puts the site-packages folders on sys.path
+itself. The others keep `site`: they import torch and lmdb, which may depend on what .pth files
+set up.
 """
 
 from __future__ import annotations
@@ -28,6 +37,15 @@ log = logging.getLogger("provision.agent")
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _MISSING_AGENT = 97
 _MISSING_PYTHON = 98
+NO_SITE_COMMANDS = frozenset({"facts", "health", "ping"})
+# The zip's __main__.py. Bytecode writing on: the folder is ours and the agent runs again and
+# again (Docker images often set PYTHONDONTWRITEBYTECODE=1, which would recompile every call).
+_MAIN = (
+    b"import sys\n"
+    b"sys.dont_write_bytecode = False\n"
+    b"from provision.agent.protocol import main\n"
+    b"sys.exit(main())\n"
+)
 EventCallback = Callable[[dict[str, Any]], None]
 
 # Runs on the host's Python (3.8+), zip bytes on stdin, the target folder as argv[1]. Unpacked
@@ -65,7 +83,7 @@ def _agent_sources() -> tuple[list[tuple[str, bytes]], str]:
     global _sources
     if _sources is None:
         files = [_PACKAGE_DIR / "__init__.py", *sorted((_PACKAGE_DIR / "agent").rglob("*.py"))]
-        digest = hashlib.sha256()
+        digest = hashlib.sha256(b"__main__.py\0" + _MAIN)
         sources = []
         for path in files:
             arc = "provision/" + path.relative_to(_PACKAGE_DIR).as_posix()
@@ -91,13 +109,12 @@ def agent_zipapp() -> tuple[bytes, str]:
             sources, digest = _agent_sources()
             buf = io.BytesIO()
             with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-                main = b"import sys\nfrom provision.agent.protocol import main\nsys.exit(main())\n"
                 for arc, data in sources:
                     info = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible
                     info.compress_type = zipfile.ZIP_DEFLATED
                     zf.writestr(info, data)
                 info = zipfile.ZipInfo("__main__.py", date_time=(2020, 1, 1, 0, 0, 0))
-                zf.writestr(info, main)
+                zf.writestr(info, _MAIN)
             _built = (buf.getvalue(), digest)
         return _built
 
@@ -114,7 +131,7 @@ class Agent:
 
     @property
     def remote_path(self) -> str:
-        """The agent's folder on the host (its __main__.py makes it runnable)."""
+        """The agent's folder on the host (its __main__.py is what runs)."""
         return f"~/.cache/provision/agent-{agent_digest()}"
 
     def _dir_expr(self) -> str:
@@ -125,10 +142,11 @@ class Agent:
 
         path = self._dir_expr()
         py = shlex.quote(python)
+        flags = "-S " if command in NO_SITE_COMMANDS else ""
         return (
             f"command -v {py} >/dev/null 2>&1 || exit {_MISSING_PYTHON}; "
             f"test -r {path}/__main__.py || exit {_MISSING_AGENT}; "
-            f"exec {py} {path} {shlex.quote(command)}"
+            f"exec {py} {flags}{path}/__main__.py {shlex.quote(command)}"
         )
 
     def upload(self, python: str | None = None) -> None:

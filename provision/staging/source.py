@@ -205,3 +205,34 @@ def prefetch(stream: Iterator[bytes], depth: int = 32) -> Iterator[bytes]:
     """Read `stream` ahead in a thread (at most `depth` chunks), so reading the source overlaps
     with sending it."""
     return Broadcast(stream, 1, depth).consumer(0)
+
+
+class PlanFuture:
+    """List a local source in a thread, so the listing overlaps with connecting to the hosts and
+    asking them what they already have."""
+
+    def __init__(
+        self, make: Callable[[], Plan], on_ready: Callable[[Plan], None] | None = None
+    ) -> None:
+        self._plan: Plan | None = None
+        self._error: BaseException | None = None
+        self._on_ready = on_ready
+        self._thread = threading.Thread(
+            target=self._run, args=(make,), name="list-source", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, make: Callable[[], Plan]) -> None:
+        try:
+            self._plan = make()
+            if self._on_ready is not None:
+                self._on_ready(self._plan)
+        except BaseException as exc:  # re-raised by result() in the caller's thread
+            self._error = exc
+
+    def result(self) -> Plan:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._plan is not None
+        return self._plan

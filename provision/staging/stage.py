@@ -13,6 +13,7 @@ import logging
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from provision.remote.agent import Agent
 from provision.staging.hostlib import ship_lmdb
 from provision.staging.source import (
     Broadcast,
+    PlanFuture,
     SourceSpec,
     StreamFailure,
     check_name,
@@ -38,6 +40,7 @@ from provision.staging.source import (
 )
 
 log = logging.getLogger("provision.stage")
+_KNOWN_AGENTS: weakref.WeakSet[Agent] = weakref.WeakSet()  # agents known to be on their host
 EventCallback = Callable[[dict[str, Any]], None]
 
 
@@ -66,13 +69,13 @@ class HostStage:
         connection: Connection,
         agent: Agent,
         request: StageRequest,
-        plan: Plan | None = None,
+        plan: Plan | PlanFuture | None = None,
         on_event: EventCallback | None = None,
     ) -> None:
         self.connection = connection
         self.agent = agent
         self.request = request
-        self.plan = plan
+        self._plan = plan
         self.on_event = on_event or (lambda event: None)
         self.host = connection.host.name
         self.path = ""
@@ -91,52 +94,132 @@ class HostStage:
             self.last_event = event
         self.on_event(event)
 
-    # -- step 1 -----------------------------------------------------------------------------
-    def prepare(self) -> HostStage:
-        req = self.request
-        self._event({"phase": "status"})
-        query: dict[str, Any] = {"name": req.name}
-        if req.dest:
-            query["dest"] = req.dest
+    @property
+    def plan(self) -> Plan | None:
+        if isinstance(self._plan, PlanFuture):
+            self._plan = self._plan.result()  # waits for the listing; raises its ConfigError
+        return self._plan
+
+    def _where(self) -> dict[str, Any]:
+        """How the agent finds the dataset's path: NAME, --dest, the host's data_dir var."""
+        query: dict[str, Any] = {"name": self.request.name}
+        if self.request.dest:
+            query["dest"] = self.request.dest
         data_dir = self.connection.host.vars.get("data_dir")
         if data_dir:
             query["data_dir"] = str(data_dir)
-        if self.plan is not None:
-            query["fingerprint"] = self.plan.manifest.fingerprint()
-        status = self.agent.call("dataset_status", query)
+        return query
+
+    def _ship_lmdb(self) -> dict[str, Any]:
+        self._event({"phase": "lmdb"})
+        status = self.agent.call("dataset_status", self._where())
         if status.get("lmdb") is None:
-            self._event({"phase": "lmdb"})
             ship_lmdb(self.connection, status)
-            status = self.agent.call("dataset_status", query)
+            status = self.agent.call("dataset_status", self._where())
             if status.get("lmdb") is None:
                 raise HostError(
                     self.host,
                     "py-lmdb was shipped but still does not import on the host; run with -vv",
                 )
+        return status
+
+    # -- one call: the agent picks the resume point ------------------------------------------
+    def run_once(self) -> dict[str, Any]:
+        """Stage with ONE agent call: the agent finds the partial's committed count (or that the
+        dataset is up to date) and says so in a `ready` event; the stream starts only then, from
+        there. A host whose Python lacks py-lmdb gets it shipped, then the call is repeated."""
+        self._event({"phase": "status"})
+        for attempt in range(2):
+            try:
+                return self._run_once()
+            except HostError as exc:
+                if attempt == 0 and getattr(exc, "kind", None) == "missing_lmdb":
+                    self._ship_lmdb()
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run_once(self) -> dict[str, Any]:
+        self._ensure_agent()  # overlaps with the listing of a local source (PlanFuture)
+        plan = self.plan
+        request = dict(self._where(), **self._options())
+        if plan is None:
+            request["source"] = self._remote_source()
+            return self._call(request, None, None)
+        ready = threading.Event()
+        said: dict[str, Any] = {}
+        failure = StreamFailure()
+
+        def on_ready(event: dict[str, Any]) -> None:
+            said.update(event)
+            ready.set()
+
+        def payload() -> Iterator[bytes]:
+            ready.wait()
+            if said.get("skip") or said.get("abort"):
+                return
+            self.start = int(said.get("start") or 0)
+            yield from prefetch(tar_stream(plan, self.start, failure))
+
+        request["source"] = self._stream_source(plan, "auto")
+        result = self._call(request, payload(), failure, on_ready)
+        if result.get("skipped"):
+            result["bytes"] = plan.manifest.total_bytes
+        result.setdefault("warnings", plan.warnings)
+        return result
+
+    def _ensure_agent(self) -> None:
+        """Make sure the agent is on the host before a call whose payload waits for `ready`.
+
+        Agent.call uploads a missing agent and repeats the call with the same payload; a payload
+        already blocked waiting for `ready` cannot be repeated (and would hold the first attempt
+        open until the stream's feeder gives up). So the first use of an Agent object pings.
+        """
+        if self.agent in _KNOWN_AGENTS:
+            return
+        self.agent.call("ping")
+        _KNOWN_AGENTS.add(self.agent)
+
+    # -- two steps: status first (several hosts share one read) ------------------------------
+    def prepare(self) -> HostStage:
+        self._event({"phase": "status"})
+        status = self.agent.call("dataset_status", self._where())  # the listing runs meanwhile
+        if status.get("lmdb") is None:
+            status = self._ship_lmdb()
         self.status = status
         self.path = status["path"]
-        if self.plan is None:
+        plan = self.plan
+        if plan is None:
             return self  # host path / URL: the agent decides skip and resume itself
-        if status.get("up_to_date") and not req.clean:
+        req = self.request
+        fingerprint = plan.manifest.fingerprint()
+        final = status.get("final") or {}
+        partial = status.get("partial") or {}
+        if (
+            final.get("complete") == "1"
+            and final.get("fingerprint") == fingerprint
+            and not req.clean
+        ):
             self.skip = True
             return self
-        self.start = 0 if req.clean else int(status.get("resume_from") or 0)
-        manifest = self.plan.manifest
-        need = manifest.estimate_lmdb_bytes(self.start)
+        if not req.clean and partial.get("fingerprint") == fingerprint:
+            self.start = int(partial.get("committed") or 0)
+        need = plan.manifest.estimate_lmdb_bytes(self.start)
         free = int(status.get("free_bytes") or 0)
         if need > free:
             raise HostError(
                 self.host,
-                f"not enough space for {self.path}: it needs about {_gb(need)}, {_gb(free)} is free. "
-                "Free some space, or stage to a bigger disk with --dest DIR.",
+                f"not enough space for {self.path}: it needs about {_gb(need)}, {_gb(free)} is "
+                "free. Free some space, or stage to a bigger disk with --dest DIR.",
             )
         return self
 
-    # -- step 2 -----------------------------------------------------------------------------
     def run(
         self, payload: Iterator[bytes] | None = None, failure: StreamFailure | None = None
     ) -> dict[str, Any]:
+        """Step 2 after prepare(): stream from the start found there (or report the skip)."""
         req = self.request
+        plan = self.plan
         if self.skip:
             final = self.status.get("final") or {}
             result: dict[str, Any] = {
@@ -149,54 +232,75 @@ class HostStage:
             }
             if req.verify:
                 query: dict[str, Any] = {"path": self.path}
-                if self.plan is not None:
-                    query["manifest"] = self.plan.manifest.to_wire()
+                if plan is not None:
+                    query["manifest"] = plan.manifest.to_wire()
                 result["verify"] = self.agent.call("verify_dataset", query, on_event=self._event)
-            result["bytes"] = self.plan.manifest.total_bytes if self.plan is not None else None
+            result["bytes"] = plan.manifest.total_bytes if plan is not None else None
             result["seconds"] = round(time.monotonic() - self.t0, 3)
             self._event({"phase": "skipped", "count": result["count"]})
             return result
-        source: dict[str, Any]
-        if self.plan is not None:
-            source = {
-                "kind": "stream",
-                "manifest": self.plan.manifest.to_wire(),
-                "start": self.start,
-                "description": f"{req.source.display} (from the controller)",
-            }
-            if payload is None:
-                failure = failure or StreamFailure()
-                payload = prefetch(tar_stream(self.plan, self.start, failure))
-        elif req.source.kind == "host":
-            source = {
-                "kind": "host",
-                "path": req.source.location,
-                "layout": req.layout,
-                "labels": req.labels,
-            }
-        else:
-            source = {
-                "kind": "url",
-                "url": req.source.location,
-                "layout": req.layout,
-                "labels": req.labels,
-            }
-        stage_request = {
-            "path": self.path,
-            "source": source,
+        request = dict(self._options(), path=self.path)
+        if plan is None:
+            request["source"] = self._remote_source()
+            return self._call(request, None, None)
+        request["source"] = self._stream_source(plan, self.start)
+        if payload is None:
+            failure = failure or StreamFailure()
+            payload = prefetch(tar_stream(plan, self.start, failure))
+        return self._call(request, payload, failure)
+
+    # -- shared -----------------------------------------------------------------------------
+    def _options(self) -> dict[str, Any]:
+        req = self.request
+        options: dict[str, Any] = {
             "verify": req.verify,
             "clean": req.clean,
             "stall_timeout": req.stall_timeout,
         }
         if req.commit:
-            stage_request["commit"] = req.commit
+            options["commit"] = req.commit
+        return options
+
+    def _stream_source(self, plan: Plan, start: int | str) -> dict[str, Any]:
+        return {
+            "kind": "stream",
+            "manifest": plan.manifest.to_wire(),
+            "start": start,
+            "description": f"{self.request.source.display} (from the controller)",
+        }
+
+    def _remote_source(self) -> dict[str, Any]:
+        req = self.request
+        kind = "host" if req.source.kind == "host" else "url"
+        key = "path" if kind == "host" else "url"
+        return {"kind": kind, key: req.source.location, "layout": req.layout, "labels": req.labels}
+
+    def _call(
+        self,
+        request: dict[str, Any],
+        payload: Iterator[bytes] | None,
+        failure: StreamFailure | None,
+        on_ready: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        req = self.request
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event.get("phase") == "ready":
+                self.last_seen = time.monotonic()
+                if event.get("path"):
+                    self.path = event["path"]
+                if on_ready is not None:
+                    on_ready(event)
+                return
+            self._event(event)
+
         # Over SSH, silence longer than the stall timeout means the link is gone (the agent
-        # speaks every 0.5 s); locally there is no link to lose.
+        # speaks at least every second); locally there is no link to lose.
         timeout = None if self.connection.host.local else req.stall_timeout + 15
         watchdog = None if self.connection.host.local else _Watchdog(self, req.stall_timeout)
         try:
             result = self.agent.call(
-                "stage", stage_request, payload=payload, on_event=self._event, timeout=timeout
+                "stage", request, payload=payload, on_event=on_event, timeout=timeout
             )
         except (AgentError, UnreachableError) as exc:
             if failure is not None and failure.error is not None:
@@ -206,7 +310,9 @@ class HostStage:
                 cause = UnreachableError(
                     self.host, f"no sign of life from the host for {req.stall_timeout:g}s"
                 )
-            raise HostError(self.host, self._explain(cause)) from None
+            err = HostError(self.host, self._explain(cause))
+            err.kind = getattr(exc, "kind", None)  # type: ignore[attr-defined]
+            raise err from None
         finally:
             if watchdog is not None:
                 watchdog.stop()
@@ -216,8 +322,10 @@ class HostStage:
                     close()  # stops a reader thread whose host went away
                 except (ValueError, RuntimeError):
                     pass
+        self.path = result.get("path", self.path)
         result["seconds"] = round(time.monotonic() - self.t0, 3)
-        self._event({"phase": "done", "count": result.get("count")})
+        phase = "skipped" if result.get("skipped") else "done"
+        self._event({"phase": phase, "count": result.get("count")})
         return result
 
     def _explain(self, exc: HostError) -> str:
@@ -338,11 +446,7 @@ def stage_dataset(
     (path, count, bytes, seconds, resumed_from, skipped, checksum, ...)."""
     request = make_request(source, name, dest, layout, labels, verify, clean, stall_timeout)
     plan = plan_for(request)
-    hs = HostStage(connection, agent or Agent(connection), request, plan, on_event).prepare()
-    result = hs.run()
-    if plan is not None:
-        result.setdefault("warnings", plan.warnings)
-    return result
+    return HostStage(connection, agent or Agent(connection), request, plan, on_event).run_once()
 
 
 def stage_hosts(
@@ -351,23 +455,37 @@ def stage_hosts(
     options: ConnectOptions,
     forks: int = 32,
     on_event_for: Callable[[str], EventCallback] | None = None,
-    plan: Plan | None = None,
+    plan: Plan | PlanFuture | None = None,
 ) -> dict[str, HostOutcome[dict[str, Any]]]:
-    """Stage to every host in parallel; per-host outcomes, never the first exception alone."""
+    """Stage to every host in parallel; per-host outcomes, never the first exception alone.
+
+    A local source is listed while the hosts connect (pass a Plan or PlanFuture to reuse one);
+    a source that cannot be listed raises ConfigError, whatever the hosts said.
+    """
     from provision.connection.factory import connect
 
-    if plan is None:
-        plan = plan_for(request)
+    if plan is None and request.source.kind == "local":
+        plan = PlanFuture(
+            lambda: plan_local(request.source.location, request.layout, request.labels)
+        )
     connections: dict[str, Connection] = {}
 
-    def prepare(host: Host) -> HostStage:
+    def host_stage(host: Host) -> HostStage:
         conn = connect(host, options)
         connections[host.name] = conn
         cb = on_event_for(host.name) if on_event_for else None
-        return HostStage(conn, Agent(conn), request, plan, cb).prepare()
+        return HostStage(conn, Agent(conn), request, plan, cb)
 
     try:
-        outcomes = for_each_host(hosts, prepare, forks)
+        if len(hosts) == 1 or request.source.kind != "local":
+            # nothing to share: one agent call per host, the agent picks its resume point
+            outcomes = for_each_host(hosts, lambda h: host_stage(h).run_once(), forks)
+            if isinstance(plan, PlanFuture):
+                plan.result()  # a source that cannot be listed is a usage error, not a host's
+            return outcomes
+        outcomes = for_each_host(hosts, lambda h: host_stage(h).prepare(), forks)
+        if isinstance(plan, PlanFuture):
+            plan = plan.result()
         ready = [o.host for o in outcomes.values() if o.ok]
         stages: dict[str, HostStage] = {h.name: outcomes[h.name].value for h in ready}  # type: ignore[misc]
         results: dict[str, HostOutcome[dict[str, Any]]] = {}

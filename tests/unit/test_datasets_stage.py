@@ -584,6 +584,10 @@ def test_cli_bad_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFi
         == 2
     )
     assert "class folder" in capsys.readouterr().err
+    # the same bad layout with a host: still a usage error, and nothing is sent
+    argv = ["stage", str(tmp_path), "localhost", "--dest", str(tmp_path / "h"), "--layout", "imagefolder"]
+    assert main(argv) == 2
+    assert "class folder" in capsys.readouterr().err and not (tmp_path / "h").exists()
 
 
 def test_a_foreign_file_at_the_destination_is_never_overwritten(

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from provision.agent import facts as facts_command
-from provision.agent.facts import cpu
+from provision.agent import nvidia
+from provision.agent.facts import cpu, mounts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,10 +98,50 @@ def test_unknown_key_is_a_clear_error(tmp_path):
 
 
 def test_one_failing_source_does_not_stop_the_others(monkeypatch):
-    def broken(root="/"):
+    def broken(root="/", mounts=None):
         raise OSError("/proc/cpuinfo: Input/output error")
 
     monkeypatch.setattr(cpu, "gather", broken)
     facts = facts_command.gather({"only": ["cpu", "memory", "hostname"]}, ctx=None)
     assert facts["cpu"] == {"error": "OSError: /proc/cpuinfo: Input/output error"}
     assert facts["memory"]["total_bytes"] > 0 and facts["hostname"]
+
+
+def test_mountinfo_is_read_once_per_call_and_shared(monkeypatch):
+    calls = []
+    real = mounts.read_mounts
+
+    def counting(path="/proc/self/mountinfo"):
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(mounts, "read_mounts", counting)
+    for module in ("cgroup", "disks", "data_dir", "system"):  # their own imported names too
+        monkeypatch.setattr(f"provision.agent.facts.{module}.read_mounts", counting)
+    facts = facts_command.gather({}, ctx=None)
+    assert calls == ["/proc/self/mountinfo"]
+    assert facts["cpu"]["cgroup_version"] == cpu.gather()["cgroup_version"]
+    assert any(m["mountpoint"] == "/" for m in facts["disks"]["mounts"])
+    assert facts["data_dir"]["path"]
+
+
+def test_the_gpu_query_runs_inline_without_driver_tools_and_in_a_thread_with_them(
+    monkeypatch, tmp_path
+):
+    import threading
+
+    seen = []
+    real_collect = nvidia.collect
+
+    def collect(**kwargs):
+        seen.append(threading.current_thread() is threading.main_thread())
+        return real_collect(**kwargs)
+
+    monkeypatch.setattr(nvidia, "collect", collect)
+    monkeypatch.setenv("PROVISION_AGENT_NO_NVML", "1")
+    monkeypatch.setattr(nvidia, "find_nvidia_smi", lambda: None)
+    facts = facts_command.gather({"only": ["gpus", "nvidia"]}, ctx=None)
+    assert facts["gpus"] == [] and facts["nvidia"]["reason"]
+    monkeypatch.setattr(nvidia, "find_nvidia_smi", lambda: str(tmp_path / "nvidia-smi"))
+    facts = facts_command.gather({"only": ["gpus"]}, ctx=None)
+    assert seen == [True, False]  # inline (no thread to start), then in a thread

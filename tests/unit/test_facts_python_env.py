@@ -120,3 +120,80 @@ def test_mask_url():
     assert mask_url("https://pypi.org/simple") == "https://pypi.org/simple"
     assert mask_url("http://a:b@host:8080/x?y=1") == "http://***@host:8080/x?y=1"
     assert mask_url(None) is None
+
+
+def test_a_folder_on_path_twice_or_under_two_names_is_read_once(tmp_path):
+    real_dir = tmp_path / "usr" / "bin"
+    write(real_dir / "python3.12", "#!/bin/sh\n").chmod(0o755)
+    (tmp_path / "bin").symlink_to(real_dir)  # merged /usr: /bin -> /usr/bin
+    path = os.pathsep.join([str(tmp_path / "bin"), str(real_dir), str(real_dir)])
+    found = [p for p in python_env.find_pythons(path) if p["real_path"].startswith(str(tmp_path))]
+    assert found == [
+        {"path": str(tmp_path / "bin" / "python3.12"), "real_path": str(real_dir / "python3.12"),
+         "version": "3.12"}
+    ]  # fmt: skip
+
+
+def test_python_names_and_versions_as_the_regular_expressions_read_them():
+    import re
+
+    name_pattern, version_pattern = (
+        re.compile(r"^python3(\.\d+)?$"),
+        re.compile(r"python(\d+\.\d+)"),
+    )
+    names = [
+        "python3", "python3.8", "python3.13", "python3.11m", "python3-config", "python3.11-config",
+        "python3.", "python3.x", "python2.7", "python", "ipython3", "python3.10.bak", "xpython3",
+        "pypy3.9", "python3.12-dbg", "libpython3.11.so", "python-3.10",
+    ]  # fmt: skip
+    for name in names:
+        assert python_env._is_python3_name(name) == bool(name_pattern.match(name)), name
+        match = version_pattern.search(name)
+        assert python_env._version_in_name(name) == (match.group(1) if match else None), name
+
+
+INI_SAMPLES = [
+    "[global]\nindex-url = https://pypi.tuna.tsinghua.edu.cn/simple\ntrusted-host=a b\n",
+    "# comment\n; other comment\n\n[global]\nIndex-URL: https://x/simple # not a comment\n",
+    "[global]\nindex-url = a\n[install]\nindex-url = b\n[global]\nindex-url = c\n",
+    "[global]\nkey = a=b:c\nother:x=y\n  \n",
+    "[global]\nextra-index-url =\n    https://a/simple\n    https://b/simple\n",  # continuation
+    "[DEFAULT]\nindex-url = d\n[global]\ntimeout = 5\n",  # DEFAULT values reach every section
+    "[global] # trailing\nindex-url = x\n",
+    "index-url without a section\n",
+    "[global]\nno delimiter here\n",
+    "[global]\n= value without a key\n",
+    "   [global]\nindex-url = indented header\n",
+    "",
+]
+
+
+def test_pip_conf_reads_as_configparser_reads_it():
+    import configparser
+
+    for text in INI_SAMPLES:
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read_string(text)
+            expected = {s: dict(parser.items(s)) for s in parser.sections()}
+        except configparser.Error as exc:
+            expected = ("error", str(exc).splitlines()[0])
+        try:
+            got = python_env.read_ini(text)
+        except ValueError as exc:
+            got = ("error", str(exc).splitlines()[0])
+        assert got == expected, text
+
+
+def test_condarc_channels_without_regular_expressions():
+    text = (
+        "channels:\n  - conda-forge\n  - 'https://u:p@mirror/conda'\n"
+        "default_channels :  \n  - defaults\n"
+        "channels: [inline]\n  - not-a-list-entry\n"
+        " channels:\n  - indented-key\n"
+    )
+    assert python_env.condarc_channels(text) == [
+        "conda-forge",
+        "https://u:p@mirror/conda",
+        "defaults",
+    ]

@@ -87,3 +87,30 @@ def test_provider_from_platform_layouts(tmp_path, monkeypatch):
 
 def test_hostname_is_the_plain_name():
     assert system.hostname() == socket.gethostname()
+
+
+def test_first_container_word_is_what_the_regular_expression_found():
+    import re
+
+    pattern = re.compile(r"(docker|kubepods|containerd|libpod|podman|lxc|crio|garden)")
+    for text in (
+        "0::/system.slice/containerd.service\n",
+        "12:pids:/kubepods/besteffort/pod1/docker-abc\n",
+        "0::/machine.slice/libpod-123.scope\n",
+        "0::/lxc.payload.c1\n1:name=systemd:/docker/x",
+        "0::/init.scope\n",
+        "",
+    ):
+        match = pattern.search(text)
+        assert system._first_word(text, system._CONTAINER_CGROUP_WORDS) == (
+            match.group(1) if match else None
+        )
+
+
+def test_hypervisor_flag_only_from_the_flags_line(tmp_path):
+    cpuinfo = tmp_path / "proc" / "cpuinfo"
+    cpuinfo.parent.mkdir(parents=True)
+    cpuinfo.write_text("model name\t: hypervisor-branded CPU\nflags\t\t: fpu vme sse2\n\n")
+    assert system.detect_vm(str(tmp_path))["evidence"] == []
+    cpuinfo.write_text("model name\t: X\nflags\t\t: fpu hypervisor sse2\n\nflags\t: fpu\n")
+    assert system.detect_vm(str(tmp_path))["evidence"] == ["cpu flag 'hypervisor'"]

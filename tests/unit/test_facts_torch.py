@@ -107,3 +107,20 @@ def test_this_interpreter_without_importing_torch():
         installed = None
     assert facts["version"] == installed
     assert facts["python"] == sys.executable
+
+
+def test_package_found_where_importlib_finds_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "fakepkg").mkdir(parents=True)  # no __init__.py: a namespace portion, passed over
+    (second / "fakepkg").mkdir(parents=True)
+    (second / "fakepkg" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(second))
+    monkeypatch.syspath_prepend(str(first))
+    spec = importlib.util.find_spec("fakepkg")
+    assert torch_info._find_package("fakepkg") == list(spec.submodule_search_locations)[0]
+    assert torch_info._find_package("no_such_package_here") is None
+    torch_spec = importlib.util.find_spec("torch")
+    if torch_spec is not None:
+        assert torch_info._find_package("torch") == list(torch_spec.submodule_search_locations)[0]

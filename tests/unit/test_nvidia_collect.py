@@ -142,3 +142,57 @@ def test_topology_matrices():
     pcie = topology.parse_topo_matrix((FIXTURES / "topo-2x1080ti-pcie.txt").read_text())
     assert pcie["peers"] == {} and pcie["connected"] is False
     assert pcie["paths"] == {"0": {"1": "PHB"}, "1": {"0": "PHB"}}
+
+
+def test_libcuda_is_asked_only_where_there_is_a_sign_of_a_driver(monkeypatch):
+    asked = []
+    monkeypatch.setattr(nvidia, "cuda_version_from_libcuda", lambda: asked.append(1) or "12.4")
+    monkeypatch.setenv("PROVISION_AGENT_NO_NVML", "1")
+    monkeypatch.setattr(nvidia, "find_nvidia_smi", lambda: None)
+    monkeypatch.setattr(nvidia, "nvidia_pci_devices", lambda sys_root="/sys": [])
+    monkeypatch.setattr(nvidia, "kernel_module_version", lambda path="": None)
+    monkeypatch.setattr(nvidia.os.path, "exists", lambda path: False)  # no /dev/nvidiactl
+    state = nvidia.collect()
+    assert asked == [] and state["cuda_driver_version"] is None
+    monkeypatch.setattr(nvidia, "kernel_module_version", lambda path="": "550.54.15")
+    state = nvidia.collect()
+    assert asked == [1] and state["cuda_driver_version"] == "12.4"
+    assert state["driver_version"] == "550.54.15"
+
+
+def test_query_may_block_with_nvidia_smi_or_pynvml_only(fake_smi, monkeypatch, tmp_path):
+    assert nvidia.query_may_block()  # the fake nvidia-smi is on PATH
+    monkeypatch.setattr(nvidia, "find_nvidia_smi", lambda: None)
+    assert not nvidia.query_may_block()  # PROVISION_AGENT_NO_NVML is set by fake_smi
+    monkeypatch.delenv("PROVISION_AGENT_NO_NVML")
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert not nvidia.query_may_block()
+    (site / "pynvml.py").write_text("")
+    assert nvidia.query_may_block()
+
+
+def test_no_parser_is_imported_on_a_host_without_nvidia(tmp_path):
+    """A fresh interpreter: nvidia.collect() on a GPU-less host leaves the nvidia-smi parsers,
+    NVML wrapper, subprocess and ctypes unimported."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from provision.agent import nvidia\n"
+        "state = nvidia.collect()\n"
+        "heavy = ['provision.agent.nvidia.' + m for m in ('smi_xml', 'smi_csv', 'topology', 'nvml')]\n"
+        "heavy += ['subprocess', 'ctypes', 're', 'xml.etree.ElementTree']\n"
+        "print(sorted(m for m in heavy if m in sys.modules), state['gpus'])\n"
+    )
+    if nvidia.find_nvidia_smi() or nvidia._driver_signs(
+        {"pci_devices": nvidia.nvidia_pci_devices()}
+    ):
+        pytest.skip("this machine has NVIDIA hardware or nvidia-smi")
+    env = dict(os.environ, PROVISION_AGENT_NO_NVML="1", PATH="/usr/bin:/bin")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "[] []", out.stderr

@@ -328,15 +328,19 @@ def stream_items(stdin, manifest, first):
         raise StreamEnded("the stream ended at sample %d of %d (%s)" % (i, n, exc)) from None
 
 
-def run_pipeline(items, writer, manifest, progress, stall_timeout, skip_until=0):
-    """Write items into `writer` as they come; the source is read in its own thread.
+def start_feed(items):
+    """Start reading the source in its own thread, into a queue bounded in bytes."""
+    queue = BoundedQueue()
+    threading.Thread(target=_produce, args=(items, queue), name="source", daemon=True).start()
+    return queue
+
+
+def run_pipeline(queue, writer, manifest, progress, stall_timeout, skip_until=0):
+    """Write items from the feed into `writer` as they come.
 
     Items with an index below `skip_until` are already committed (a resume that overlapped the
     previous run's last commit) and are dropped.
     """
-    queue = BoundedQueue()
-    producer = threading.Thread(target=_produce, args=(items, queue), name="source", daemon=True)
-    producer.start()
     try:
         while True:
             item, timed_out = queue.get(stall_timeout)
@@ -381,124 +385,178 @@ def write_reader_module(directory):
 
 
 # -- the core, shared by every source kind and by `provision stage --local` ---------------------
-def build(
-    path,
-    manifest,
-    items_from,
-    source_desc,
-    emit,
-    log,
-    verify=False,
-    clean=False,
-    stall_timeout=DEFAULT_STALL,
-    start=None,
-    extra_need=0,
-    write_reader=True,
-    extra_meta=None,
-    commit=None,
-):
-    """Build (or resume, or skip) the LMDB at `path` for `manifest`.
+def build(path, manifest, items_from, source_desc, emit, log, **options):
+    """Build (or resume, or skip) the LMDB at `path` for `manifest`; see `Build`."""
+    return Build(path, manifest, items_from, source_desc, emit, log, **options).run()
+
+
+class Build(object):
+    """One dataset build: skip if up to date, else open or resume the partial, write, finish.
 
     items_from(first) -> iterator of (index, relpath, data) from sample `first` on.
-    `start`: where the caller's stream begins (stream sources); None: the source can start
-    anywhere, so it starts at the partial's committed count.
+    `start`: where the caller's stream begins (an int for a controller stream with a known
+    resume point); None: this side picks the partial's committed count, and `on_ready(start=K)`
+    tells the caller (a controller waiting to stream from K), or `on_ready(skip=True)` when
+    there is nothing to do, or `on_ready(abort=True)` when the build fails before reading.
     """
-    t0 = time.monotonic()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    except OSError as exc:
-        raise StageError(
-            "cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)
-        ) from None
-    fingerprint = manifest.fingerprint()
-    final = lmdb_writer.describe(path)
-    if final and (final.get("error") or final.get("format") != reader.FORMAT):
-        raise StageError(
-            "%s exists and is not a provision dataset (%s); move it away or pick another --name "
-            "or --dest" % (path, final.get("error") or "no format marker")
-        )
-    if (
-        final
-        and final.get("complete") == "1"
-        and final.get("fingerprint") == fingerprint
-        and not clean
+
+    def __init__(
+        self,
+        path,
+        manifest,
+        items_from,
+        source_desc,
+        emit,
+        log,
+        verify=False,
+        clean=False,
+        stall_timeout=DEFAULT_STALL,
+        start=None,
+        extra_need=0,
+        write_reader=True,
+        extra_meta=None,
+        commit=None,
+        on_ready=None,
     ):
-        result = _finished_result(path, final, skipped=True, seconds=time.monotonic() - t0)
-        if verify:
-            result["verify"] = verify_file(path, manifest, emit)
-        if write_reader:
+        self.path = path
+        self.manifest = manifest
+        self.items_from = items_from
+        self.source_desc = source_desc
+        self.emit = emit
+        self.log = log
+        self.verify = verify
+        self.clean = clean
+        self.stall_timeout = stall_timeout
+        self.start = start
+        self.extra_need = extra_need
+        self.write_reader = write_reader
+        self.extra_meta = extra_meta
+        self.commit = commit
+        self.on_ready = on_ready
+        self.ready_sent = False
+        self.feed = None
+        self.t0 = time.monotonic()
+
+    def _ready(self, **fields):
+        if self.on_ready is not None and not self.ready_sent:
+            self.ready_sent = True
+            self.on_ready(**fields)
+
+    def run(self):
+        # A stream with a known start is parsed right away, while the checks and the LMDB
+        # set-up below run: the controller is already sending.
+        if self.start is not None and self.start < len(self.manifest):
+            self.feed = start_feed(self.items_from(self.start))
+        try:
+            return self._run()
+        except BaseException:
+            self._ready(abort=True)
+            raise
+        finally:
+            if self.feed is not None:
+                self.feed.close()
+
+    def _run(self):
+        path, manifest = self.path, self.manifest
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError as exc:
+            raise StageError(
+                "cannot create %s: %s" % (os.path.dirname(path), exc.strerror or exc)
+            ) from None
+        fingerprint = manifest.fingerprint()
+        final = lmdb_writer.describe(path)
+        if final and (final.get("error") or final.get("format") != reader.FORMAT):
+            raise StageError(
+                "%s exists and is not a provision dataset (%s); move it away or pick another "
+                "--name or --dest" % (path, final.get("error") or "no format marker")
+            )
+        if (
+            final
+            and final.get("complete") == "1"
+            and final.get("fingerprint") == fingerprint
+            and not self.clean
+        ):
+            self._ready(skip=True, path=path)
+            result = _finished_result(path, final, skipped=True, seconds=time.monotonic() - self.t0)
+            if self.verify:
+                result["verify"] = verify_file(path, manifest, self.emit)
+            if self.write_reader:
+                result["reader"] = write_reader_module(os.path.dirname(path))
+            return result
+        writer = lmdb_writer.DatasetWriter(
+            path, manifest, self.source_desc, emit_log=self.log, extra_meta=self.extra_meta
+        )
+        if self.commit:  # tuning (and tests): commit every N samples / S seconds
+            writer.txn_samples = int(self.commit.get("samples") or writer.txn_samples)
+            writer.txn_seconds = float(self.commit.get("seconds") or writer.txn_seconds)
+        committed = writer.open(clean=self.clean)
+        try:
+            summary = self._write(writer, committed, final)
+        except BaseException:
+            try:
+                writer.close()  # commit what is complete: the next run resumes there
+            except Exception as exc:
+                self.log("could not commit the last samples: %s" % exc)
+            if self.clean:
+                lmdb_writer.remove_files(writer.partial)
+            raise
+        result = {
+            "path": path,
+            "count": summary["count"],
+            "bytes": summary["bytes"],
+            "file_bytes": os.path.getsize(path),
+            "checksum": summary["checksum"],
+            "fingerprint": fingerprint,
+            "layout": manifest.layout,
+            "classes": len(manifest.classes),
+            "labelled": manifest.labels is not None,
+            "resumed_from": committed,
+            "skipped": False,
+            "verified": bool(self.verify),
+            "seconds": round(time.monotonic() - self.t0, 3),
+        }
+        if self.write_reader:
             result["reader"] = write_reader_module(os.path.dirname(path))
         return result
-    writer = lmdb_writer.DatasetWriter(
-        path, manifest, source_desc, emit_log=log, extra_meta=extra_meta
-    )
-    if commit:  # tuning (and tests): commit every N samples / S seconds
-        writer.txn_samples = int(commit.get("samples") or writer.txn_samples)
-        writer.txn_seconds = float(commit.get("seconds") or writer.txn_seconds)
-    committed = writer.open(clean=clean)
-    try:
-        first = committed if start is None else start
+
+    def _write(self, writer, committed, final):
+        manifest = self.manifest
+        first = committed if self.start is None else self.start
         if committed < first:
             raise StageError(
                 "the partial at %s holds %d samples but the stream starts at %d; rerun the stage"
                 % (writer.partial, committed, first)
             )
-        need = manifest.estimate_lmdb_bytes(committed) + extra_need
+        need = manifest.estimate_lmdb_bytes(committed) + self.extra_need
         check_space(writer.partial, need, _old_version_note(final))
-        done_bytes = sum(manifest.sizes[:committed])
+        self._ready(start=committed, path=self.path)
         if committed:
-            log(
+            self.log(
                 "resuming %s at sample %d of %d"
-                % (os.path.basename(path), committed, len(manifest))
+                % (os.path.basename(self.path), committed, len(manifest))
             )
+        done_bytes = sum(manifest.sizes[:committed])
         progress = Progress(
-            emit, "stage", len(manifest), manifest.total_bytes, committed, done_bytes
+            self.emit, "stage", len(manifest), manifest.total_bytes, committed, done_bytes
         )
         progress.committed = lambda: writer.committed
         progress.start()
         try:
-            if committed < len(manifest) or first < len(manifest):
+            if first < len(manifest):
+                if self.feed is None:
+                    self.feed = start_feed(self.items_from(first))
                 run_pipeline(
-                    items_from(first),
-                    writer,
-                    manifest,
-                    progress,
-                    stall_timeout,
-                    skip_until=committed,
+                    self.feed, writer, manifest, progress, self.stall_timeout, skip_until=committed
                 )
-            if verify:
+            if self.verify:
                 progress.phase = "verify"
-            summary = writer.finalize(
-                verify=verify, on_verify=lambda n: emit(phase="verify", done=n, total=len(manifest))
+            return writer.finalize(
+                verify=self.verify,
+                on_verify=lambda n: self.emit(phase="verify", done=n, total=len(manifest)),
             )
         finally:
             progress.stop()
-    except BaseException:
-        try:
-            writer.close()  # commit what is complete: the next run resumes there
-        except Exception as exc:
-            log("could not commit the last samples: %s" % exc)
-        if clean:
-            lmdb_writer.remove_files(writer.partial)
-        raise
-    result = {
-        "path": path,
-        "count": summary["count"],
-        "bytes": summary["bytes"],
-        "file_bytes": os.path.getsize(path),
-        "checksum": summary["checksum"],
-        "fingerprint": fingerprint,
-        "layout": manifest.layout,
-        "classes": len(manifest.classes),
-        "labelled": manifest.labels is not None,
-        "resumed_from": committed,
-        "skipped": False,
-        "verified": bool(verify),
-        "seconds": round(time.monotonic() - t0, 3),
-    }
-    if write_reader:
-        result["reader"] = write_reader_module(os.path.dirname(path))
-    return result
 
 
 def _old_version_note(final):
@@ -650,6 +708,10 @@ def stage(request, ctx):
     emitter = Emitter(ctx)
     try:
         return _stage(request, emitter.emit, emitter.log, ctx.stdin)
+    except BaseException:
+        # a controller waiting for `ready` (start "auto") must not wait for a stream's end
+        emitter.emit(phase="ready", abort=True)
+        raise
     finally:
         emitter.close()
 
@@ -673,7 +735,9 @@ def _stage(request, emit, log, stdin):
     with StageLock(path, wait=stall + 30):
         if kind == "stream":
             manifest = Manifest.from_wire(source["manifest"])
-            start = int(source.get("start", 0))
+            # "auto": this side picks the resume point and tells the controller, which waits
+            # for that `ready` event before it streams (one round trip instead of two)
+            auto = source.get("start") == "auto"
             return build(
                 path,
                 manifest,
@@ -684,8 +748,9 @@ def _stage(request, emit, log, stdin):
                 verify=verify_,
                 clean=clean,
                 stall_timeout=stall,
-                start=start,
+                start=None if auto else int(source.get("start") or 0),
                 commit=request.get("commit"),
+                on_ready=(lambda **f: emit(phase="ready", **f)) if auto else None,
             )
         if kind == "host":
             return _stage_host_path(path, source, emit, log, verify_, clean, stall)

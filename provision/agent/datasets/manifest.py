@@ -53,12 +53,12 @@ class Manifest(object):
         dataset.
         """
         if self._fingerprint is None:
-            h = hashlib.sha256()
-            h.update(json.dumps([self.layout, self.classes], ensure_ascii=False).encode("utf-8"))
-            labels = self.labels if self.labels is not None else [None] * len(self.paths)
-            for row in zip(self.paths, self.sizes, self.mtimes, labels):  # noqa: B905 (3.8)
-                h.update(b"\n" + json.dumps(row, ensure_ascii=False).encode("utf-8"))
-            self._fingerprint = "sha256:" + h.hexdigest()
+            body = json.dumps(
+                [self.layout, self.classes, self.paths, self.sizes, self.mtimes, self.labels],
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            self._fingerprint = "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
         return self._fingerprint
 
     def estimate_lmdb_bytes(self, start=0):

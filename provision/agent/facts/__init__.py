@@ -1,9 +1,16 @@
 """The `facts` agent command: everything about a host in one call, in well under a second.
 
 Each key comes from one small source function. A source that fails gives its key
-`{"error": "..."}` and the others go on. The slow sources (the GPU query, and running nvcc and
-ldconfig) run in threads while the file-reading ones run here. Nothing imports torch.
-docs/facts.md documents every key.
+`{"error": "..."}` and the others go on. The GPU query, when it will call into the driver
+(NVML or nvidia-smi, seconds on a busy GPU), runs in a thread with the CUDA-library scan while
+the file-reading sources run here; on a host without either, everything runs here. Nothing
+imports torch. docs/facts.md documents every key.
+
+CPU is the cost that matters: each call is a fresh interpreter, and on a small host (or a test
+fleet sharing one machine) facts for many hosts compete for the same cores. So /proc/self/mountinfo
+is parsed once and handed to every source that needs it, and no module imported on the way
+(here or in protocol.py) pulls in typing, re, subprocess, threading, socket or json unless a
+source actually needs it: on a host without a GPU a call is an interpreter start and file reads.
 
 Request (all optional):
   only: [keys]               gather just these keys
@@ -11,10 +18,9 @@ Request (all optional):
   nvidia_smi_timeout: 20     seconds before a hung nvidia-smi is given up on
 """
 
-import socket
-import threading
+from __future__ import annotations
+
 import time
-from typing import Any, Callable, Dict, List, Optional
 
 from provision.agent import nvidia
 from provision.agent.facts import (
@@ -23,23 +29,35 @@ from provision.agent.facts import (
     data_dir,
     disks,
     memory,
+    mounts,
     python_env,
     system,
     torch_info,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional
 
 SCHEMA_VERSION = 1
 KEYS = ("hostname", "os", "cpu", "memory", "disks", "data_dir", "python", "torch", "nvidia", "gpus")
 
 
 class _Background(object):
-    """Runs one source in a thread; `result()` waits for it and never raises."""
+    """Runs one source in a thread (or, with threaded=False, right here and now); `result()`
+    waits for it and raises what the source raised."""
 
-    def __init__(self, func: Callable[[], Any]) -> None:
+    def __init__(self, func: Callable[[], Any], threaded: bool = True) -> None:
         self._func = func
         self._value: Any = None
         self._error: Optional[BaseException] = None
         self._seconds = 0.0
+        self._thread: Any = None
+        if not threaded:
+            self._run()
+            return
+        import threading
+
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -52,9 +70,10 @@ class _Background(object):
         self._seconds = time.time() - started
 
     def result(self, timeout: float) -> Any:
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise TimeoutError("did not finish in %ss" % timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError("did not finish in %ss" % timeout)
         if self._error is not None:
             raise self._error
         return self._value
@@ -85,21 +104,25 @@ def gather(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
 
     background: Dict[str, _Background] = {}
     if wanted & {"nvidia", "gpus"}:
+        threaded = nvidia.query_may_block()
         background["nvidia"] = _Background(
-            lambda: nvidia.collect(with_processes=False, smi_timeout=smi_timeout)
+            lambda: nvidia.collect(with_processes=False, smi_timeout=smi_timeout), threaded
         )
-    if "nvidia" in wanted:
-        background["cuda_libs"] = _Background(cuda_libs.gather)
+        if "nvidia" in wanted:  # may run nvcc --version where no file names its version
+            background["cuda_libs"] = _Background(cuda_libs.gather, threaded)
 
     facts: Dict[str, Any] = {"schema": SCHEMA_VERSION}
     timings: Dict[str, int] = {}
+    mount_table: List[Any] = []
+    if wanted & {"os", "cpu", "memory", "disks", "data_dir"}:
+        mount_table = mounts.read_mounts()  # once: each of those sources looks through it
     sources: List[Any] = [
-        ("hostname", socket.gethostname),
-        ("os", system.os_info),
-        ("cpu", cpu.gather),
-        ("memory", memory.gather),
-        ("disks", disks.gather),
-        ("data_dir", lambda: data_dir.choose(request)),
+        ("hostname", system.hostname),
+        ("os", lambda: system.os_info(mounts=mount_table)),
+        ("cpu", lambda: cpu.gather(mounts=mount_table)),
+        ("memory", lambda: memory.gather(mounts=mount_table)),
+        ("disks", lambda: disks.gather(mounts=mount_table)),
+        ("data_dir", lambda: data_dir.choose(request, mounts=mount_table)),
         ("python", python_env.gather),
         ("torch", lambda: torch_info.gather(_conda_envs(facts.get("python")))),
     ]

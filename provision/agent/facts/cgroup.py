@@ -10,11 +10,16 @@ mounted and which part of it (its root; inside a container with a cgroup namespa
 directory from ours up to the mount is read and the smallest limit wins.
 """
 
+from __future__ import annotations
+
 import os
-from typing import Dict, List, Optional
 
 from provision.agent.facts._util import read_text
 from provision.agent.facts.mounts import read_mounts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional
 
 # v1 memory.limit_in_bytes when unlimited is PAGE_COUNTER_MAX (~2^63 rounded to pages).
 _V1_UNLIMITED = 1 << 62
@@ -36,10 +41,14 @@ def parse_proc_cgroup(text: str) -> Dict[str, str]:
     return paths
 
 
-def cgroup_dirs(controller: str, root: str = "/") -> List[str]:
-    """Directories holding `controller`'s files for this process, ours first, then ancestors."""
+def cgroup_dirs(
+    controller: str, root: str = "/", mounts: Optional[List[Dict[str, object]]] = None
+) -> List[str]:
+    """Directories holding `controller`'s files for this process, ours first, then ancestors.
+    `mounts`: /proc/self/mountinfo already parsed (facts reads it once per call)."""
     paths = parse_proc_cgroup(read_text(os.path.join(root, "proc/self/cgroup")) or "")
-    mounts = read_mounts(os.path.join(root, "proc/self/mountinfo"))
+    if mounts is None:
+        mounts = read_mounts(os.path.join(root, "proc/self/mountinfo"))
     found = []
     for mount in mounts:
         if mount["fs_type"] == "cgroup2" and "" in paths:
@@ -67,12 +76,14 @@ def cgroup_dirs(controller: str, root: str = "/") -> List[str]:
     return found
 
 
-def cpu_quota(root: str = "/") -> Dict[str, Optional[object]]:
+def cpu_quota(
+    root: str = "/", mounts: Optional[List[Dict[str, object]]] = None
+) -> Dict[str, Optional[object]]:
     """{"cpus": quota in CPUs or None when unlimited, "version", "path"}."""
     best: Optional[float] = None
     best_path = None
     version = None
-    for entry in cgroup_dirs("cpu", root):
+    for entry in cgroup_dirs("cpu", root, mounts):
         kind, _, directory = entry.partition(":")
         if kind == "v2":
             text = read_text(os.path.join(directory, "cpu.max"))
@@ -102,13 +113,15 @@ def cpu_quota(root: str = "/") -> Dict[str, Optional[object]]:
     }
 
 
-def memory_limit(root: str = "/") -> Dict[str, Optional[object]]:
+def memory_limit(
+    root: str = "/", mounts: Optional[List[Dict[str, object]]] = None
+) -> Dict[str, Optional[object]]:
     """{"limit_bytes", "usage_bytes", "version", "path"}; limit None when unlimited."""
     best: Optional[int] = None
     best_path = None
     usage = None
     version = None
-    for entry in cgroup_dirs("memory", root):
+    for entry in cgroup_dirs("memory", root, mounts):
         kind, _, directory = entry.partition(":")
         limit_file, usage_file = (
             ("memory.max", "memory.current")

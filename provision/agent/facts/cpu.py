@@ -4,20 +4,24 @@ effective_cpus = min(CPUs in our affinity mask, cgroup CPU quota): a container p
 CPUs with a quota of 4 CPUs runs 4 CPUs' worth of work, so 4 is what sizes DataLoader workers.
 """
 
-import math
+from __future__ import annotations
+
 import os
-import re
-from typing import Any, Dict, Optional
 
 from provision.agent.facts import cgroup
 from provision.agent.facts._util import read_text
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
-def gather(root: str = "/") -> Dict[str, Any]:
+
+def gather(root: str = "/", mounts: Optional[List[Dict[str, object]]] = None) -> Dict[str, Any]:
+    """`mounts`: /proc/self/mountinfo already parsed, for the cgroup lookup."""
     info = parse_cpuinfo(read_text(os.path.join(root, "proc/cpuinfo"), limit=8 << 20) or "")
     logical = os.cpu_count()
     affinity = _affinity()
-    quota = cgroup.cpu_quota(root)
+    quota = cgroup.cpu_quota(root, mounts)
     limits = [n for n in (affinity, quota["cpus"]) if n is not None]
     effective: Optional[float] = min(limits) if limits else logical
     return {
@@ -31,7 +35,7 @@ def gather(root: str = "/") -> Dict[str, Any]:
         "cgroup_version": quota["version"],
         "effective_cpus": _tidy(effective),
         # Whole CPUs to plan worker processes with: a 2.5-CPU quota runs 2 busy workers well.
-        "usable_cpus": max(1, int(math.floor(effective))) if effective else None,
+        "usable_cpus": max(1, int(effective)) if effective else None,  # int() floors: > 0
         "hypervisor_flag": info["hypervisor"],
     }
 
@@ -78,7 +82,7 @@ def parse_cpuinfo(text: str) -> Dict[str, Any]:
             physical_id = value
         elif key == "core id":
             core_id = value
-        elif key == "flags" and re.search(r"\bhypervisor\b", value):
+        elif key == "flags" and "hypervisor" in value.split():
             hypervisor = True
     return {
         "model": model,

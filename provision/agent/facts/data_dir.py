@@ -6,11 +6,16 @@ most free space. The reason for the choice, and why each known directory was pas
 part of the answer so a report can say it.
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, List, Optional
 
 from provision.agent.facts.disks import describe, real_mounts
 from provision.agent.facts.mounts import is_network_fs, mount_for, read_mounts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 MIN_FREE_BYTES = 1 << 30
 
@@ -28,8 +33,12 @@ KNOWN_NETWORK_DIRS = [
 ]
 
 
-def choose(request: Dict[str, Any], root: str = "/") -> Dict[str, Any]:
-    mounts = read_mounts(os.path.join(root, "proc/self/mountinfo"))
+def choose(
+    request: Dict[str, Any], root: str = "/", mounts: Optional[List[Dict[str, object]]] = None
+) -> Dict[str, Any]:
+    """`mounts`: /proc/self/mountinfo already parsed (facts reads it once per call)."""
+    if mounts is None:
+        mounts = read_mounts(os.path.join(root, "proc/self/mountinfo"))
     sys_root = os.path.join(root, "sys")
     rejected: List[Dict[str, str]] = []
     requested = request.get("data_dir")

@@ -4,17 +4,24 @@ Why it matters: a dataset staged onto network storage (AutoDL's autodl-fs, a Run
 volume, NFS) reads small files 10-100x slower than local NVMe, and an HDD is no better.
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, List, Optional
 
 from provision.agent.facts._util import call_with_timeout, read_text
 from provision.agent.facts.mounts import is_network_fs, is_pseudo_fs, mount_for, read_mounts
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
 STATVFS_TIMEOUT_S = 1.0  # a dead NFS server blocks statvfs forever; don't let it block facts
 
 
-def gather(root: str = "/") -> Dict[str, Any]:
-    mounts = read_mounts(os.path.join(root, "proc/self/mountinfo"))
+def gather(root: str = "/", mounts: Optional[List[Dict[str, object]]] = None) -> Dict[str, Any]:
+    """`mounts`: /proc/self/mountinfo already parsed (facts reads it once per call)."""
+    if mounts is None:
+        mounts = read_mounts(os.path.join(root, "proc/self/mountinfo"))
     sys_root = os.path.join(root, "sys")
     return {
         "mounts": [describe(m, mounts, sys_root) for m in real_mounts(mounts)],

@@ -1,11 +1,16 @@
 """RAM as this process sees it: the host's /proc/meminfo capped by the cgroup limit, plus /dev/shm
 (Docker's default 64 MiB shm is what makes PyTorch DataLoader workers die with "bus error")."""
 
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, Optional
 
 from provision.agent.facts import cgroup
 from provision.agent.facts._util import read_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 
 def parse_meminfo(text: str) -> Dict[str, int]:
@@ -20,11 +25,12 @@ def parse_meminfo(text: str) -> Dict[str, int]:
     return values
 
 
-def gather(root: str = "/") -> Dict[str, Any]:
+def gather(root: str = "/", mounts: Optional[List[Dict[str, object]]] = None) -> Dict[str, Any]:
+    """`mounts`: /proc/self/mountinfo already parsed, for the cgroup lookup."""
     info = parse_meminfo(read_text(os.path.join(root, "proc/meminfo")) or "")
     total = info.get("MemTotal")
     available = info.get("MemAvailable", info.get("MemFree"))
-    limits = cgroup.memory_limit(root)
+    limits = cgroup.memory_limit(root, mounts)
     limit = limits["limit_bytes"]
     effective_total = min(total, limit) if total and limit else (limit or total)
     effective_available = available

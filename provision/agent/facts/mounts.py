@@ -4,11 +4,15 @@ A line is `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOUR
 (proc(5)); paths escape space, tab, newline and backslash as octal (`\\040`).
 """
 
+from __future__ import annotations
+
 import os
-import re
-from typing import Dict, List, Optional
 
 from provision.agent.facts._util import read_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional
 
 # Kernel and virtual filesystems: never where data goes.
 PSEUDO_FS = {
@@ -79,11 +83,13 @@ LOCAL_FUSE = {
     "fuse.mergerfs",
 }
 
-_OCTAL = re.compile(r"\\([0-7]{3})")
-
 
 def unescape(path: str) -> str:
-    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), path)
+    if "\\" not in path:  # nearly every path: no need for re
+        return path
+    import re
+
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
 def parse_mountinfo(text: str) -> List[Dict[str, object]]:

@@ -5,16 +5,16 @@ conda environments come from `<base>/envs`, `~/.conda/envs` and `~/.conda/enviro
 the same places `conda info --envs` reads. Credentials in index and proxy URLs are masked.
 """
 
-import configparser
-import glob
-import os
-import platform
-import re
-import shutil
-import sys
-from typing import Any, Dict, List, Optional
+from __future__ import annotations
 
-from provision.agent.facts._util import mask_url, read_text
+import os
+import sys
+
+from provision.agent.facts._util import list_dir, mask_url, read_text, which
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 CONDA_BASE_GUESSES = (
     "~/miniconda3",
@@ -38,9 +38,7 @@ PROXY_VARIABLES = (
     "ALL_PROXY",
     "NO_PROXY",
 )
-_PYTHON_NAME = re.compile(r"^python3(\.\d+)?$")
-_VERSION_IN_NAME = re.compile(r"python(\d+\.\d+)")
-_ASSIGNMENT = re.compile(r"\b(%s)=([^\s;&]+)" % "|".join(PROXY_VARIABLES))
+_IMPLEMENTATIONS = {"cpython": "CPython", "pypy": "PyPy", "ironpython": "IronPython"}
 
 
 def gather(
@@ -51,8 +49,11 @@ def gather(
     return {
         "agent": {
             "executable": sys.executable,
-            "version": platform.python_version(),
-            "implementation": platform.python_implementation(),
+            # what platform.python_version() / python_implementation() say, without platform
+            "version": sys.version.split()[0],
+            "implementation": _IMPLEMENTATIONS.get(
+                sys.implementation.name, sys.implementation.name
+            ),
             "prefix": sys.prefix,
             "virtualenv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
             "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
@@ -66,30 +67,54 @@ def gather(
 
 def find_pythons(path_variable: str) -> List[Dict[str, Any]]:
     """python3 and python3.X executables on PATH (plus /usr/bin, /usr/local/bin), one per real
-    file; the version comes from the file name (python3 -> python3.10), so nothing is run."""
+    file; the version comes from the file name (python3 -> python3.10), so nothing is run.
+    A folder listed twice, or twice under two names (/bin -> /usr/bin), is read once."""
     seen = set()
+    seen_dirs = set()
     found = []
     directories = [d for d in path_variable.split(os.pathsep) if d] + ["/usr/local/bin", "/usr/bin"]
     for directory in directories:
+        real_dir = os.path.realpath(directory)
+        if real_dir in seen_dirs:
+            continue
+        seen_dirs.add(real_dir)
         try:
-            names = sorted(os.listdir(directory))
+            names = sorted(n for n in os.listdir(directory) if _is_python3_name(n))
         except OSError:
             continue
         for name in names:
-            if not _PYTHON_NAME.match(name):
-                continue
             path = os.path.join(directory, name)
             real = os.path.realpath(path)
             if real in seen or not os.access(real, os.X_OK) or os.path.isdir(real):
                 continue
             seen.add(real)
-            version = _VERSION_IN_NAME.search(os.path.basename(real)) or _VERSION_IN_NAME.search(
-                name
-            )
-            found.append(
-                {"path": path, "real_path": real, "version": version.group(1) if version else None}
-            )
+            version = _version_in_name(os.path.basename(real)) or _version_in_name(name)
+            found.append({"path": path, "real_path": real, "version": version})
     return found
+
+
+def _is_python3_name(name: str) -> bool:
+    """python3 or python3.N (not python3-config, python3.11m, python3.11.bak)."""
+    if not name.startswith("python3"):
+        return False
+    rest = name[len("python3") :]
+    return rest == "" or (rest[:1] == "." and rest[1:].isdigit() and rest[1:].isascii())
+
+
+def _version_in_name(name: str) -> Optional[str]:
+    """The first `pythonX.Y` in a file name -> "X.Y" (python3.10 -> "3.10", python3 -> None)."""
+    start = name.find("python")
+    while start >= 0:
+        major, dot, rest = name[start + len("python") :].partition(".")
+        minor = ""
+        for char in rest:
+            if not ("0" <= char <= "9"):
+                break
+            minor += char
+        if major.isdigit() and major.isascii() and dot and minor:
+            return "%s.%s" % (major, minor)
+        start = name.find("python", start + 1)
+    return None
 
 
 def conda(env: Dict[str, str], home: str) -> Dict[str, Any]:
@@ -111,7 +136,7 @@ def conda_base(env: Dict[str, str], home: str) -> Optional[str]:
     candidates = []
     if env.get("CONDA_EXE"):  # set by `conda init` shells: <base>/bin/conda
         candidates.append(os.path.dirname(os.path.dirname(env["CONDA_EXE"])))
-    found = shutil.which("conda", path=env.get("PATH"))
+    found = which("conda", path=env.get("PATH"))
     if found:
         candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(found))))
     candidates.extend(guess.replace("~", home, 1) for guess in CONDA_BASE_GUESSES)
@@ -128,8 +153,8 @@ def conda_envs(base: Optional[str], home: str) -> List[Dict[str, Any]]:
     paths: List[str] = []
     if base:
         paths.append(base)
-        paths.extend(sorted(glob.glob(os.path.join(base, "envs", "*"))))
-    paths.extend(sorted(glob.glob(os.path.join(home, ".conda", "envs", "*"))))
+        paths.extend(list_dir(os.path.join(base, "envs")))
+    paths.extend(list_dir(os.path.join(home, ".conda", "envs")))
     listed = read_text(os.path.join(home, ".conda", "environments.txt")) or ""
     paths.extend(line.strip() for line in listed.splitlines() if line.strip())
     result = []
@@ -151,7 +176,9 @@ def conda_envs(base: Optional[str], home: str) -> List[Dict[str, Any]]:
 
 def conda_python_version(prefix: str) -> Optional[str]:
     # conda records each installed package as conda-meta/<name>-<version>-<build>.json
-    for meta in glob.glob(os.path.join(prefix, "conda-meta", "python-3*.json")):
+    import re
+
+    for meta in list_dir(os.path.join(prefix, "conda-meta"), "python-3", ".json"):
         match = re.match(r"python-(\d+\.\d+\.\d+)", os.path.basename(meta))
         if match:
             return match.group(1)
@@ -164,7 +191,8 @@ def condarc_channels(text: str) -> List[str]:
     in_list = False
     for line in text.splitlines():
         stripped = line.strip()
-        if re.match(r"^(channels|default_channels)\s*:\s*$", line):
+        key, colon, rest = line.partition(":")
+        if colon and key.rstrip() in ("channels", "default_channels") and not rest.strip():
             in_list = True
             continue
         if in_list and stripped.startswith("- "):
@@ -200,25 +228,25 @@ def pip_config(env: Dict[str, str], home: str, root: str = "/") -> Dict[str, Any
         text = read_text(path)
         if text is None:
             continue
-        parser = configparser.RawConfigParser(strict=False)
         try:
-            parser.read_string(text, source=path)
-        except configparser.Error as exc:
+            sections = read_ini(text, path)
+        except ValueError as exc:
             read.append({"path": path, "error": str(exc).splitlines()[0]})
             continue
         read.append({"path": path})
         for section in ("global", "install"):
-            if not parser.has_section(section):
+            options = sections.get(section)
+            if options is None:
                 continue
             for key in ("index-url", "index_url"):
-                if parser.has_option(section, key):
-                    index, index_from = parser.get(section, key).strip(), path
+                if key in options:
+                    index, index_from = options[key].strip(), path
             for key in ("extra-index-url", "extra_index_url"):
-                if parser.has_option(section, key):
-                    extra = parser.get(section, key).split()
+                if key in options:
+                    extra = options[key].split()
             for key in ("trusted-host", "trusted_host"):
-                if parser.has_option(section, key):
-                    trusted = parser.get(section, key).split()
+                if key in options:
+                    trusted = options[key].split()
     if env.get("PIP_INDEX_URL"):
         index, index_from = env["PIP_INDEX_URL"], "PIP_INDEX_URL"
     if env.get("PIP_EXTRA_INDEX_URL"):
@@ -234,6 +262,50 @@ def pip_config(env: Dict[str, str], home: str, root: str = "/") -> Dict[str, Any
     }
 
 
+def read_ini(text: str, source: str = "<string>") -> Dict[str, Dict[str, str]]:
+    """section -> {option (lower case): value}, as pip's RawConfigParser(strict=False) reads the
+    file; ValueError (configparser.Error) when it cannot. A plain file -- `[section]` lines,
+    unindented `key = value` lines, comments -- is read here; any other (continuation lines,
+    a DEFAULT section, odd headers) goes to configparser, which costs ~5 ms to import."""
+    sections = _plain_ini(text)
+    if sections is not None:
+        return sections
+    import configparser
+
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        parser.read_string(text, source=source)
+    except configparser.Error as exc:
+        raise ValueError(str(exc)) from exc
+    return {name: dict(parser.items(name)) for name in parser.sections()}
+
+
+def _plain_ini(text: str) -> Optional[Dict[str, Dict[str, str]]]:
+    """What configparser reads from a file in the plain subset, else None."""
+    sections: Dict[str, Dict[str, str]] = {}
+    current: Optional[Dict[str, str]] = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        if line[0] in " \t":  # a continuation line, or one configparser may take for one
+            return None
+        if stripped[0] == "[":
+            name = stripped[1:-1]
+            if stripped[-1] != "]" or not name or "]" in name or name == "DEFAULT":
+                return None
+            current = sections.setdefault(name, {})
+            continue
+        if current is None:  # an option before any section: configparser's error to give
+            return None
+        cuts = [i for i in (stripped.find("="), stripped.find(":")) if i >= 0]
+        key = stripped[: min(cuts)].strip().lower() if cuts else ""
+        if not key:
+            return None
+        current[key] = stripped[min(cuts) + 1 :].strip()
+    return sections
+
+
 def proxy(env: Dict[str, str], root: str = "/") -> Dict[str, Any]:
     """Proxy variables in this environment, and what AutoDL's /etc/network_turbo would set
     (it is sourced by hand, `source /etc/network_turbo`, so a fresh SSH shell lacks it)."""
@@ -242,7 +314,10 @@ def proxy(env: Dict[str, str], root: str = "/") -> Dict[str, Any]:
     turbo_text = read_text(turbo_path)
     turbo: Dict[str, Any] = {"present": turbo_text is not None}
     if turbo_text is not None:
+        import re
+
+        assignment = re.compile(r"\b(%s)=([^\s;&]+)" % "|".join(PROXY_VARIABLES))
         turbo["sets"] = {
-            name: mask_url(value.strip("\"'")) for name, value in _ASSIGNMENT.findall(turbo_text)
+            name: mask_url(value.strip("\"'")) for name, value in assignment.findall(turbo_text)
         }
     return {"environment": current, "network_turbo": turbo}

@@ -1,24 +1,37 @@
 """Hostname, distribution, kernel, and whether this is a container, a VM, or a rental platform."""
 
-import os
-import platform
-import re
-import shutil
-import socket
-from typing import Any, Dict, List, Optional
+from __future__ import annotations
 
-from provision.agent.facts._util import parse_key_values, read_text, run
+import os
+
+from provision.agent.facts._util import parse_key_values, read_text, run, which
 from provision.agent.facts.mounts import read_mounts
 
-_CONTAINER_CGROUP = re.compile(r"(docker|kubepods|containerd|libpod|podman|lxc|crio|garden)")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
+# Words in /proc/1/cgroup that mean a container runtime started PID 1.
+_CONTAINER_CGROUP_WORDS = (
+    "docker",
+    "kubepods",
+    "containerd",
+    "libpod",
+    "podman",
+    "lxc",
+    "crio",
+    "garden",
+)
 
 
 def hostname() -> str:
-    # socket.getfqdn() may wait on DNS; the plain name is enough and instant.
-    return socket.gethostname()
+    # What socket.gethostname() returns (the UTS node name), without importing socket; the FQDN
+    # (socket.getfqdn) may wait on DNS and the plain name is enough.
+    return os.uname().nodename
 
 
-def os_info(root: str = "/") -> Dict[str, Any]:
+def os_info(root: str = "/", mounts: Optional[List[Dict[str, object]]] = None) -> Dict[str, Any]:
+    """`mounts`: /proc/self/mountinfo already parsed (facts reads it once per call)."""
     release = parse_key_values(read_text(os.path.join(root, "etc/os-release")) or "")
     uname = os.uname()
     uptime = read_text(os.path.join(root, "proc/uptime"))
@@ -31,7 +44,7 @@ def os_info(root: str = "/") -> Dict[str, Any]:
         "arch": uname.machine,
         "libc": _libc(),
         "uptime_s": int(float(uptime.split()[0])) if uptime else None,
-        "container": detect_container(root),
+        "container": detect_container(root, mounts),
         "virtualization": detect_vm(root),
         "provider": detect_provider(root),
     }
@@ -43,10 +56,14 @@ def _libc() -> Optional[str]:
             "CS_GNU_LIBC_VERSION"
         )  # "glibc 2.35"; instant, unlike platform.libc_ver()
     except (ValueError, OSError, AttributeError):
+        import platform
+
         return platform.libc_ver()[0] or None
 
 
-def detect_container(root: str = "/") -> Dict[str, Any]:
+def detect_container(
+    root: str = "/", mounts: Optional[List[Dict[str, object]]] = None
+) -> Dict[str, Any]:
     """{"is_container", "type", "evidence": [...]}; every clue found is listed."""
     evidence: List[str] = []
     kind = None
@@ -57,21 +74,23 @@ def detect_container(root: str = "/") -> Dict[str, Any]:
         evidence.append("/run/.containerenv exists")
         kind = kind or "podman"
     cgroup = read_text(os.path.join(root, "proc/1/cgroup")) or ""
-    match = _CONTAINER_CGROUP.search(cgroup)
-    if match:
-        evidence.append("/proc/1/cgroup mentions %s" % match.group(1))
+    word = _first_word(cgroup, _CONTAINER_CGROUP_WORDS)
+    if word:
+        evidence.append("/proc/1/cgroup mentions %s" % word)
         kind = kind or {"kubepods": "kubernetes", "libpod": "podman", "crio": "cri-o"}.get(
-            match.group(1), match.group(1)
+            word, word
         )
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         evidence.append("KUBERNETES_SERVICE_HOST is set")
         kind = kind or "kubernetes"
-    for mount in read_mounts(os.path.join(root, "proc/self/mountinfo")):
+    if mounts is None:
+        mounts = read_mounts(os.path.join(root, "proc/self/mountinfo"))
+    for mount in mounts:
         if mount["mountpoint"] == "/" and mount["fs_type"] == "overlay":
             evidence.append("/ is an overlay filesystem")
             break
     # Ask systemd only when the cheap clues found nothing (each run costs ~10-20 ms).
-    if not evidence and root == "/" and shutil.which("systemd-detect-virt"):
+    if not evidence and root == "/" and which("systemd-detect-virt"):
         code, out = run(["systemd-detect-virt", "--container"], timeout=2)
         if code == 0 and out.strip() and out.strip() != "none":
             evidence.append("systemd-detect-virt --container: %s" % out.strip())
@@ -84,8 +103,7 @@ def detect_vm(root: str = "/") -> Dict[str, Any]:
     evidence: List[str] = []
     hypervisor = None
     cpuinfo = read_text(os.path.join(root, "proc/cpuinfo"), limit=1 << 16) or ""
-    flags = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
-    if flags and " hypervisor" in flags.group(1):
+    if "hypervisor" in _first_flags(cpuinfo).split():
         evidence.append("cpu flag 'hypervisor'")
     vendor = (read_text(os.path.join(root, "sys/class/dmi/id/sys_vendor")) or "").strip()
     product = (read_text(os.path.join(root, "sys/class/dmi/id/product_name")) or "").strip()
@@ -107,7 +125,7 @@ def detect_vm(root: str = "/") -> Dict[str, Any]:
                 evidence.append("DMI: %s" % dmi.strip())
                 hypervisor = name
                 break
-    if not evidence and root == "/" and shutil.which("systemd-detect-virt"):
+    if not evidence and root == "/" and which("systemd-detect-virt"):
         code, out = run(["systemd-detect-virt", "--vm"], timeout=2)
         if code == 0 and out.strip() and out.strip() != "none":
             evidence.append("systemd-detect-virt --vm: %s" % out.strip())
@@ -134,3 +152,19 @@ def detect_provider(root: str = "/") -> Dict[str, Any]:
             evidence.append("%s is set" % variable)
             provider = provider or name
     return {"name": provider, "evidence": evidence}
+
+
+def _first_word(text: str, words: Any) -> Optional[str]:
+    """The word of `words` that occurs first in `text` (what a regex alternation finds)."""
+    found = [(text.find(word), word) for word in words if word in text]
+    return min(found)[1] if found else None
+
+
+def _first_flags(cpuinfo: str) -> str:
+    """The value of the first `flags : ...` line of /proc/cpuinfo ("" when there is none)."""
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == "flags":
+                return value
+    return ""

@@ -5,19 +5,56 @@ NVML through pynvml (in-process, stable API) -> `nvidia-smi -q -x` -> `nvidia-sm
 CSV. When none answers it says why (no driver, no GPU, nvidia-smi missing or hung), and
 whether NVIDIA devices sit on the PCI bus anyway, which is the difference between "this is a
 CPU box" and "the driver is broken".
+
+On a host without NVIDIA this costs a few file reads and no program run: the parsers (and re,
+xml.etree, subprocess, ctypes) are imported only when a source that needs them is tried, and
+libcuda is only asked where there is a sign of an NVIDIA driver or device.
 """
 
-import ctypes
-import glob
-import os
-import re
-import shutil
-import subprocess
-from typing import Any, Dict, List, Optional, Tuple
+from __future__ import annotations
 
-from provision.agent.nvidia import nvml, smi_csv, smi_xml, topology
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 NVIDIA_PCI_VENDOR = "0x10de"
+NVIDIA_SMI_PLACES = (
+    "/usr/bin/nvidia-smi",
+    "/usr/local/bin/nvidia-smi",
+    "/usr/local/nvidia/bin/nvidia-smi",
+)
+
+
+def import_pynvml() -> Optional[Any]:
+    """The pynvml module, or None where the host's Python does not have it."""
+    if os.environ.get("PROVISION_AGENT_NO_NVML"):  # lets tests and users force the smi path
+        return None
+    try:
+        import pynvml  # type: ignore
+
+        return pynvml
+    except Exception:
+        return None
+
+
+def query_may_block() -> bool:
+    """Whether collect() will call into the driver (NVML or nvidia-smi), which can take seconds
+    on a busy or broken GPU; without either it is a few file reads. Facts runs the query in a
+    thread only when this is True. Looks for pynvml on sys.path without importing it."""
+    if find_nvidia_smi() is not None:
+        return True
+    if os.environ.get("PROVISION_AGENT_NO_NVML"):
+        return False
+    for entry in sys.path:
+        folder = entry or os.curdir
+        if os.path.isfile(os.path.join(folder, "pynvml.py")) or os.path.isdir(
+            os.path.join(folder, "pynvml")
+        ):
+            return True
+    return False
 
 
 def collect(
@@ -27,12 +64,14 @@ def collect(
     attempts: List[Dict[str, str]] = []
     result: Optional[Dict[str, Any]] = None
 
-    module = nvml.importable()
+    module = import_pynvml()
     if module is None:
         attempts.append(
             {"source": "nvml", "error": "pynvml (nvidia-ml-py) is not importable by this Python"}
         )
     else:
+        from provision.agent.nvidia import nvml
+
         try:
             result = nvml.collect(module, with_processes=with_processes)
             result["source"] = "nvml"
@@ -58,13 +97,16 @@ def collect(
             "nvlink": None,
         }
     result["attempts"] = attempts
-    result["cuda_driver_version"] = result.pop("cuda_version", None) or cuda_version_from_libcuda()
     result["kernel_module_version"] = kernel_module_version()
+    result["pci_devices"] = nvidia_pci_devices()
+    cuda = result.pop("cuda_version", None)
+    if not cuda and _driver_signs(result):
+        cuda = cuda_version_from_libcuda()
+    result["cuda_driver_version"] = cuda
     if not result.get("driver_version"):
         result["driver_version"] = result["kernel_module_version"]
     if result.get("nvlink") is None and smi is not None and len(result["gpus"]) > 1:
         result["nvlink"] = _topology(smi, topology_timeout)
-    result["pci_devices"] = nvidia_pci_devices()
     if not result["gpus"]:
         result["reason"] = no_gpu_reason(
             attempts, result["pci_devices"], result["kernel_module_version"]
@@ -72,7 +114,20 @@ def collect(
     return result
 
 
+def _driver_signs(state: Dict[str, Any]) -> bool:
+    """A GPU read, the kernel module loaded, an NVIDIA device on the PCI bus, or the driver's
+    device node: only then is loading libcuda (ctypes, a dlopen) worth it."""
+    return bool(
+        state.get("gpus")
+        or state.get("kernel_module_version")
+        or state.get("pci_devices")
+        or os.path.exists("/dev/nvidiactl")
+    )
+
+
 def _from_xml(smi: str, timeout: float, attempts: List[Dict[str, str]]) -> Optional[Dict[str, Any]]:
+    from provision.agent.nvidia import smi_xml
+
     code, out = run([smi, "-q", "-x"], timeout)
     if code != 0:
         attempts.append({"source": "nvidia-smi -q -x", "error": _smi_error(code, out)})
@@ -90,6 +145,8 @@ def _from_xml(smi: str, timeout: float, attempts: List[Dict[str, str]]) -> Optio
 def _from_csv(
     smi: str, timeout: float, with_processes: bool, attempts: List[Dict[str, str]]
 ) -> Optional[Dict[str, Any]]:
+    from provision.agent.nvidia import smi_csv
+
     fields = list(smi_csv.DEFAULT_FIELDS)
     for _ in range(len(smi_csv.DEFAULT_FIELDS)):  # at most one retry per field
         cmd = [smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
@@ -133,6 +190,8 @@ def _from_csv(
 
 
 def _topology(smi: str, timeout: float) -> Dict[str, Any]:
+    from provision.agent.nvidia import topology
+
     code, out = run([smi, "topo", "-m"], timeout)
     if code != 0:
         return {"source": "nvidia-smi topo -m", "error": _smi_error(code, out)}
@@ -148,14 +207,12 @@ def _smi_error(code: int, out: str) -> str:
 
 def find_nvidia_smi() -> Optional[str]:
     # A non-login SSH shell may lack /usr/bin on PATH in minimal images; look there too.
-    found = shutil.which("nvidia-smi")
-    if found:
-        return found
-    for path in (
-        "/usr/bin/nvidia-smi",
-        "/usr/local/bin/nvidia-smi",
-        "/usr/local/nvidia/bin/nvidia-smi",
-    ):
+    # (shutil.which, written out: importing shutil costs more than the lookup.)
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory, "nvidia-smi")
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    for path in NVIDIA_SMI_PLACES:
         if os.access(path, os.X_OK):
             return path
     return None
@@ -163,6 +220,8 @@ def find_nvidia_smi() -> Optional[str]:
 
 def run(cmd: List[str], timeout: float) -> Tuple[int, str]:
     """(exit code, stdout+stderr); 124 on timeout, 127 when the program is missing."""
+    import subprocess
+
     try:
         proc = subprocess.run(
             cmd,
@@ -186,12 +245,16 @@ def kernel_module_version(path: str = "/proc/driver/nvidia/version") -> Optional
             text = f.read()
     except OSError:
         return None
+    import re
+
     match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
     return match.group(1) if match else None
 
 
 def cuda_version_from_libcuda() -> Optional[str]:
     """The CUDA version the driver supports, from libcuda's cuDriverGetVersion (no cuInit needed)."""
+    import ctypes
+
     for name in ("libcuda.so.1", "libcuda.so"):
         try:
             lib = ctypes.CDLL(name)
@@ -209,9 +272,14 @@ def cuda_version_from_libcuda() -> Optional[str]:
 def nvidia_pci_devices(sys_root: str = "/sys") -> List[Dict[str, str]]:
     """NVIDIA display/3D controllers on the PCI bus, whether or not a driver is bound."""
     devices = []
-    for vendor_path in sorted(glob.glob(os.path.join(sys_root, "bus/pci/devices/*/vendor"))):
-        device_dir = os.path.dirname(vendor_path)
-        if _read(vendor_path) != NVIDIA_PCI_VENDOR:
+    base = os.path.join(sys_root, "bus/pci/devices")
+    try:
+        addresses = sorted(os.listdir(base))
+    except OSError:
+        addresses = []
+    for address in addresses:  # what glob("bus/pci/devices/*/vendor") finds, without glob
+        device_dir = os.path.join(base, address)
+        if _read(os.path.join(device_dir, "vendor")) != NVIDIA_PCI_VENDOR:
             continue
         pci_class = _read(os.path.join(device_dir, "class")) or ""
         if not pci_class.startswith(

@@ -6,7 +6,6 @@ stable across drivers where nvidia-smi's text is not. Kept thin: each field is o
 in the record's `errors`.
 """
 
-import os
 from typing import Any, Dict, List, Optional
 
 from provision.agent.nvidia.gpu_model import (
@@ -318,11 +317,6 @@ def _nvlink(nv: Any, gpus: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def importable() -> Optional[Any]:
     """The pynvml module, or None where the host's Python does not have it."""
-    if os.environ.get("PROVISION_AGENT_NO_NVML"):  # lets tests and users force the smi path
-        return None
-    try:
-        import pynvml  # type: ignore
+    from provision.agent.nvidia import import_pynvml
 
-        return pynvml
-    except Exception:
-        return None
+    return import_pynvml()
