@@ -166,7 +166,9 @@ def test_stage_over_ssh_then_read_back_on_the_host(
     before = fleet.ns_exec(fh, f"stat -c %Y.%i {path}").stdout
     events.clear()
     again = stage_dataset(conn, agent, str(images), on_event=events.append)
-    assert again["skipped"] is True and [e["phase"] for e in events] == ["status", "skipped"]
+    phases = [e["phase"] for e in events]
+    assert again["skipped"] is True and phases[-1] == "skipped"
+    assert not {"lmdb", "stage"} & set(phases)  # nothing shipped, nothing streamed
     assert fleet.ns_exec(fh, f"stat -c %Y.%i {path}").stdout == before
 
 
@@ -293,7 +295,7 @@ def test_disk_full_on_the_host_ssd(
             match=r"not enough space for .*/flowers\.lmdb: it needs about .* MB, .* MB is free",
         ):
             stage_dataset(conn, agent, str(images))
-        assert ssd_listing(small, fh) == ["other"]
+        assert ssd_listing(small, fh) in (["other"], ["datasets", "other"])  # no file written
         small.ns_exec(fh, f"rm {SSD}/other")
 
         # fills up mid-way (another writer takes the space): clear error, partial kept, resume

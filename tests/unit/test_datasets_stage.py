@@ -585,7 +585,15 @@ def test_cli_bad_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFi
     )
     assert "class folder" in capsys.readouterr().err
     # the same bad layout with a host: still a usage error, and nothing is sent
-    argv = ["stage", str(tmp_path), "localhost", "--dest", str(tmp_path / "h"), "--layout", "imagefolder"]
+    argv = [
+        "stage",
+        str(tmp_path),
+        "localhost",
+        "--dest",
+        str(tmp_path / "h"),
+        "--layout",
+        "imagefolder",
+    ]
     assert main(argv) == 2
     assert "class folder" in capsys.readouterr().err and not (tmp_path / "h").exists()
 
@@ -600,3 +608,68 @@ def test_a_foreign_file_at_the_destination_is_never_overwritten(
     with pytest.raises(HostError, match=r"src\.lmdb exists and is not a provision dataset"):
         stage_dataset(conn, None, str(src), dest=str(tmp_path / "d"))
     assert precious.read_bytes() == b"someone else's file"
+
+
+def test_agent_picks_the_resume_point_when_start_is_auto(
+    images: Path, tmp_path: Path, home: Path
+) -> None:
+    """The one-call protocol used over SSH: request with start "auto", the agent answers with a
+    `ready` event (start K, or skip) before it reads the stream."""
+    import subprocess
+    import sys
+
+    plan = plan_local(str(images))
+    repo = Path(__file__).resolve().parents[2]
+    request = {
+        "path": str(tmp_path / "d.lmdb"),
+        "source": {"kind": "stream", "manifest": plan.manifest.to_wire(), "start": "auto"},
+        "commit": {"samples": 100},
+    }
+
+    def run(send) -> list[dict]:  # type: ignore[no-untyped-def]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "provision.agent", "stage"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=repo,
+            bufsize=0,
+        )
+        assert proc.stdin and proc.stdout
+        proc.stdin.write((json.dumps(request) + "\n").encode())
+        events = []
+        for line in proc.stdout:
+            event = json.loads(line)
+            events.append(event)
+            if event.get("phase") == "ready":
+                send(proc.stdin, event)
+                proc.stdin.close()
+            if event["event"] in ("result", "error"):
+                break
+        proc.wait(timeout=60)
+        return events
+
+    def first_700(stdin, ready) -> None:  # type: ignore[no-untyped-def]
+        assert ready["start"] == 0
+        sent = 0
+        for chunk in chunked(tar_stream(plan, 0), 512):
+            stdin.write(chunk)
+            sent += len(chunk)
+            if sent >= sum(512 + s + (-s % 512) for s in plan.manifest.sizes[:700]):
+                break
+
+    events = run(first_700)
+    assert (
+        events[-1]["event"] == "error" and "ended after sample 700 of 2000" in events[-1]["message"]
+    )
+    seen: dict = {}
+
+    def rest(stdin, ready) -> None:  # type: ignore[no-untyped-def]
+        seen.update(ready)
+        for chunk in tar_stream(plan, ready["start"]):
+            stdin.write(chunk)
+
+    events = run(rest)
+    assert seen["start"] == 700 and events[-1]["data"]["resumed_from"] == 700
+    assert read_all(tmp_path / "d.lmdb") == expected(images)
+    events = run(lambda stdin, ready: seen.update(ready))
+    assert seen.get("skip") is True and events[-1]["data"]["skipped"] is True

@@ -58,9 +58,8 @@ def check_space(path, need, extra_note=""):
     if need > free:
         raise DiskFullError(
             errno.ENOSPC,
-            "not enough space for %s: it needs about %s, %s is free on %s.%s Free some space, or "
-            "stage to a bigger disk with --dest DIR"
-            % (os.path.basename(path), _gb(need), _gb(free), os.path.dirname(path), extra_note),
+            "not enough space for %s: it needs about %s, %s is free.%s Free some space, or "
+            "stage to a bigger disk with --dest DIR" % (path, _gb(need), _gb(free), extra_note),
         )
     return free
 
@@ -198,6 +197,7 @@ class Emitter(object):
         self.cond = threading.Condition()
         self.closed = False
         self.dead = False
+        self.ready_sent = False
         self.heartbeat = heartbeat
         self.thread = threading.Thread(target=self._run, name="emitter", daemon=True)
         self.thread.start()
@@ -217,6 +217,10 @@ class Emitter(object):
             self.cond.notify()
 
     def emit(self, **fields):
+        if fields.get("phase") == "ready":
+            if self.ready_sent:
+                return  # the controller acts on the first one only
+            self.ready_sent = True
         self._put("progress", fields)
 
     def log(self, message):
@@ -490,6 +494,12 @@ class Build(object):
         if self.commit:  # tuning (and tests): commit every N samples / S seconds
             writer.txn_samples = int(self.commit.get("samples") or writer.txn_samples)
             writer.txn_seconds = float(self.commit.get("seconds") or writer.txn_seconds)
+        # Refuse before creating anything when even a resume cannot fit (what a partial already
+        # holds counts as written); the exact check follows once the resume point is known.
+        have = 0 if self.clean else _size(writer.partial)
+        check_space(
+            path, manifest.estimate_lmdb_bytes() - have + self.extra_need, _old_version_note(final)
+        )
         committed = writer.open(clean=self.clean)
         try:
             summary = self._write(writer, committed, final)
@@ -529,7 +539,7 @@ class Build(object):
                 % (writer.partial, committed, first)
             )
         need = manifest.estimate_lmdb_bytes(committed) + self.extra_need
-        check_space(writer.partial, need, _old_version_note(final))
+        check_space(self.path, need, _old_version_note(final))
         self._ready(start=committed, path=self.path)
         if committed:
             self.log(
@@ -557,6 +567,13 @@ class Build(object):
             )
         finally:
             progress.stop()
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _old_version_note(final):
