@@ -4,18 +4,8 @@ CUDA and NVML may number GPUs differently (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORD
 CUDA device is matched to its NVML handle by PCI bus id when torch exposes it.
 """
 
-# Clock event ("throttle") reason bits, stable across NVML versions (nvml.h).
-THROTTLE_REASONS = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks_setting"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal_slowdown"),
-    (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-)
+from provision.agent.nvidia.gpu_model import CLOCK_EVENT_REASON_BITS as THROTTLE_REASONS
+
 # Reasons that mean the GPU is slowed by something wrong (heat, power, a hardware signal);
 # idle and configured clocks are normal.
 HARMFUL_REASONS = (
