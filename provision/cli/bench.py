@@ -71,7 +71,9 @@ def bench_host(host: Host, args: argparse.Namespace, options: Any, allreduce: di
         bench = run_bench(agent, request, python=python, on_event=on_event)
         install = {"python": python or agent.python, "torch": (bench.get("host") or {}).get("torch"),
                    "managed": python is not None}
-        compat = check_host(agent, host, facts, TorchRequest(spec="any"), env=args.env).to_dict()
+        # the torch the bench ran (the managed env's), not the bare python3's
+        checked_by = Agent(conn, python=python) if python else agent
+        compat = check_host(checked_by, host, facts, TorchRequest(spec="any"), env=args.env).to_dict()
         return build_report(host.name, facts=facts, compat=compat, install=install,
                             datasets=request["datasets"], bench=bench, price_per_hour=price_of(host))
 

@@ -449,7 +449,11 @@ def stage_dataset(
     """Stage `source` to the host behind `connection`; returns the host's result
     (path, count, bytes, seconds, resumed_from, skipped, checksum, ...)."""
     request = make_request(source, name, dest, layout, labels, verify, clean, stall_timeout)
-    plan = plan_for(request)
+    plan = None
+    if request.source.kind == "local":  # listed while the connection opens and the agent answers
+        plan = PlanFuture(
+            lambda: plan_local(request.source.location, request.layout, request.labels)
+        )
     return HostStage(connection, agent or Agent(connection), request, plan, on_event).run_once()
 
 

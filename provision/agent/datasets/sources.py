@@ -60,6 +60,26 @@ def _wanted(relpath, labels_hint):
     return layouts.wds_split(relpath)[1].lower() in layouts.WDS_LABEL_EXTS
 
 
+def _read_file(path, limit):
+    """Up to `limit` bytes of a file: os.read, without a file object (2x faster for small files)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, limit)
+        if len(data) < limit and data:
+            parts = [data]
+            got = len(data)
+            while got < limit:
+                more = os.read(fd, limit - got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
+
+
 class FolderSource(object):
     kind = "folder"
 
@@ -124,8 +144,7 @@ class FolderSource(object):
     def iter_data(self, entries):
         for e in entries:
             try:
-                with open(e.ref, "rb") as fh:
-                    data = fh.read(e.size + 1)
+                data = _read_file(e.ref, e.size + 1)
             except OSError as exc:
                 raise SourceError("cannot read %s: %s" % (e.ref, exc.strerror or exc)) from None
             if len(data) != e.size:
