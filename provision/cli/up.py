@@ -20,35 +20,72 @@ _DATASET_KEYS = ("name", "source", "src", "layout", "labels")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("targets", nargs="*", metavar="TARGET", default=[],
-                        help="hosts (default with no inventory: localhost)")
-    parser.add_argument("--dataset", metavar="SRC",
-                        help="folder/archive on this machine, path on the host, or URL (default: "
-                             "provision.yml's datasets, else an embedded sample)")
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        default=[],
+        help="hosts (default with no inventory: localhost)",
+    )
+    parser.add_argument(
+        "--dataset",
+        metavar="SRC",
+        help="folder/archive on this machine, path on the host, or URL (default: "
+        "provision.yml's datasets, else an embedded sample)",
+    )
     parser.add_argument("--dataset-name", metavar="NAME", help="LMDB name on the host")
-    parser.add_argument("--torch", metavar="SPEC",
-                        help="any (default: keep a torch that works here, else install the newest that fits), "
-                             "latest, 2.5, '>=2.4,<2.6'")
+    parser.add_argument(
+        "--torch",
+        metavar="SPEC",
+        help="any (default: keep a torch that works here, else install the newest that fits), "
+        "latest, 2.5, '>=2.4,<2.6'",
+    )
     parser.add_argument("--variant", help="force a build variant (cu126, cpu, ...)")
-    parser.add_argument("--python", metavar="PATH", help="host interpreter to build the env from (default python3)")
-    parser.add_argument("--with", dest="with_", metavar="LIST",
-                        help="companions at the matching versions: torchvision,torchaudio")
-    parser.add_argument("--extra", action="append", nargs="+", default=[], metavar="PKG",
-                        help="more pip requirements for the env (repeatable)")
+    parser.add_argument(
+        "--python", metavar="PATH", help="host interpreter to build the env from (default python3)"
+    )
+    parser.add_argument(
+        "--with",
+        dest="with_",
+        metavar="LIST",
+        help="companions at the matching versions: torchvision,torchaudio",
+    )
+    parser.add_argument(
+        "--extra",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar="PKG",
+        help="more pip requirements for the env (repeatable)",
+    )
     parser.add_argument("--env", help="managed environment path on the host")
     parser.add_argument("--mirror", help="pypi | tuna | aliyun | ustc | huawei | tencent")
     parser.add_argument("--index-url", help="package index URL (credentials are masked everywhere)")
     parser.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
     parser.add_argument("--find-links", action="append", default=[], metavar="DIR")
     parser.add_argument("--trusted-host", action="append", default=[], metavar="HOST")
-    parser.add_argument("--project", metavar="FILE", help="project file (default: ./provision.yml if present)")
+    parser.add_argument(
+        "--project", metavar="FILE", help="project file (default: ./provision.yml if present)"
+    )
     parser.add_argument("--no-project", action="store_true", help="ignore provision.yml")
-    parser.add_argument("--quick", action="store_true", help="short benchmark (under a minute on a CPU)")
+    parser.add_argument(
+        "--quick", action="store_true", help="short benchmark (under a minute on a CPU)"
+    )
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark and report")
-    parser.add_argument("--out", default="provision-reports", metavar="DIR", help="report directory")
-    parser.add_argument("-C", "--check", action="store_true", help="report what would change; change nothing")
-    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
-                        help="more playbook vars (k=v, @file, mapping)")
+    parser.add_argument(
+        "--out", default="provision-reports", metavar="DIR", help="report directory"
+    )
+    parser.add_argument(
+        "-C", "--check", action="store_true", help="report what would change; change nothing"
+    )
+    parser.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=[],
+        metavar="VARS",
+        help="more playbook vars (k=v, @file, mapping)",
+    )
 
 
 def find_up_project(args: argparse.Namespace) -> Any:
@@ -83,7 +120,9 @@ def project_datasets(project: Any) -> list[dict[str, str]]:
             )
         src = entry.get("source", entry.get("src"))
         if not isinstance(src, str) or not src.strip():
-            raise ConfigError(f"{where}: datasets[{i}] needs a source (a folder, archive, host:/PATH or URL)")
+            raise ConfigError(
+                f"{where}: datasets[{i}] needs a source (a folder, archive, host:/PATH or URL)"
+            )
         if not src.startswith(("http://", "https://", "host:", "remote:", "/", "~")):
             local = project.path.parent / src
             if not local.exists():
@@ -158,8 +197,16 @@ def run(args: argparse.Namespace) -> int:
     args.limit = None
     inventory, limit = _inventory(args, options)
     display = RichDisplay(console, verbosity=args.verbose, live=None if not args.json else False)
-    result = run_playbook(bundle_dir("playbooks") / "up.yml", inventory, extra_vars=extra, options=options,
-                          check=args.check, forks=args.forks, limit=limit, display=display)
+    result = run_playbook(
+        bundle_dir("playbooks") / "up.yml",
+        inventory,
+        extra_vars=extra,
+        options=options,
+        check=args.check,
+        forks=args.forks,
+        limit=limit,
+        display=display,
+    )
     reports = _report_paths(result)
     if args.json:
         doc = result.to_json()

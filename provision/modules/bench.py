@@ -20,7 +20,9 @@ def dataset_names(items: list[Any]) -> list[str]:
         if isinstance(item, dict) and isinstance(item.get("results"), list):
             out += dataset_names(item["results"])  # a looped task's registered result
         elif isinstance(item, dict):
-            path = (item.get("dataset") or {}).get("path") if "dataset" in item else item.get("path")
+            path = (
+                (item.get("dataset") or {}).get("path") if "dataset" in item else item.get("path")
+            )
             if path and not item.get("skipped") and not item.get("failed"):
                 out.append(str(path))
         elif item:
@@ -50,7 +52,9 @@ class Bench(Module):
         facts: dict[str, Any] = dict(ctx.facts or {})
         if not facts:
             facts = ctx.agent.call("facts")
-        python = ctx.args.get("python") or managed_python(ctx.connection, facts, ctx.args.get("env"))
+        python = ctx.args.get("python") or managed_python(
+            ctx.connection, facts, ctx.args.get("env")
+        )
         names = dataset_names(list(ctx.args.get("datasets") or []))
         request = bench_request(
             facts,
@@ -77,5 +81,9 @@ class Bench(Module):
         return ModuleResult(
             changed=False,
             msg=msg,
-            data={"bench": result, "python": python or ctx.agent.python, "datasets": request["datasets"]},
+            data={
+                "bench": result,
+                "python": python or ctx.agent.python,
+                "datasets": request["datasets"],
+            },
         )

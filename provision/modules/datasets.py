@@ -90,4 +90,8 @@ class StageDataset(Module):
         dataset["name"] = name or result.get("name")
         # the stage result's own `skipped` (nothing to do) is not Ansible's skipped (when: false)
         details = {k: v for k, v in result.items() if k != "skipped"}
-        return ModuleResult(changed=changed, msg=msg, data={"dataset": dataset, "up_to_date": not changed, **details})
+        return ModuleResult(
+            changed=changed,
+            msg=msg,
+            data={"dataset": dataset, "up_to_date": not changed, **details},
+        )

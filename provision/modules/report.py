@@ -45,7 +45,8 @@ class Report(Module):
 
         bench = _data(ctx.args.get("bench"), "bench") or {}
         datasets = [
-            d for d in (_data(x, "dataset") for x in _flat(ctx.args.get("datasets") or []))
+            d
+            for d in (_data(x, "dataset") for x in _flat(ctx.args.get("datasets") or []))
             if isinstance(d, dict)
         ]
         from provision.errors import ConfigError

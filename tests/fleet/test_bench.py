@@ -19,7 +19,9 @@ from provision.report.document import validate
 def provisioned(tmp_path_factory: pytest.TempPathFactory):
     shared = shared_up_fleet(tmp_path_factory)
     first = shared.first_up()
-    assert first.returncode == 0, f"`provision up` did not provision the hosts:\n{first.stderr[-4000:]}"
+    assert first.returncode == 0, (
+        f"`provision up` did not provision the hosts:\n{first.stderr[-4000:]}"
+    )
     yield shared
     shared.stop()  # safe twice (test_up.py's fixture stops it too)
 
