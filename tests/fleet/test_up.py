@@ -37,6 +37,10 @@ DATASET = "up-images"
 # `up_extra_packages` in playbooks/up.yml: the env's LMDB reader and image decoding
 EXTRAS = ("lmdb==3.0.0", "pillow==13.0.0")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+# The base play's apt task, on packages every fleet machine has (sshd runs the hosts): it runs
+# and changes nothing. The fleet hosts share this machine's /usr and have no network, so the
+# default list (tmux, htop, ...) would make apt try to install onto this machine if it lacks them.
+BASE = ("-e", '{"provision_base_packages": ["openssh-server", "procps"]}')
 
 
 def up_wheelhouse() -> Path:
@@ -109,7 +113,7 @@ class UpFleet:
         with self.lock:
             if self.first is None:
                 self.first = self.provision(
-                    "up", "gpu1", "gpu2", *self.common(),
+                    "up", "gpu1", "gpu2", *self.common(), *BASE,
                     "--index-url", self.index.url, "--torch", TORCH,
                     "--dataset", str(self.images), "--dataset-name", DATASET,
                     "--quick", "--out", str(self.work / "reports"), "--no-project",
@@ -190,6 +194,7 @@ def test_first_up_on_fresh_hosts_installs_stages_benches_and_reports(up_fleet: U
         for task in ("Gathering Facts", "compatibility check", "install matched torch",
                      "stage dataset", "benchmark", "report"):  # fmt: skip
             assert results[task]["status"] in ("ok", "changed"), (task, results[task])
+        assert results["tools people expect"]["status"] == "ok"  # apt ran: nothing to add
         # before the install: the host's python3 has no torch, which the check says
         assert results["compatibility check"]["result"]["verdict"] == "WARN"
         install = results["install matched torch"]["result"]
@@ -237,7 +242,7 @@ def test_second_run_with_no_bench_changes_nothing(up_fleet: UpFleet) -> None:
     assert up_fleet.first_up().returncode == 0
     downloads = [r for r in up_fleet.index.requests if r.startswith("GET /files/")]
     run = up_fleet.provision(
-        "up", "gpu1", "gpu2", *up_fleet.common(),
+        "up", "gpu1", "gpu2", *up_fleet.common(), *BASE,
         "--index-url", up_fleet.index.url, "--torch", TORCH,
         "--dataset", str(up_fleet.images), "--dataset-name", DATASET,
         "--no-bench", "--out", str(up_fleet.work / "reports"), "--no-project",
@@ -266,7 +271,7 @@ def test_a_broken_index_and_an_unreachable_host_stop_with_the_reason_others_go_o
     with PackageIndex(up_fleet.index.directory, host=up_fleet.fleet.controller_address) as gone:
         dead_url = gone.url  # nothing listens there any more
     run = up_fleet.provision(
-        "up", "gpu1", "gpu3", "down", *up_fleet.common(), "--connect-timeout", "5",
+        "up", "gpu1", "gpu3", "down", *up_fleet.common(), *BASE, "--connect-timeout", "5",
         "--index-url", dead_url, "--torch", TORCH,
         "--dataset", str(up_fleet.images), "--dataset-name", DATASET,
         "--no-bench", "--out", str(up_fleet.work / "reports"), "--no-project",
