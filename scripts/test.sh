@@ -21,6 +21,7 @@ APT_PACKAGES=(
   python3        # Debian's python3 is the test hosts' python
   python3-venv
   chromium       # HTML report rendering tests
+  tmux htop git-lfs rsync  # base.yml's tools: fleet hosts share this machine's /usr, offline
 )
 TORCH_PIN="2.13.0"
 

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
 import socket
 import threading
@@ -437,6 +438,12 @@ def run_pip(
 # -- the install --------------------------------------------------------------------------------
 
 
+_UNREACHABLE = re.compile(
+    r"Connection refused|NewConnectionError|Failed to establish|Name or service not known|"
+    r"Temporary failure in name resolution|timed out|No route to host|Network is unreachable",
+    re.IGNORECASE,
+)
+
 _MISSING_DISTS = (
     "import importlib.metadata as m, sys\n"
     "missing = []\n"
@@ -737,6 +744,12 @@ def install(
                 124: "pip timed out",
                 -1: "pip stopped without an exit code (killed? out of memory?)",
             }.get(code, f"pip failed (exit {code})")
+            unreachable = next((ln for ln in result.pip_lines if _UNREACHABLE.search(ln)), None)
+            if unreachable:  # pip's last line ("No matching distribution") hides the cause
+                raise fail(
+                    f"could not reach the package index ({index_cfg.describe()}): {unreachable}; "
+                    f"{env.path} is unchanged. Check --index-url/--mirror and the host's network or proxy."
+                )
             raise fail(
                 f"{why}; {env.path} is unchanged. "
                 + (result.pip_lines[-1] if result.pip_lines else "")

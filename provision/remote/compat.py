@@ -46,11 +46,15 @@ class HostCheck:
         }
 
 
-def _env_python(agent: Any, host: Any, env: str | None) -> str | None:
-    """The interpreter to verify: --env, else the host var provision_env, else the host default."""
+def _env_python(agent: Any, host: Any, env: str | None, facts: dict[str, Any]) -> str | None:
+    """The interpreter to verify: --env, else the host var provision_env, else the managed env
+    at its default place when there is one, else the host default (None)."""
     path = env or (host.vars or {}).get("provision_env")
     if not path:
-        return None
+        # after `provision install`, the managed env at its default path is what training uses
+        from provision.remote.environment import managed_python
+
+        return managed_python(agent.connection, facts)
     path = str(path).rstrip("/")
     if path == "~" or path.startswith("~/"):
         home = agent.connection.run('printf %s "$HOME"', timeout=30)
@@ -63,7 +67,7 @@ def check_host(
     agent: Any, host: Any, facts: dict[str, Any], request: TorchRequest, env: str | None = None
 ) -> HostCheck:
     """Resolve from the facts, verify what is installed, and give one verdict with its fix."""
-    python = _env_python(agent, host, env) or agent.python
+    python = _env_python(agent, host, env, facts) or agent.python
     host_problems: list[str] = []  # the host itself: GPU facts, the agent
     gpus = facts.get("gpus") if isinstance(facts.get("gpus"), list) else []
     nvidia = facts.get("nvidia") if isinstance(facts.get("nvidia"), dict) else {}
