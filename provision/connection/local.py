@@ -23,12 +23,16 @@ from provision.inventory.model import Host
 def _feed(stdin: IO[bytes], source: Iterable[bytes] | IO[bytes] | None) -> None:
     try:
         if source is not None:
+            # flush each chunk: a payload that waits for the command's answer (staging's `ready`)
+            # must not sit in our buffer while the command waits for it
             if hasattr(source, "read"):
                 while chunk := source.read(1 << 20):  # type: ignore[union-attr]
                     stdin.write(chunk)
+                    stdin.flush()
             else:
                 for chunk in source:  # type: ignore[union-attr]
                     stdin.write(chunk)
+                    stdin.flush()
     except BrokenPipeError:
         pass  # the command exited early; its exit code tells why
     finally:
