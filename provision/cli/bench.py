@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from provision.cli.common import connect_options, console, emit_json, exit_code_for
@@ -14,7 +13,7 @@ from provision.inventory.loader import resolve_targets
 from provision.inventory.model import Host
 from provision.parallel import for_each_host
 from provision.remote.agent import Agent
-from provision.remote.bench import allreduce_specs, bench_request, run_bench
+from provision.remote.bench import allreduce_specs, bench_request, dataset_sources, run_bench
 from provision.remote.compat import check_host
 from provision.remote.environment import managed_python
 from provision.remote.facts import gather_facts
@@ -36,18 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", help="managed environment path on the host (default: provision's)")
     parser.add_argument("--index-url", help="package index/mirror to measure download speed and latency against")
     parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
-
-
-def dataset_sources(names: list[str], facts: dict[str, Any]) -> list[dict[str, Any]]:
-    data_dir = (facts.get("data_dir") or {}).get("path") or "~"
-    out = []
-    for name in names:
-        if "/" in name or name.startswith("~"):
-            fmt = "lmdb" if name.rstrip("/").endswith(".lmdb") else "folder"
-            out.append({"path": name, "format": fmt, "name": Path(name.rstrip("/")).name})
-        else:
-            out.append({"path": f"{data_dir.rstrip('/')}/datasets/{name}.lmdb", "format": "lmdb", "name": name})
-    return out
 
 
 def bench_host(host: Host, args: argparse.Namespace, options: Any, allreduce: dict[str, Any] | None,

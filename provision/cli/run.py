@@ -112,7 +112,7 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
     return merged
 
 
-def _inventory(args: argparse.Namespace, options: Any) -> tuple[Any, str | None]:
+def playbook_inventory(args: argparse.Namespace, options: Any) -> tuple[Any, str | None]:
     """The run's inventory and limit: the files' hosts, narrowed (and extended) by targets."""
     from provision.inventory.loader import load_inventory, resolve_targets
     from provision.inventory.model import Inventory
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list_tasks:
         _list_tasks(playbook, tags, skip_tags)
         return 0
-    inventory, limit = _inventory(args, options)
+    inventory, limit = playbook_inventory(args, options)
     if args.forks < 1:
         console.print("[bold red]error:[/] --forks must be >= 1")
         return EXIT_USAGE

@@ -176,7 +176,7 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from provision.cli.run import _inventory, parse_extra_vars
+    from provision.cli.run import parse_extra_vars, playbook_inventory
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
     from provision.paths import bundle_dir
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.targets and not args.inventory:
         args.targets = ["localhost"]
     args.limit = None
-    inventory, limit = _inventory(args, options)
+    inventory, limit = playbook_inventory(args, options)
     display = RichDisplay(console, verbosity=args.verbose, live=None if not args.json else False)
     result = run_playbook(
         bundle_dir("playbooks") / "up.yml",

@@ -44,9 +44,8 @@ class Bench(Module):
     supports_check_mode = False  # measuring changes nothing, but takes minutes: skipped in --check
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.cli.bench import dataset_sources
         from provision.errors import AgentError
-        from provision.remote.bench import bench_request, run_bench
+        from provision.remote.bench import bench_request, dataset_sources, run_bench
         from provision.remote.environment import managed_python
 
         facts: dict[str, Any] = dict(ctx.facts or {})

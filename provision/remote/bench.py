@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from provision.remote.agent import Agent
@@ -23,6 +24,18 @@ def gpu_peaks(facts: dict[str, Any]) -> dict[str, dict[str, float | None]]:
                 "name": spec.name,  # type: ignore[dict-item]
             }
     return peaks
+
+
+def dataset_sources(names: list[str], facts: dict[str, Any]) -> list[dict[str, Any]]:
+    data_dir = (facts.get("data_dir") or {}).get("path") or "~"
+    out = []
+    for name in names:
+        if "/" in name or name.startswith("~"):
+            fmt = "lmdb" if name.rstrip("/").endswith(".lmdb") else "folder"
+            out.append({"path": name, "format": fmt, "name": Path(name.rstrip("/")).name})
+        else:
+            out.append({"path": f"{data_dir.rstrip('/')}/datasets/{name}.lmdb", "format": "lmdb", "name": name})
+    return out
 
 
 def bench_request(
