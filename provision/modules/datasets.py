@@ -88,6 +88,7 @@ class StageDataset(Module):
             k: result.get(k) for k in ("path", "count", "bytes", "seconds", "checksum", "network")
         }
         dataset["name"] = name or result.get("name")
+        dataset["format"] = "lmdb"
         # the stage result's own `skipped` (nothing to do) is not Ansible's skipped (when: false)
         details = {k: v for k, v in result.items() if k != "skipped"}
         return ModuleResult(
