@@ -747,7 +747,7 @@ def install(
             unreachable = next((ln for ln in result.pip_lines if _UNREACHABLE.search(ln)), None)
             if unreachable:  # pip's last line ("No matching distribution") hides the cause
                 raise fail(
-                    f"could not reach the package index ({index_cfg.describe()}): {unreachable}; "
+                    f"{why}: could not reach the package index ({index_cfg.describe()}): {unreachable}; "
                     f"{env.path} is unchanged. Check --index-url/--mirror and the host's network or proxy."
                 )
             raise fail(

@@ -147,6 +147,8 @@ def test_unreachable_index_leaves_the_env_as_it_was(
     result = err.value.result
     assert result.action == "failed"
     assert "pip failed" in result.message and "is unchanged" in result.message
+    # the cause, not pip's last line ("No matching distribution"), is what the user reads
+    assert "could not reach the package index" in result.message
     assert any("Connection refused" in ln or "NewConnectionError" in ln for ln in result.pip_lines)
     assert any(
         "No matching distribution" in ln or "Could not find a version" in ln
