@@ -31,20 +31,11 @@ from provision.remote.agent import Agent
 from provision.staging import HostStage, make_request, stage_dataset, stage_hosts
 from provision.staging.sample import make_image_folder
 from provision.staging.source import plan_local, tar_stream
+from tests.support.hostile_names import HOSTILE_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 SSD = "/root/autodl-tmp"
-HOSTILE = [
-    "with space.jpg",
-    "quote'single.jpg",
-    'quote"double.jpg',
-    "back\\slash.jpg",
-    "new\nline.jpg",
-    "中文 图片.jpg",
-    "-rf --leading-dash.jpg",
-    "$(touch PWNED).jpg",
-    "`touch PWNED2`.jpg",
-]
+HOSTILE = HOSTILE_NAMES
 # Reads a staged dataset on the host with the reader written beside it and the py-lmdb that
 # provision shipped: [relpath, label, sha256] per sample, as JSON.
 READ_BACK = r"""

@@ -18,21 +18,10 @@ import pytest
 from provision.agent.datasets import tarstream
 from provision.agent.datasets.safety import UnsafePathError, link_target, member_relpath
 from provision.agent.datasets.sources import open_source
+from tests.support.hostile_names import HOSTILE_NAMES, LONG_NAME
 
 REPO = Path(__file__).resolve().parents[2]
-HOSTILE = [
-    "with space.jpg",
-    "quote'single.jpg",
-    'quote"double.jpg',
-    "back\\slash.jpg",
-    "new\nline.jpg",
-    "中文 图片.jpg",
-    "-rf --leading-dash.jpg",
-    "$(touch PWNED).jpg",
-    "`touch PWNED2`.jpg",
-    "semi;colon&amp|pipe>redir.jpg",
-    "x" * 180 + ".jpg",
-]
+HOSTILE = [*HOSTILE_NAMES, LONG_NAME]
 
 
 def test_tar_stream_round_trips_hostile_names_and_tarfile_agrees() -> None:

@@ -29,19 +29,9 @@ from provision.remote.agent import Agent
 from provision.staging import HostStage, make_request, stage_dataset, stage_hosts, stage_local
 from provision.staging.sample import make_image_folder
 from provision.staging.source import Broadcast, plan_local, tar_stream
+from tests.support.hostile_names import HOSTILE_NAMES
 
-HOSTILE = [
-    "with space.jpg",
-    "quote'single.jpg",
-    'quote"double.jpg',
-    "back\\slash.jpg",
-    "new\nline.jpg",
-    "中文 图片.jpg",
-    "-rf --leading-dash.jpg",
-    "$(touch PWNED).jpg",
-    "`touch PWNED2`.jpg",
-    "semi;colon&amp|pipe>redir.jpg",
-]
+HOSTILE = HOSTILE_NAMES
 
 
 # -- fixtures ---------------------------------------------------------------------------------
