@@ -13,22 +13,13 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 
+from provision.agent.bench.run import SECTIONS  # the bench's own order
 from provision.paths import bundle_dir
 from provision.report import charts
 from provision.report.diagnosis import cudnn_text, loader_curve
 from provision.report.document import SCHEMA, get, headline
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
-SECTIONS = (
-    "compute",
-    "amp",
-    "memory",
-    "transfer",
-    "dataloader",
-    "storage",
-    "network",
-    "distributed",
-)
 
 
 # -- numbers ---------------------------------------------------------------------------------------

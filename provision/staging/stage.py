@@ -128,10 +128,6 @@ class HostStage:
         """Stage with ONE agent call: the agent finds the partial's committed count (or that the
         dataset is up to date) and says so in a `ready` event; the stream starts only then, from
         there. A host whose Python lacks py-lmdb gets it shipped, then the call is repeated."""
-        if self.connection.host.local:
-            # LocalConnection buffers stdin until the payload's next chunk, so a payload that
-            # waits for `ready` would hold the request line back; locally a second call is cheap.
-            return self.prepare().run()
         self._event({"phase": "status"})
         for attempt in range(2):
             try:
