@@ -21,6 +21,8 @@ APT_PACKAGES=(
   python3        # Debian's python3 is the test hosts' python
   python3-venv
   chromium       # HTML report rendering tests
+  debootstrap    # the fleet's Debian-bullseye root filesystem host
+  sudo           # non-root fleet users with sudo
   tmux htop git-lfs rsync  # base.yml's tools: fleet hosts share this machine's /usr, offline
 )
 TORCH_PIN="2.13.0"

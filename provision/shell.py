@@ -1,0 +1,133 @@
+"""The one place that builds shell text. Values are data, never code.
+
+    from provision.shell import sh, Raw, path
+
+    sh("mkdir -p -- {dir} && cp -- {src} {dst}", dir=d, src=s, dst=t)
+    sh("pip install {args}", args=["-r", req])        # a list: each element one word
+    sh("cd {dir} && {cmd}", dir=path("~/x"), cmd=Raw(user_shell_text))
+
+Rules (the only way values enter shell text):
+
+- A placeholder is `{name}` (an identifier in braces, not preceded by `$`), so `${HOME}`,
+  `{a,b}` and `{ cmd; }` in a template stay literal shell.
+- Every value becomes exactly ONE quoted word (a list/tuple: one quoted word per element).
+  `None`, a bool, a NUL byte or an unused/missing placeholder is an error, not a guess.
+- Text goes in unquoted only as `Raw(...)`, the one explicit marker. Jinja's `Markup` is NOT
+  `Raw`: a filter's output is data like any other value. Use `Raw` for code a user wrote on
+  purpose (a `shell:` task's own text) and for fragments this module built (`path()`, `sh()`).
+- Values too big or too binary for a command line (a file body, a heredoc with values, a
+  secret) go over stdin, never into the text.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from pathlib import PurePath
+from typing import Any
+
+__all__ = ["Raw", "sh", "quote", "path", "argv", "env_exports", "as_root", "become_command", "ShellValueError"]
+
+_PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class ShellValueError(ValueError):
+    """A value that can't be one word on a command line (NUL byte, None, bool) or a template
+    whose placeholders and values don't match."""
+
+
+class Raw(str):
+    """Shell text inserted as code on purpose. The only way in for unquoted text."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Raw({str.__repr__(self)})"
+
+
+def quote(value: Any) -> str:
+    """One value → one quoted shell word (a `Raw` passes as is)."""
+    if isinstance(value, Raw):
+        return str(value)
+    if value is None or isinstance(value, bool):
+        raise ShellValueError(f"{value!r} is not a shell word (give a string)")
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", "surrogateescape")
+    text = str(value) if not isinstance(value, PurePath) else value.as_posix()
+    if "\x00" in text:
+        raise ShellValueError("a value with a NUL byte can't be passed on a command line (send it over stdin)")
+    return shlex.quote(text)
+
+
+def path(value: str | PurePath) -> Raw:
+    """A host path as one word; a leading `~` / `~/` stays the remote user's home."""
+    text = value.as_posix() if isinstance(value, PurePath) else str(value)
+    if text == "~":
+        return Raw('"$HOME"')
+    if text.startswith("~/"):
+        rest = text[2:]
+        return Raw('"$HOME"/' + quote(rest)) if rest else Raw('"$HOME"/')
+    return Raw(quote(text))
+
+
+def argv(words: Iterable[Any]) -> Raw:
+    """A command line from words: each one quoted word."""
+    return Raw(" ".join(quote(w) for w in words))
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(quote(v) for v in value)
+    return quote(value)
+
+
+def sh(template: str, /, **values: Any) -> Raw:
+    """Shell text from a template: every `{name}` replaced by its value as one quoted word."""
+    used: set[str] = set()
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise ShellValueError(f"shell template {template!r} has no value for {{{name}}}")
+        used.add(name)
+        return _render(values[name])
+
+    text = _PLACEHOLDER.sub(substitute, template)
+    unused = set(values) - used
+    if unused:
+        raise ShellValueError(f"shell template {template!r} does not use {sorted(unused)}")
+    return Raw(text)
+
+
+def env_exports(env: Mapping[str, Any] | None) -> Raw:
+    """`export K='v'; ...` prefix (empty when no env). Names must be identifiers."""
+    if not env:
+        return Raw("")
+    parts = []
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise ShellValueError(f"invalid environment variable name {key!r}")
+        parts.append(f"export {key}={quote('' if value is None else str(value))};")
+    return Raw(" ".join(parts) + " ")
+
+
+def as_root(command: str) -> Raw:
+    """Run `command` (shell text) as root: directly when already root (most rentals), else through
+    non-interactive sudo. A become password, when one is needed, goes over stdin (`sudo -S`), never
+    into this text: pass `password_on_stdin=True` via become_command instead."""
+    return become_command(command)
+
+
+def become_command(command: str, *, user: str = "root", password_on_stdin: bool = False) -> Raw:
+    """Shell text that runs `command` as `user`. With `password_on_stdin` sudo reads the password
+    as the first line of stdin (`-S`, empty prompt); the caller sends it, then the real stdin."""
+    inner = quote(command)
+    if password_on_stdin:
+        sudo = sh("sudo -S -p '' -H -u {user} -- sh -c", user=user)
+    else:
+        sudo = sh("sudo -n -H -u {user} -- sh -c", user=user)
+    if user == "root":
+        return Raw(f'if [ "$(id -u)" = 0 ]; then sh -c {inner}; else {sudo} {inner}; fi')
+    return Raw(f"{sudo} {inner}")
