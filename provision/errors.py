@@ -27,6 +27,10 @@ class UnreachableError(HostError):
     """The host could not be connected to (network, timeout, refused)."""
 
 
+class Cancelled(HostError):
+    """Ctrl-C stopped this host's step (its remote process group was ended)."""
+
+
 class AuthError(HostError):
     """The host answered but refused our credentials."""
 

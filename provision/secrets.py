@@ -1,9 +1,18 @@
-"""Keep secrets out of output: mask values of secret-looking variables, censor `no_log` results.
+"""Keep secrets out of output: the ONE rule for what is secret, masking, `no_log`.
 
-A variable whose name looks like a credential (password, token, secret, passphrase, api key,
-private key, credential) has its value replaced by `********` wherever it appears in anything we
-print or write as JSON — also inside longer strings (`Bearer {{ token }}`), because a templated
-command line or an error message carries the value, not the name.
+What is secret (`is_secret_name`, used by inventory output, results, logs, reports, display):
+
+- Ansible's connection and become passwords: `ansible_password`, `ansible_ssh_pass`,
+  `ansible_become_pass`, `ansible_become_password`, `ansible_sudo_pass`, … (`_CONNECTION_SECRETS`);
+- names ending in `_password`, `_pass`, `_token`, `_secret`, `_key`, and `api_key`; names that
+  contain password / passwd / passphrase / secret / token / credential / authorization;
+- not names that point at a secret instead of holding it (`password_env`, `*_key_file`,
+  `*_path`, `*_length`…);
+- in any text, the password of a URL's userinfo (`https://user:PASS@host`).
+
+A secret value is replaced by `********` wherever it appears in anything we print or write —
+also inside longer strings (`Bearer {{ token }}`), because a templated command line or an
+error message carries the value, not the name.
 """
 
 from __future__ import annotations
@@ -11,24 +20,73 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 MASK = "********"
 NO_LOG_MESSAGE = (
     "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
 )
 
+_CONNECTION_SECRETS = frozenset(
+    {
+        "ansible_password",
+        "ansible_pass",
+        "ansible_ssh_pass",
+        "ansible_ssh_password",
+        "ansible_become_pass",
+        "ansible_become_password",
+        "ansible_sudo_pass",
+        "ansible_sudo_password",
+        "ansible_su_pass",
+        "ansible_su_password",
+        "ansible_ssh_private_key_passphrase",
+        "ansible_httpapi_pass",
+        "ansible_httpapi_password",
+        "ansible_winrm_password",
+    }
+)
 _SECRET_NAME = re.compile(
-    r"(passw(or)?d|passwd|passphrase|secret|token|api[_-]?key|private[_-]?key|credential|auth[_-]?key)",
+    r"(passw(or)?d|passphrase|secret|token|credential|authorization|api[_-]?key"
+    r"|private[_-]?key|auth[_-]?key|(^|[_-])(pass|key)$)",
     re.IGNORECASE,
 )
 # Names that match the pattern but hold no secret (`password_env` names an env var, the value is
 # the variable's *name*, and hiding it would only hide useful context).
-_NOT_SECRET = re.compile(r"(_env|_file|_path|_length|_min|_max)$", re.IGNORECASE)
+_NOT_SECRET = re.compile(r"(_env|_file|_path|_length|_min|_max|_var)$", re.IGNORECASE)
 _MIN_LEN = 4  # masking "1" or "yes" everywhere would garble output without protecting anything
+# scheme://user:PASSWORD@ — the password part of a URL's userinfo, in any text
+_URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*:)(?P<secret>[^\s/@]+)@")
 
 
 def is_secret_name(name: str) -> bool:
+    """The one rule: does a variable / argument / key of this name hold a secret?"""
+    if name.lower() in _CONNECTION_SECRETS:
+        return True
     return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.search(name)
+
+
+def url_passwords(text: str) -> list[str]:
+    """The userinfo passwords inside URLs in `text` (raw and %-decoded)."""
+    found = []
+    for match in _URL_USERINFO.finditer(text):
+        found.append(match.group("secret"))
+        decoded = unquote(match.group("secret"))
+        if decoded != match.group("secret"):
+            found.append(decoded)
+    return found
+
+
+def mask_urls(text: str) -> str:
+    """`https://user:pass@host` → `https://user:********@host` anywhere in `text`."""
+    if "://" not in text:
+        return text
+    return _URL_USERINFO.sub(lambda m: m.group("head") + MASK + "@", text)
+
+
+def mask_tree(obj: Any) -> Any:
+    """A copy of a JSON-like value with secret-named keys masked and URL passwords hidden;
+    for output that has no run's Masker (inventory listings)."""
+    return Masker().mask(obj)
 
 
 def collect_secrets(layers: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -42,10 +100,14 @@ def collect_secrets(layers: Iterable[Mapping[str, Any]]) -> set[str]:
         elif isinstance(obj, (list, tuple)):
             for value in obj:
                 walk(value, secret)
-        elif secret and obj is not None and not isinstance(obj, bool):
+        elif obj is not None and not isinstance(obj, bool):
             text = str(obj)
-            if len(text) >= _MIN_LEN and "{{" not in text:
+            if "{{" in text:
+                return
+            if secret and len(text) >= _MIN_LEN:
                 found.add(text)
+            elif isinstance(obj, str):
+                found.update(p for p in url_passwords(text) if len(p) >= _MIN_LEN)
 
     for layer in layers:
         walk(layer, False)
@@ -74,8 +136,11 @@ class Masker:
         return self._pattern is not None
 
     def text(self, value: str) -> str:
+        if not value:
+            return value
+        value = mask_urls(value)
         pattern = self._pattern
-        if pattern is None or not value:
+        if pattern is None:
             return value
         return pattern.sub(MASK, value)
 
@@ -87,16 +152,22 @@ class Masker:
         if isinstance(obj, Mapping):
             out = {}
             for key, value in obj.items():
-                if (
-                    isinstance(key, str)
-                    and is_secret_name(key)
-                    and isinstance(value, (str, int, float))
-                    and not isinstance(value, bool)
-                ):
-                    out[key] = MASK
+                if isinstance(key, str) and is_secret_name(key):
+                    out[key] = _mask_all(value)
                 else:
                     out[key] = self.mask(value)
             return out
         if isinstance(obj, (list, tuple)):
             return [self.mask(v) for v in obj]
         return obj
+
+
+def _mask_all(obj: Any) -> Any:
+    """Every scalar under a secret-named key is masked (None and booleans say nothing)."""
+    if isinstance(obj, Mapping):
+        return {k: _mask_all(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_mask_all(v) for v in obj]
+    if obj is None or isinstance(obj, bool):
+        return obj
+    return MASK

@@ -21,13 +21,26 @@ Rules (the only way values enter shell text):
 
 from __future__ import annotations
 
+import base64
 import re
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import Any
 
-__all__ = ["Raw", "sh", "quote", "path", "argv", "env_exports", "as_root", "become_command", "ShellValueError"]
+__all__ = [
+    "Raw",
+    "sh",
+    "quote",
+    "path",
+    "argv",
+    "expanding_word",
+    "env_exports",
+    "stdin_env",
+    "as_root",
+    "become_command",
+    "ShellValueError",
+]
 
 _PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -75,6 +88,27 @@ def path(value: str | PurePath) -> Raw:
 def argv(words: Iterable[Any]) -> Raw:
     """A command line from words: each one quoted word."""
     return Raw(" ".join(quote(w) for w in words))
+
+
+_VAR_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expanding_word(word: str) -> Raw:
+    """One word where only `$NAME` / `${NAME}` (parameter expansion, no splitting) and a leading
+    `~` expand, like Ansible's `expand_argument_vars` for `command:`; the rest is quoted."""
+    parts = []
+    pos = 0
+    if word == "~" or word.startswith("~/"):
+        parts.append('"$HOME"')
+        pos = 1
+    for match in _VAR_REF.finditer(word):
+        if match.start() > pos:
+            parts.append(quote(word[pos : match.start()]))
+        parts.append('"${' + match.group(1).strip("{}") + '}"')
+        pos = match.end()
+    if pos < len(word) or not parts:
+        parts.append(quote(word[pos:]))
+    return Raw("".join(parts))
 
 
 def _render(value: Any) -> str:
@@ -131,3 +165,34 @@ def become_command(command: str, *, user: str = "root", password_on_stdin: bool 
     if user == "root":
         return Raw(f'if [ "$(id -u)" = 0 ]; then sh -c {inner}; else {sudo} {inner}; fi')
     return Raw(f"{sudo} {inner}")
+
+
+def stdin_env(values: Mapping[str, Any]) -> tuple[Raw, bytes]:
+    """Values as environment variables that never appear in any command line (secrets, big or
+    multi-line values): the text reads each from one line of stdin with the `read` builtin and
+    exports it; the bytes are what the caller sends first on stdin (the rest of stdin then
+    reaches the command untouched). A value with a line break travels base64-encoded and is
+    decoded on the host by `base64 -d`, which gets it on its stdin too."""
+    lines, data = [], []
+    for key, value in values.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise ShellValueError(f"invalid environment variable name {key!r}")
+        text = "" if value is None else str(value)
+        if "\x00" in text:
+            raise ShellValueError(
+                f"the value of {key} has a NUL byte: a shell variable can't hold one"
+            )
+        if "\n" in text:
+            encoded = base64.b64encode(text.encode("utf-8", "surrogateescape")).decode()
+            # printf x: command substitution would drop the value's trailing newlines
+            lines.append(
+                f"IFS= read -r {key} && {key}=$(printf %s \"${key}\" | base64 -d && printf x) "
+                f"&& {key}=${{{key}%x}} && export {key} || exit 1;"
+            )
+            data.append(encoded + "\n")
+        else:
+            lines.append(f"IFS= read -r {key} && export {key} || exit 1;")
+            data.append(text + "\n")
+    return Raw(" ".join(lines) + (" " if lines else "")), "".join(data).encode(
+        "utf-8", "surrogateescape"
+    )

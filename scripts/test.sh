@@ -24,6 +24,7 @@ APT_PACKAGES=(
   debootstrap    # the fleet's Debian-bullseye root filesystem host
   sudo           # non-root fleet users with sudo
   tmux htop git-lfs rsync  # base.yml's tools: fleet hosts share this machine's /usr, offline
+  sshfs          # provision train's io_bound test: a real network filesystem between fleet hosts
 )
 TORCH_PIN="2.13.0"
 

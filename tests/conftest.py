@@ -3,13 +3,23 @@
 - PROVISION_HOME, PROVISION_KNOWN_HOSTS and PROVISION_USER_KNOWN_HOSTS point into a per-test
   temp dir (not `tmp_path`, so a test's own tmp_path stays empty), and SSH_AUTH_SOCK is unset:
   nothing reads or writes ~/.ssh or ~/.local/state/provision, and no agent key is offered.
+- ANSIBLE_CONFIG names an empty file and the ANSIBLE_* settings are unset: the machine's
+  ansible.cfg never changes a test.
+- The whole session runs with a temporary HOME and XDG_{CACHE,STATE,CONFIG,DATA}_HOME (set in
+  os.environ, so subprocess CLIs, ansible-playbook and the local agent inherit them): nothing a
+  test runs writes into this machine's ~/.cache, ~/.local/state, ~/.config or ~/.ansible. The
+  fleet's keys and sshd files live in its own workdir, so fleet tests are unaffected. The real
+  home stays reachable as REAL_HOME (for interpreters found there, e.g. pyenv's).
 - Tests under tests/fleet/ get the `fleet` marker; `fleet` tests skip with the reason when this
   machine cannot run the SSH test fleet (not root, no sshd, no network namespaces).
 """
 
 from __future__ import annotations
 
+import os
+import pwd
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +28,23 @@ import pytest
 FLEET_DIR = Path(__file__).resolve().parent / "fleet"
 if str(FLEET_DIR) not in sys.path:
     sys.path.insert(0, str(FLEET_DIR))  # `from fleet import Fleet` (tests/ is not a package)
+
+
+REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
+_XDG = ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temporary_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """HOME and the XDG dirs in a session temp dir, for this process and every child."""
+    home = tmp_path_factory.mktemp("home")
+    values = {"HOME": str(home), **{name: str(home / name.lower()) for name in _XDG}}
+    for name in _XDG:
+        Path(values[name]).mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in values.items():
+            mp.setenv(name, value)
+        yield home
 
 
 @dataclass
@@ -42,7 +69,21 @@ def provision_env(
     monkeypatch.setenv("PROVISION_KNOWN_HOSTS", str(env.known_hosts))
     monkeypatch.setenv("PROVISION_USER_KNOWN_HOSTS", str(env.user_known_hosts))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    # No ansible.cfg of this machine (/etc/ansible, ~/.ansible.cfg, ./) nor ANSIBLE_* settings
+    # reach provision.config: an empty one is the config, unless a test names its own.
+    empty_cfg = base / "ansible.cfg"
+    empty_cfg.write_text("")
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(empty_cfg))
+    for var in _ANSIBLE_SETTINGS:
+        monkeypatch.delenv(var, raising=False)
     return env
+
+
+_ANSIBLE_SETTINGS = (  # the ANSIBLE_* variables provision.config reads
+    "ANSIBLE_INVENTORY", "ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE", "ANSIBLE_ROLES_PATH",
+    "ANSIBLE_FORKS", "ANSIBLE_HOST_KEY_CHECKING", "ANSIBLE_BECOME", "ANSIBLE_BECOME_USER",
+    "ANSIBLE_BECOME_METHOD",
+)  # fmt: skip
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

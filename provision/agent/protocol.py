@@ -31,6 +31,14 @@ COMMANDS = {
     "verify_dataset": "provision.agent.datasets.ingest:verify",
     "verify_torch": "provision.agent.torch_verify:verify",
     "bench": "provision.agent.bench.run:run",
+    "train_code_plan": "provision.agent.train.commands:code_plan",
+    "train_start": "provision.agent.train.commands:start",
+    "train_list": "provision.agent.train.commands:list_",
+    "train_status": "provision.agent.train.commands:status",
+    "train_follow": "provision.agent.train.commands:follow",
+    "train_stop": "provision.agent.train.commands:stop",
+    "train_summary": "provision.agent.train.commands:summary",
+    "train_idle": "provision.agent.train.commands:idle_watch",
 }
 
 

@@ -84,6 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--index-url", metavar="URL",
                    help="with --mirror pytorch: base URL holding /<tag>/ indexes; with pypi: the simple index")  # fmt: skip
     r.add_argument("--no-torchaudio", dest="torchaudio", action="store_false", help="plan torch + torchvision only")  # fmt: skip
+    r.add_argument("--allow-cuda-build-on-cpu", action="store_true",
+                   help="on a host without an NVIDIA GPU, accept a multi-GB CUDA build (PyPI's) that runs on the CPU")  # fmt: skip
     parser.add_argument("--env", metavar="PATH",
                         help="check the torch in this managed env (default: host var provision_env, else the host's python3)")  # fmt: skip
 
@@ -96,6 +98,7 @@ def _request(args: argparse.Namespace) -> TorchRequest:
         mirror=args.mirror,
         index_base=args.index_url,
         torchaudio=args.torchaudio,
+        allow_cuda_build_on_cpu=args.allow_cuda_build_on_cpu,
     )
 
 
@@ -164,7 +167,8 @@ def _run_offline(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result_document(result))
     else:
-        console.print(result_panel("torch plan", result))
+        console.print(result_panel("torch plan", result), soft_wrap=False)  # wrap, never crop
+        print_command(result)
     return EXIT_OK if isinstance(result, InstallPlan) else EXIT_HOST_FAILED
 
 
@@ -199,11 +203,18 @@ def plan_lines(
     )
     if companions:
         lines.append(Text(f"with {companions}"))
-    if p.pip_args:
-        lines.append(Text(shlex.join(p.pip_command(python)), style="cyan"))
     lines += _bullets("why", p.reasons if reasons else [], "dim")
     lines += _bullets("warnings", p.warnings if warnings else [], "yellow")
     return lines
+
+
+def print_command(result: InstallPlan | NoPlan, python: str = "python3") -> None:
+    """The pip command in full, outside any box: a panel crops long lines, and a cropped
+    command (one without its --index-url) installs the wrong build when copied."""
+    if isinstance(result, InstallPlan) and result.pip_args:
+        line = Text("run: ", style="bold")
+        line.append(shlex.join(result.pip_command(python)), style="cyan")
+        console.print(line, soft_wrap=True)
 
 
 def result_panel(title: str, result: InstallPlan | NoPlan) -> Panel:
@@ -244,7 +255,9 @@ def _run_hosts(args: argparse.Namespace) -> int:
     else:
         for name, o in outcomes.items():
             if o.ok and o.value:
-                console.print(host_panel(name, o.value, verbose=args.verbose))
+                console.print(host_panel(name, o.value, verbose=args.verbose), soft_wrap=False)
+                if o.value.fix:  # in full, outside the box (see print_command)
+                    console.print(Text(f"fix: {o.value.fix}", style="bold"), soft_wrap=True)
             else:
                 kind = "unreachable" if o.unreachable else "failed"
                 console.print(f"[bold red]{name}: {kind}[/]: {o.message}")
@@ -290,8 +303,6 @@ def host_panel(name: str, check: HostCheck, verbose: int = 0) -> Panel:
     lines += _bullets("problems", check.problems, "red")
     if verbose or check.verdict != OK:
         lines += _bullets("warnings", check.warnings, "yellow")
-    if check.fix:
-        lines.append(Text(f"fix: {check.fix}", style="bold"))
     style = _VERDICT_STYLE[check.verdict]
     return Panel(Group(*lines), title=f"[{style}]{check.verdict}[/] {name}", title_align="left",
                  border_style=style, expand=False)  # fmt: skip

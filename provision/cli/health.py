@@ -392,8 +392,13 @@ def run(args: argparse.Namespace) -> int:
                 console.print(health_screen(outcomes, args.verbose))
             return exit_code(outcomes)
         return watch(poller, args.watch, args.count, args.verbose)
-    except KeyboardInterrupt:
-        console.print("[yellow]stopped[/]")
+    except KeyboardInterrupt as exc:
+        if args.watch is not None and not getattr(exc, "outcomes", None):
+            console.print("[yellow]stopped[/]")  # --watch: Ctrl-C between refreshes is the way out
+        else:
+            from provision.cli.common import report_interrupted
+
+            report_interrupted(exc, as_json=args.json)
         return EXIT_INTERRUPTED
     finally:
         poller.close()

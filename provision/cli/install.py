@@ -62,12 +62,19 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument(
         "--python",
         metavar="PATH",
-        help="the host interpreter to build the env from (default: python3; with --conda: a version)",
+        help="the host interpreter to build the env from (default: python3; a conda Python works: "
+        "/root/miniconda3/bin/python)",
     )
     what.add_argument(
         "--no-minor-version-compat",
         action="store_true",
         help="never plan a build that needs CUDA minor-version compatibility",
+    )
+    what.add_argument(
+        "--allow-cuda-build-on-cpu",
+        action="store_true",
+        help="on a host without an NVIDIA GPU, accept a multi-GB CUDA build that runs on the CPU "
+        "(default: the CPU build, or stop with the options)",
     )
     what.add_argument(
         "--project", metavar="FILE", help="project file (default: ./provision.yml if present)"
@@ -132,7 +139,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="managed env path on the host (default ~/.provision/envs/provision; /workspace/... on RunPod)",
     )
-    env.add_argument("--conda", metavar="NAME", help="manage a conda env NAME instead of a venv")
+    env.add_argument("--conda", metavar="NAME", help=argparse.SUPPRESS)  # removed: says what to do
     env.add_argument(
         "--relay",
         action="store_true",
@@ -189,8 +196,6 @@ def build_options(args: argparse.Namespace, *, allow_locked: bool = True) -> tup
     extras = [e for group in args.extra for e in group] or (list(p.packages) if p else [])
     requirements = list(args.requirement) or ([str(p.requirements)] if p and p.requirements else [])
     python = args.python or (python_for(p.python) if p and p.python else None)
-    if getattr(args, "conda", None) and p and p.python and not args.python:
-        python = p.python  # conda takes a version
     locked_path = getattr(args, "locked", None) if allow_locked else None
     if allow_locked and not locked_path and p and p.locked and not args.torch:
         locked_path = str(p.locked)
@@ -214,6 +219,7 @@ def build_options(args: argparse.Namespace, *, allow_locked: bool = True) -> tup
         relay=getattr(args, "relay", False),
         locked=read_lock(locked_path) if locked_path else None,
         allow_minor_version_compat=not args.no_minor_version_compat,
+        allow_cuda_build_on_cpu=args.allow_cuda_build_on_cpu,
         pip_timeout=args.pip_timeout,
     )
     if args.pip_timeout <= 0:

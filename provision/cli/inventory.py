@@ -6,7 +6,8 @@
     provision inventory -i hosts.ini --json          `ansible-inventory --list` shape on stdout
     provision inventory -i hosts.ini --graph         the group tree
 
-Secrets never show: vars named like password/token/secret/passphrase print as ********.
+Secrets never show: vars the one rule in provision/secrets.py calls secret (ansible_password,
+ansible_become_pass, *_token, *_key, api_key…) and URL passwords print as ********.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from rich.table import Table
 from provision.cli.common import connect_options, console, emit_json
 from provision.inventory.loader import load_inventory, resolve_targets
 from provision.inventory.model import Host, Inventory
+from provision.secrets import mask_tree
 
 describe = "Show the hosts and vars a target or inventory resolves to"
 
-MASK = "********"
-_SECRET_WORDS = ("password", "passwd", "token", "secret", "passphrase")
 # Shown in their own columns, so left out of the vars column.
 _CONNECTION_VARS = {
     "ansible_host",
@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "vars in _meta.hostvars (as ansible-inventory --export)",
     )
     parser.add_argument(
+        "--playbook-dir",
+        metavar="DIR",
+        help="also read group_vars/ and host_vars/ beside this playbook directory "
+        "(as ansible-inventory --playbook-dir)",
+    )
+    parser.add_argument(
         "-l",
         "--limit",
         metavar="PATTERN",
@@ -68,8 +74,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = connect_options(args)
-    hosts = resolve_targets(args.targets, args.inventory, options, limit=args.limit)
-    inventory = load_inventory(args.inventory) if args.inventory else None
+    play_dir = args.playbook_dir
+    hosts = resolve_targets(
+        args.targets, args.inventory, options, limit=args.limit, playbook_dir=play_dir
+    )
+    inventory = load_inventory(args.inventory, play_dir) if args.inventory else None
     if args.graph:
         tree = graph_lines(inventory, hosts)
         if args.json:
@@ -85,18 +94,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- secrets ---------------------------------------------------------------------------------
-def is_secret_name(name: str) -> bool:
-    lowered = name.lower()
-    # `password_env` holds the NAME of an env var, not a secret, and is worth seeing.
-    return any(w in lowered for w in _SECRET_WORDS) and not lowered.endswith("_env")
-
-
 def mask_secrets(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: MASK if is_secret_name(str(k)) else mask_secrets(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask_secrets(v) for v in value]
-    return value
+    """Vars as shown: the one secret rule (provision.secrets) masks names and URL passwords."""
+    return mask_tree(value)
 
 
 # -- JSON ------------------------------------------------------------------------------------

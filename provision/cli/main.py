@@ -11,7 +11,10 @@ from provision.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     add_common_options,
+    apply_ansible_config,
     console,
+    leave_now_if_stuck,
+    report_interrupted,
     setup_logging,
 )
 from provision.errors import ConfigError, ProvisionError
@@ -29,7 +32,16 @@ COMMANDS = {
     "bench": "bench",
     "report": "report",
     "health": "health",
+    "train": "train",
+    "runs": "runs",
+    "logs": "logs",
+    "attach": "attach",
+    "stop": "stop",
+    "idle": "idle",
 }
+# Commands that take a command line of their own after `--` (kept out of argparse, which would
+# mix its words with the targets): `provision train gpu1 -- python train.py --lr 3`.
+TAKES_COMMAND = frozenset({"train"})
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -52,7 +64,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             raise
         p = sub.add_parser(name, help=module.describe, description=module.describe)
         module.add_arguments(p)
-        add_common_options(p)
+        add_common_options(p, getattr(module, "OWN_SHORT_OPTIONS", frozenset()))
         p.set_defaults(_run=module.run)
     return parser
 
@@ -62,19 +74,30 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     wants_help = any(a in ("-h", "--help") for a in argv) and chosen is None
     parser = build_parser(only=chosen if chosen in COMMANDS and not wants_help else None)
+    trailing = None
+    if chosen in TAKES_COMMAND and "--" in argv:
+        cut = argv.index("--")
+        argv, trailing = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if trailing is not None:
+        args.command_argv = trailing
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     setup_logging(args.verbose)
     try:
-        return int(args._run(args) or 0)
+        apply_ansible_config(args)
+        code = int(args._run(args) or 0)
+        if code == EXIT_INTERRUPTED:
+            leave_now_if_stuck(code)
+        return code
     except ConfigError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         return EXIT_USAGE
     except ProvisionError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         return 1
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
+    except KeyboardInterrupt as exc:
+        report_interrupted(exc, as_json=bool(getattr(args, "json", False)))
+        leave_now_if_stuck(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED

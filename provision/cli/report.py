@@ -18,6 +18,7 @@ from typing import Any
 
 from provision.cli.common import EXIT_OK, console, emit_json
 from provision.errors import ConfigError
+from provision.paths import write_atomic
 from provision.report import history
 from provision.report.document import load_report
 from provision.report.history import utc
@@ -115,12 +116,10 @@ def run(args: argparse.Namespace) -> int:
                 comparisons[doc["host"]] = found
     docs = apply_prices(docs, args.inventory)
     if args.html:
-        Path(args.html).expanduser().write_text(render_html(docs, comparisons), encoding="utf-8")
+        write_atomic(Path(args.html).expanduser(), render_html(docs, comparisons))
         console.print(f"HTML report: {args.html}")
     if args.markdown:
-        Path(args.markdown).expanduser().write_text(
-            render_markdown(docs, comparisons), encoding="utf-8"
-        )
+        write_atomic(Path(args.markdown).expanduser(), render_markdown(docs, comparisons))
         console.print(f"Markdown report: {args.markdown}")
     if args.json:
         document: dict[str, Any] = {"ranking": rankings(docs), "reports": docs}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 from typing import Any
 
 from provision.cli.common import EXIT_USAGE, connect_options, console, emit_json
@@ -117,7 +118,10 @@ def playbook_inventory(args: argparse.Namespace, options: Any) -> tuple[Any, str
     from provision.inventory.loader import load_inventory, resolve_targets
     from provision.inventory.model import Inventory
 
-    inventory = load_inventory(args.inventory) if args.inventory else Inventory()
+    # group_vars/ and host_vars/ beside the playbook count too (Ansible's play-adjacent vars)
+    playbook = getattr(args, "playbook", None)  # `provision up` runs a built-in one
+    play_dir = os.path.dirname(os.path.abspath(playbook)) if playbook else None
+    inventory = load_inventory(args.inventory, play_dir) if args.inventory else Inventory()
     inventory.groups.setdefault("all", list(inventory.hosts))
     if not args.targets:
         if not args.inventory:
@@ -131,7 +135,9 @@ def playbook_inventory(args: argparse.Namespace, options: Any) -> tuple[Any, str
                     key_file=options.key_file or host.key_file,
                 )
         return inventory, args.limit
-    hosts = resolve_targets(args.targets, args.inventory, options, limit=args.limit)
+    hosts = resolve_targets(
+        args.targets, args.inventory, options, limit=args.limit, playbook_dir=play_dir
+    )
     wanted = {h.name for h in hosts}
     run_inv = Inventory()
     for host in hosts:

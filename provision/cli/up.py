@@ -59,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="more pip requirements for the env (repeatable)",
     )
     parser.add_argument("--env", help="managed environment path on the host")
+    parser.add_argument(
+        "--allow-cuda-build-on-cpu",
+        action="store_true",
+        help="on a host without an NVIDIA GPU, accept a multi-GB CUDA build that runs on the CPU",
+    )
     parser.add_argument("--mirror", help="pypi | tuna | aliyun | ustc | huawei | tencent")
     parser.add_argument("--index-url", help="package index URL (credentials are masked everywhere)")
     parser.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
@@ -162,6 +167,7 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
         or (list(p.extra_index_urls) if p else []),
         "up_find_links": list(args.find_links) or (list(p.find_links) if p else []),
         "up_trusted_hosts": list(args.trusted_host),
+        "up_allow_cuda_build_on_cpu": bool(getattr(args, "allow_cuda_build_on_cpu", False)),
         "up_dataset": args.dataset or "",
         "up_dataset_name": args.dataset_name or "",
         # --dataset replaces the project's list; without either, the embedded sample
@@ -180,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
     from provision.paths import bundle_dir
+    from provision.report.render import diagnosis_headline
 
     options = connect_options(args)
     project = find_up_project(args)
@@ -208,20 +215,50 @@ def run(args: argparse.Namespace) -> int:
         display=display,
     )
     reports = _report_paths(result)
+    timings = step_timings(result)  # H8 (issue 14): where up's time went, per host
     if args.json:
         doc = result.to_json()
         doc["reports"] = reports
+        doc["timings"] = timings
         emit_json(doc)
     print_recap(console, result)
-    for host, paths in reports.items():
-        console.print(f"[bold]{host}[/]: report {paths.get('html')} (JSON: {paths.get('json')})")
+    for host, steps in timings.items():
+        line = ", ".join(f"{s['task']} {s['seconds']:.1f}s" for s in steps if s["seconds"] >= 0.05)
+        console.print(f"[dim]{host}: {line}[/]", soft_wrap=True)
+    # where the report is and what it found, on the console whether or not it is a terminal
+    for host, (paths, findings) in _reports(result).items():
+        console.print(
+            f"[bold]{host}[/]: report {paths.get('html')} (JSON: {paths.get('json')})",
+            soft_wrap=True,
+        )
+        console.print(f"[bold]{host}[/]: diagnosis: {diagnosis_headline(findings)}", soft_wrap=True)
     return result.exit_code()
 
 
-def _report_paths(result: Any) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
+def _reports(result: Any) -> dict[str, tuple[dict[str, str], list[dict[str, Any]]]]:
+    out: dict[str, tuple[dict[str, str], list[dict[str, Any]]]] = {}
     for item in result.to_json().get("results", []):
         data = item.get("result") or {}
         if item.get("action") == "report" and isinstance(data.get("paths"), dict):
-            out[item.get("host")] = data["paths"]
+            findings = [f for f in data.get("diagnosis") or [] if isinstance(f, dict)]
+            out[item.get("host")] = (data["paths"], findings)
     return out
+
+
+def step_timings(result: Any) -> dict[str, list[dict[str, Any]]]:
+    """{host: [{task, action, status, seconds}]} in run order: per-step wall time of `up`."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for item in result.to_json().get("results", []):
+        out.setdefault(item.get("host"), []).append(
+            {
+                "task": item.get("task"),
+                "action": item.get("action"),
+                "status": item.get("status"),
+                "seconds": item.get("seconds", 0.0),
+            }
+        )
+    return out
+
+
+def _report_paths(result: Any) -> dict[str, dict[str, str]]:
+    return {host: paths for host, (paths, _) in _reports(result).items()}

@@ -37,6 +37,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from provision.compat.gpus import find_gpu
+from provision.compat.offer import IndexOffer
 from provision.compat.loader import (
     CompatData,
     Patch,
@@ -127,6 +128,10 @@ class TorchRequest:
     # pytorch: base URL with /<tag> under it; pypi: the simple index URL (None: pip's own)
     index_base: str | None = None
     torchaudio: bool = True
+    # what the index in effect serves (None: assume every build in the table exists)
+    offer: IndexOffer | None = None
+    # PyPI's CUDA build on a host without an NVIDIA GPU is a multi-GB download: only when asked
+    allow_cuda_build_on_cpu: bool = False
 
 
 @dataclass
@@ -397,6 +402,12 @@ def _assess(rel: TorchRelease, variant: Variant, ctx: _Context, explicit: bool) 
         if not explicit and ctx.request.mirror != "pypi":
             a.why_not = "no GPU: the cpu build is used"
             return a
+        if not explicit and not ctx.request.allow_cuda_build_on_cpu:
+            a.why_not = (
+                "no NVIDIA GPU: this CUDA build is a multi-GB download that runs on the CPU only "
+                "(--allow-cuda-build-on-cpu to accept it)"
+            )
+            return a
         a.ok, a.tier, a.mode = True, 0, "cuda-build-on-cpu"
         a.warnings.append(
             f"no NVIDIA GPU found: the {variant.tag} build runs on the CPU only (and is a multi-GB download)"
@@ -498,6 +509,12 @@ def _evaluate(rel: TorchRelease, patch: Patch, ctx: _Context) -> tuple[_Choice |
             where = "on a PyPI-only mirror" if ctx.request.mirror == "pypi" else "published"
             return None, f"no {explicit} build {where} (builds: {', '.join(variants)})"
         variants = {explicit: variants[explicit]}
+    offer = ctx.request.offer
+    if offer is not None:
+        there = {t: v for t, v in variants.items() if _offered(offer, rel, patch, t, ctx)}
+        if not there:
+            return None, _not_offered(offer, patch, list(variants), rel, ctx)
+        variants = there
     assessments = [_assess(rel, v, ctx, explicit=bool(explicit)) for v in variants.values()]
     good = [a for a in assessments if a.ok]
     if not good:
@@ -505,6 +522,37 @@ def _evaluate(rel: TorchRelease, patch: Patch, ctx: _Context) -> tuple[_Choice |
         return None, "; ".join(f"{a.variant.tag}: {a.why_not}" for a in shown)
     best = min(good, key=lambda a: _rank(a, rel, ctx.arch))
     return _Choice(rel, patch, best, py_note), ""
+
+
+def _companions(ctx: _Context) -> tuple[str, ...]:
+    return ("torchvision", "torchaudio") if ctx.request.torchaudio else ("torchvision",)
+
+
+def _offered(offer: IndexOffer, rel: TorchRelease, patch: Patch, tag: str, ctx: _Context) -> bool:
+    """torch and every companion that was asked about exist there as this build."""
+    default = rel.pypi_default_for(ctx.arch)
+    if not offer.has("torch", patch.version, tag, default):
+        return False
+    for name in _companions(ctx):
+        version = getattr(patch, name, None)
+        if version and offer.asked(name) and not offer.has(name, version, tag, default):
+            return False
+    return True
+
+
+def _not_offered(
+    offer: IndexOffer, patch: Patch, tags: list[str], rel: TorchRelease, ctx: _Context
+) -> str:
+    default = rel.pypi_default_for(ctx.arch)
+    torch_there = [t for t in tags if offer.has("torch", patch.version, t, default)]
+    if torch_there:
+        missing = [
+            f"{n} {getattr(patch, n)}"
+            for n in _companions(ctx)
+            if getattr(patch, n, None) and offer.asked(n)
+        ]
+        return f"torch is on {offer.where}, {' / '.join(missing) or 'a companion'} is not"
+    return f"not on {offer.where}"
 
 
 def _group(rejections: list[tuple[str, str]]) -> list[str]:
@@ -553,8 +601,9 @@ def _pip_args(ctx: _Context, choice: _Choice, tag: str, index_url: str | None) -
     if ctx.request.torchaudio and p.torchaudio:
         pins.append(f"torchaudio=={p.torchaudio}{suffix}")
     args = ["install", *pins]
-    if index_url:
-        args += ["--extra-index-url" if legacy else "--index-url", index_url]
+    # always named: a command copied without it gets whatever index the user's pip.conf says
+    index_url = index_url or "https://pypi.org/simple"
+    args += ["--extra-index-url" if legacy else "--index-url", index_url]
     return args
 
 
@@ -757,6 +806,8 @@ def resolve_install_plan(
 
     choice, rejected = _search(ctx)
     reasons += rejected
+    known = _search(replace(ctx, request=replace(request, offer=None)))[0] if request.offer else None
+    lagging = _lagging(request.offer, known, choice)
 
     kept, not_kept, installed_public = _installed(ctx, facts)
     if kept is not None:
@@ -785,12 +836,50 @@ def resolve_install_plan(
     if choice is not None:
         plan = _plan(ctx, choice, "install")
         a = choice.assessment
+        if lagging:
+            plan.warnings.insert(0, lagging)
         plan.reasons = [
             *reasons,
+            *([lagging] if lagging else []),
             f"chose torch {choice.patch.version}+{a.variant.tag} ({_mode_text(a.mode)})",
         ]
         return plan
+    if request.offer is not None and known is not None:
+        return _not_on_index(request.offer, known, reasons)
     return _no_plan(ctx, facts, reasons)
+
+
+def _pin(choice: _Choice) -> str:
+    return f"{choice.patch.version}+{choice.assessment.variant.tag}"
+
+
+def _lagging(offer: IndexOffer | None, known: _Choice | None, choice: _Choice | None) -> str:
+    """"torch 2.14.0 not on <index>; newest there that fits: 2.13.0" when the index lags."""
+    if offer is None or known is None or choice is None:
+        return ""
+    if Version(known.patch.version) > Version(choice.patch.version):
+        return (
+            f"torch {known.patch.version} not on {offer.where}; newest there that fits: "
+            f"{choice.patch.version}"
+        )
+    if known.assessment.variant.tag != choice.assessment.variant.tag:
+        return f"torch {_pin(known)} not on {offer.where}; newest there that fits: {_pin(choice)}"
+    return ""
+
+
+def _not_on_index(offer: IndexOffer, known: _Choice, reasons: list[str]) -> NoPlan:
+    tag = known.assessment.variant.tag
+    return NoPlan(
+        f"torch {_pin(known)} fits this host, but {offer.where} has no build that fits "
+        f"(it has torch {offer.summary()})",
+        reasons,
+        [
+            f"use an index that has it: --index-url https://download.pytorch.org/whl/{tag} "
+            "(or a mirror of it)",
+            "--relay: this machine downloads the wheels and pushes them to the host",
+            "ask for a build the index has: --torch VERSION / --variant TAG",
+        ],
+    )
 
 
 def _mode_text(mode: str) -> str:
@@ -854,15 +943,22 @@ def _no_plan(ctx: _Context, facts: HostFacts, reasons: list[str]) -> NoPlan:
                 f"drop --variant {req.variant}: torch {alt.patch.version}+{alt.assessment.variant.tag} fits"
             )
     if req.mirror == "pypi":
-        alt = _what_if(ctx, mirror="pytorch", index_base=None)
+        alt = _what_if(ctx, mirror="pytorch", index_base=None, offer=None)
         if alt is not None:
             options.append(
                 f"install from https://download.pytorch.org/whl/{alt.assessment.variant.tag} (or a mirror of "
                 f"it): torch {alt.patch.version}+{alt.assessment.variant.tag} fits, but PyPI-only mirrors "
                 f"carry only PyPI's default CUDA build"
             )
+    if not ctx.gpus and not req.allow_cuda_build_on_cpu:
+        alt = _what_if(ctx, allow_cuda_build_on_cpu=True)
+        if alt is not None:
+            options.append(
+                f"--allow-cuda-build-on-cpu: torch {_pin(alt)} from this index, a multi-GB CUDA "
+                "download that runs on the CPU only"
+            )
     if ctx.gpus and req.variant != "cpu":
-        alt = _what_if(ctx, variant="cpu", mirror="pytorch", index_base=None)
+        alt = _what_if(ctx, variant="cpu", mirror="pytorch", index_base=None, offer=None)
         if alt is not None:
             options.append(
                 f"CPU-only build: torch {alt.patch.version}+cpu (--variant cpu); the GPUs stay unused"

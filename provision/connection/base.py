@@ -5,13 +5,15 @@ Modules never know whether they talk to SSH or to this machine.
 
 from __future__ import annotations
 
-import shlex
+import threading
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO
 
 from provision.inventory.model import Host
+from provision.shell import as_root, env_exports
 
 LineCallback = Callable[[str], None]
 
@@ -38,30 +40,39 @@ class ConnectOptions:
     key_file: str | None = None
     password_env: str | None = None  # name of the env var holding the password, never the password
     passphrase_env: str | None = None  # env var with the private key's passphrase
+    become: bool = False  # --become: host-side (agent) work runs as root through sudo
+    become_password_env: str | None = None  # env var with the sudo password (sent on stdin)
     known_hosts: str = "accept-new"  # strict | accept-new | off
     connect_timeout: float = 10.0
     connect_retries: int = 2  # extra attempts on transient connect failures, with backoff
-    keepalive: int = 15
+    # dead-peer detection: a keepalive that expects a reply every `keepalive` seconds; after
+    # `keepalive_count` unanswered ones the host is unreachable (~1 min by default)
+    keepalive: float = 15.0
+    keepalive_count: int = 3
     extra_known_hosts: list[str] = field(default_factory=list)
     ssh_config: str | None = None  # path; default ~/.ssh/config
+    # ansible.cfg remote_user / private_key_file: used only where nothing else names one
+    default_user: str | None = None
+    default_key_file: str | None = None
 
 
 def quote_env(env: Mapping[str, str] | None) -> str:
-    """`export K=V;` prefix: every value quoted, so a value is data, never code."""
-    if not env:
-        return ""
-    parts = []
-    for key, value in env.items():
-        if not key.replace("_", "").isalnum():
-            raise ValueError(f"invalid environment variable name {key!r}")
-        parts.append(f"export {key}={shlex.quote(str(value))};")
-    return " ".join(parts) + " "
+    """`export K=V;` prefix: every value quoted, so a value is data, never code (provision.shell)."""
+    return str(env_exports(env))
 
 
 class Connection(ABC):
-    """Run / put / get / stream to one host. Opened lazily, reused by every step, one thread."""
+    """Run / put / get / stream to one host. Opened lazily, reused by every step, one thread.
+
+    Every wait is bounded: `timeout` bounds a whole command; a command that times out or is
+    interrupted has its process group ended (on the host, or here for LocalConnection)."""
 
     host: Host
+    doing: str | None = None  # the step in progress (a task, "agent facts"): named in errors
+
+    def interrupt(self) -> None:
+        """Called from another thread on Ctrl-C: running commands stop (their process group is
+        ended) and raise errors.Cancelled in the thread that runs them."""
 
     @abstractmethod
     def run(
@@ -84,9 +95,12 @@ class Connection(ABC):
         on_stdout_line: LineCallback | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> CommandResult:
         """Run a command while feeding `source` to its stdin and handing stdout lines over as
-        they arrive. The data plane: one stream for many files, never a call per file."""
+        they arrive. The data plane: one stream for many files, never a call per file.
+        `timeout` bounds the whole command, `idle_timeout` the time without output or input
+        taken; either ends it with exit code 124."""
 
     @abstractmethod
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
@@ -107,5 +121,25 @@ class Connection(ABC):
 
 def sudo_wrap(command: str) -> str:
     """Run as root: directly when already root (most rentals), else through non-interactive sudo."""
-    quoted = shlex.quote(command)
-    return f'if [ "$(id -u)" = 0 ]; then sh -c {quoted}; else sudo -n -H sh -c {quoted}; fi'
+    return str(as_root(command))
+
+
+_live: weakref.WeakSet[Connection] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def register(connection: Connection) -> None:
+    """Every connection is known here, so Ctrl-C can reach the ones running in worker threads."""
+    with _live_lock:
+        _live.add(connection)
+
+
+def interrupt_all() -> None:
+    """Ctrl-C: ask every live connection to stop what it runs (each ends its remote group)."""
+    with _live_lock:
+        live = list(_live)
+    for connection in live:
+        try:
+            connection.interrupt()
+        except Exception:  # pragma: no cover - interrupting must never fail the interrupt
+            pass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import paramiko
 
-from provision.paths import state_dir
+from provision.paths import state_dir, write_atomic
 
 log = logging.getLogger("provision.hostkeys")
 POLICIES = ("strict", "accept-new", "off")
@@ -39,9 +39,14 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)  # many hosts connect in parallel threads/processes
-            fh.write(line)
+        # many hosts connect in parallel threads/processes: one writer at a time (a lock file,
+        # since the file itself is replaced), each rewriting the whole file by temp + rename
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            old = self.path.read_bytes() if self.path.exists() else b""
+            if old and not old.endswith(b"\n"):
+                old += b"\n"  # a line cut by an older crash stays its own (ignored) line
+            write_atomic(self.path, old + line.encode("utf-8"))
         client.get_host_keys().add(hostname, key.get_name(), key)
         log.info("recorded new host key for %s in %s", hostname, self.path)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import queue
+import signal
 import subprocess
 import threading
 import time
@@ -15,12 +17,37 @@ from provision.connection.base import (
     Connection,
     LineCallback,
     quote_env,
+    register,
     sudo_wrap,
 )
+from provision.errors import Cancelled
 from provision.inventory.model import Host
 
 
-def _feed(stdin: IO[bytes], source: Iterable[bytes] | IO[bytes] | None) -> None:
+_TICK = 0.25
+_DRAIN = 5.0
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """TERM the command's whole process group, KILL what is left a moment later."""
+    if proc.poll() is not None and proc.returncode is not None:
+        try:
+            os.killpg(proc.pid, 0)
+        except OSError:
+            return  # leader gone and group empty
+    for sig, pause in ((signal.SIGTERM, 0.5), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            return
+        if pause:
+            try:
+                proc.wait(timeout=pause)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _feed(stdin: IO[bytes], source: Iterable[bytes] | IO[bytes] | None, last: list[float]) -> None:
     try:
         if source is not None:
             # flush each chunk: a payload that waits for the command's answer (staging's `ready`)
@@ -29,22 +56,37 @@ def _feed(stdin: IO[bytes], source: Iterable[bytes] | IO[bytes] | None) -> None:
                 while chunk := source.read(1 << 20):  # type: ignore[union-attr]
                     stdin.write(chunk)
                     stdin.flush()
+                    last[0] = time.monotonic()
             else:
                 for chunk in source:  # type: ignore[union-attr]
                     stdin.write(chunk)
                     stdin.flush()
-    except BrokenPipeError:
-        pass  # the command exited early; its exit code tells why
+                    last[0] = time.monotonic()
+    except (BrokenPipeError, ValueError):
+        pass  # the command exited early (or was stopped); its exit code tells why
     finally:
         try:
             stdin.close()
-        except BrokenPipeError:
+        except (BrokenPipeError, ValueError):
             pass
 
 
 class LocalConnection(Connection):
     def __init__(self, host: Host | None = None) -> None:
         self.host = host or Host(name="localhost", local=True)
+        self.doing = None
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._interrupted_at: float | None = None
+        register(self)
+
+    def interrupt(self) -> None:
+        if self._interrupted_at is None:
+            self._interrupted_at = time.monotonic()
+        with self._lock:
+            running = list(self._running)
+        for proc in running:
+            _kill_group(proc)
 
     def run(
         self,
@@ -58,25 +100,7 @@ class LocalConnection(Connection):
         full = quote_env(env) + command
         if sudo:
             full = sudo_wrap(full)
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(
-                ["/bin/sh", "-c", full],
-                input=stdin if stdin is not None else b"",
-                capture_output=True,
-                timeout=timeout,
-                cwd=os.path.expanduser("~"),
-            )
-            code, out, err = proc.returncode, proc.stdout, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            code, out, err = 124, exc.stdout or b"", (exc.stderr or b"") + b"\ntimed out"
-        return CommandResult(
-            command,
-            code,
-            out.decode("utf-8", "replace"),
-            err.decode("utf-8", "replace"),
-            time.monotonic() - start,
-        )
+        return self._execute(command, full, [stdin] if stdin else None, None, timeout, None)
 
     def stream(
         self,
@@ -86,47 +110,111 @@ class LocalConnection(Connection):
         on_stdout_line: LineCallback | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> CommandResult:
+        return self._execute(command, quote_env(env) + command, source, on_stdout_line, timeout, idle_timeout)
+
+    def _execute(
+        self,
+        command: str,
+        full: str,
+        source: Iterable[bytes] | IO[bytes] | None,
+        on_stdout_line: LineCallback | None,
+        timeout: float | None,
+        idle_timeout: float | None,
+    ) -> CommandResult:
+        """Own session (so the whole group can be ended), both streams read to the end by
+        threads, and the clock checked every tick: a silent command still times out."""
         start = time.monotonic()
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", quote_env(env) + command],
+            ["/bin/sh", "-c", full],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=os.path.expanduser("~"),
+            start_new_session=True,  # Ctrl-C in the terminal reaches us, not it; we end it
         )
+        with self._lock:
+            self._running.add(proc)
         assert proc.stdin and proc.stdout and proc.stderr
-        feeder = threading.Thread(target=_feed, args=(proc.stdin, source), daemon=True)
-        feeder.start()
+        last = [start]
+        lines: queue.Queue[bytes | None] = queue.Queue()
         err_chunks: list[bytes] = []
-        err_reader = threading.Thread(
-            target=lambda: err_chunks.append(proc.stderr.read()), daemon=True  # type: ignore[union-attr]
-        )
-        err_reader.start()
-        out_lines: list[str] = []
-        deadline = None if timeout is None else start + timeout
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            out_lines.append(line)
-            if on_stdout_line:
-                on_stdout_line(line)
-            if deadline and time.monotonic() > deadline:
-                proc.kill()
-                break
+
+        def read_out() -> None:
+            for raw in iter(proc.stdout.readline, b""):  # type: ignore[union-attr]
+                last[0] = time.monotonic()
+                lines.put(raw)
+            lines.put(None)
+
+        def read_err() -> None:
+            while chunk := proc.stderr.read1(1 << 16):  # type: ignore[union-attr]
+                last[0] = time.monotonic()
+                err_chunks.append(chunk)
+
+        threads = [
+            threading.Thread(target=_feed, args=(proc.stdin, source, last), daemon=True),
+            threading.Thread(target=read_out, daemon=True),
+            threading.Thread(target=read_err, daemon=True),
+        ]
+        for t in threads:
+            t.start()
+        out: list[bytes] = []
+        stopped: str | None = None
         try:
-            code = proc.wait(timeout=None if deadline is None else max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = 124
-        feeder.join(timeout=5)
-        err_reader.join(timeout=5)
-        return CommandResult(
-            command,
-            code,
-            "\n".join(out_lines),
-            b"".join(err_chunks).decode("utf-8", "replace"),
-            time.monotonic() - start,
-        )
+            while True:
+                try:
+                    raw = lines.get(timeout=_TICK)
+                except queue.Empty:
+                    stopped = self._expired(start, last[0], timeout, idle_timeout)
+                    if stopped:
+                        break
+                    continue
+                if raw is None:
+                    break
+                out.append(raw)
+                if on_stdout_line:
+                    on_stdout_line(raw.decode("utf-8", "replace").rstrip("\n"))
+            while stopped is None:
+                try:
+                    proc.wait(timeout=_TICK)
+                    break
+                except subprocess.TimeoutExpired:
+                    stopped = self._expired(start, last[0], timeout, idle_timeout)
+        except BaseException:  # Ctrl-C in this thread or a failing callback: end the group too
+            _kill_group(proc)
+            raise
+        finally:
+            if stopped is not None:
+                _kill_group(proc)
+            with self._lock:
+                self._running.discard(proc)
+        at = self._interrupted_at
+        if stopped is None and at is not None and start <= at:
+            stopped = "interrupted"  # interrupt() ended the group from another thread
+        code = proc.wait() if stopped is None else 124
+        for t in threads[1:]:
+            t.join(timeout=_DRAIN)
+        threads[0].join(timeout=_DRAIN)
+        if stopped == "interrupted":
+            raise Cancelled(self.host.name, f"interrupted during {self.doing or '`' + command[:60] + '`'}")
+        err = b"".join(err_chunks)
+        if stopped:
+            err += f"\nprovision: {stopped}; the command was stopped\n".encode()
+        text = b"".join(out).decode("utf-8", "replace")
+        stdout = "\n".join(line.rstrip("\n") for line in text.splitlines(True)) if on_stdout_line else text
+        return CommandResult(command, code, stdout, err.decode("utf-8", "replace"), time.monotonic() - start)
+
+    def _expired(self, start: float, last: float, timeout: float | None, idle: float | None) -> str | None:
+        now = time.monotonic()
+        at = self._interrupted_at
+        if at is not None and (start <= at or now - at > 1.0):
+            return "interrupted"
+        if timeout is not None and now - start > timeout:
+            return f"timed out after {timeout:g}s"
+        if idle is not None and now - last > idle:
+            return f"no output for {idle:g}s"
+        return None
 
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
         path = Path(os.path.expanduser(remote_path))

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import IO
 
 import paramiko
@@ -23,11 +23,16 @@ from provision.connection.base import (
     ConnectOptions,
     LineCallback,
     quote_env,
+    register,
     sudo_wrap,
 )
+from provision.connection import framing
 from provision.connection.hostkeys import apply_policy, changed_key_message
-from provision.errors import AuthError, ConfigError, HostKeyError, UnreachableError
+from provision.connection.keepalive import Watchdog
+from provision.errors import AuthError, Cancelled, ConfigError, HostKeyError, UnreachableError
 from provision.inventory.model import Host
+from provision.shell import Raw, sh
+from provision.shell import path as shell_path
 
 log = logging.getLogger("provision.ssh")
 _CHUNK = 1 << 18
@@ -52,11 +57,9 @@ class _GcmFirstTransport(paramiko.Transport):
     )
 
 
-def _remote_path_expr(path: str) -> str:
+def _remote_path_expr(remote_path: str) -> str:
     """Shell-quoted path; a leading ~/ stays relative to the remote $HOME."""
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
+    return str(shell_path(remote_path))
 
 
 def _jump_host(chain: str, ssh_config: str | None) -> Host:
@@ -82,11 +85,82 @@ def _secret_from_env(var: str | None, what: str) -> str | None:
     return value
 
 
+_TICK = 0.25  # how often a blocked read looks at its deadline, the link and Ctrl-C
+_DRAIN = 5.0  # after a command ended: how long its stream threads may take to finish
+_CLEANUP_GRACE = 1.0  # after Ctrl-C, how long a step's cleanup commands may run
+_FILE_IDLE = 120.0  # put/get: silence that means the host's disk or filesystem hangs
+
+
+@dataclass
+class _Run:
+    code: int
+    stdout: bytes
+    stderr: bytes
+    seconds: float
+
+
+def _summary(command: str, width: int = 60) -> str:
+    text = " ".join(command.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _chunks(source: Iterable[bytes] | IO[bytes] | None) -> Iterator[bytes]:
+    if source is None:
+        return
+    if hasattr(source, "read"):
+        while chunk := source.read(_CHUNK):  # type: ignore[union-attr]
+            yield chunk
+    else:
+        for chunk in source:  # type: ignore[union-attr]
+            if chunk:
+                yield chunk
+
+
+def _send_all(chan: paramiko.Channel, data: bytes, stop: threading.Event) -> None:
+    """sendall that survives the read tick timeout: a full window (the host reads slowly) waits,
+    it is not an error; a stopped command ends the wait."""
+    view = memoryview(data)
+    while view:
+        if stop.is_set():
+            raise EOFError("command stopped")
+        try:
+            sent = chan.send(view[:_CHUNK].tobytes())
+        except TimeoutError:
+            continue
+        if sent == 0:
+            raise EOFError("channel closed")
+        view = view[sent:]
+
+
+def _key_problem(exc: Exception, fab: FabricConnection, options: ConnectOptions, host: Host | None) -> str | None:
+    """What to do about an encrypted private key that could not be used, or None."""
+    keys = fab.connect_kwargs.get("key_filename") or []
+    key = keys[0] if keys else "the private key"
+    text = str(exc)
+    var = (host.vars.get("passphrase_env") if host else None) or options.passphrase_env
+    if isinstance(exc, paramiko.PasswordRequiredException) or "is encrypted" in text:
+        return (
+            f"the private key {key} is encrypted and no passphrase was given: set --passphrase-env VAR "
+            "(the name of an env var holding the passphrase)"
+        )
+    if "passphrase" in fab.connect_kwargs and ("Invalid key" in text or "bad decrypt" in text.lower()):
+        return (
+            f"the passphrase from env var {var} does not decrypt the private key {key} (wrong passphrase?): "
+            f"check {var}, or the key file"
+        )
+    return None
+
+
 class SSHConnection(Connection):
     def __init__(self, host: Host, options: ConnectOptions) -> None:
         self.host = host
         self.options = options
         self._fabric: FabricConnection | None = None
+        self._watchdog: Watchdog | None = None
+        self._marker = framing.new_marker()
+        self._interrupted_at: float | None = None
+        self.doing: str | None = None
+        register(self)
 
     # -- opening ---------------------------------------------------------------------------
     def _build(self) -> FabricConnection:
@@ -134,6 +208,8 @@ class SSHConnection(Connection):
             return self._fabric.transport  # type: ignore[return-value]
         fab = self._build()
         where = f"{fab.user}@{fab.host}:{fab.port}"
+        if isinstance(fab.gateway, FabricConnection):
+            self._open_jump(fab.gateway)
         attempts = 1 + max(0, self.options.connect_retries)
         for attempt in range(attempts):
             try:
@@ -142,6 +218,9 @@ class SSHConnection(Connection):
             except paramiko.BadHostKeyException as exc:
                 raise HostKeyError(self.host.name, changed_key_message(fab.host, fab.port, exc)) from None
             except paramiko.AuthenticationException as exc:
+                key_problem = _key_problem(exc, fab, self.options, self.host)
+                if key_problem:
+                    raise AuthError(self.host.name, f"{where}: {key_problem}") from None
                 raise AuthError(
                     self.host.name,
                     f"permission denied for {where} ({exc}). Check --user, --key / ansible_ssh_private_key_file, "
@@ -158,6 +237,15 @@ class SSHConnection(Connection):
                 if attempt + 1 < attempts and "Error reading SSH protocol banner" in str(exc):
                     time.sleep(0.3 * 2**attempt)
                     continue
+                key_problem = _key_problem(exc, fab, self.options, self.host)
+                if key_problem:
+                    raise AuthError(self.host.name, f"{where}: {key_problem}") from None
+                if isinstance(exc, paramiko.ChannelException) and fab.gateway is not None:
+                    raise UnreachableError(
+                        self.host.name,
+                        f"{where}: the jump host ({self.host.proxy_jump}) could not reach it: {exc.text or exc}. "
+                        "Check the address and port as the jump host sees them.",
+                    ) from None
                 raise UnreachableError(self.host.name, f"{where}: SSH failed: {exc}") from None
             except paramiko.ssh_exception.NoValidConnectionsError as exc:
                 if attempt + 1 < attempts and _is_refused(exc):
@@ -178,21 +266,80 @@ class SSHConnection(Connection):
                 raise UnreachableError(self.host.name, f"{where}: {exc.strerror or exc}") from None
         transport = fab.transport
         assert transport is not None
-        transport.set_keepalive(self.options.keepalive)
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        self._watchdog = Watchdog(
+            transport, self.host.name, self.options.keepalive, self.options.keepalive_count
+        ).start()
         self._fabric = fab
         return transport
 
-    # -- commands --------------------------------------------------------------------------
-    def _channel(self, command: str, timeout: float | None) -> paramiko.Channel:
-        transport = self._open()
+    def _open_jump(self, gateway: FabricConnection) -> None:
+        """Open the jump host first, so that a failure there names the jump host (ProxyJump),
+        not the host behind it. A chain (a,b) opens its own earlier hops the same way."""
+        jump = f"{gateway.user}@{gateway.host}:{gateway.port}"
+        via = f"jump host {jump} (ProxyJump {self.host.proxy_jump})"
         try:
-            chan = transport.open_session(timeout=self.options.connect_timeout)
+            gateway.open()
+        except paramiko.BadHostKeyException as exc:
+            raise HostKeyError(self.host.name, f"{via}: {changed_key_message(gateway.host, gateway.port, exc)}") from None
+        except (paramiko.AuthenticationException, paramiko.SSHException) as exc:
+            key_problem = _key_problem(exc, gateway, self.options, None)
+            if key_problem:
+                raise AuthError(self.host.name, f"{via}: {key_problem}") from None
+            if isinstance(exc, paramiko.AuthenticationException) or "authentication" in str(exc).lower():
+                raise AuthError(
+                    self.host.name,
+                    f"{via} refused the login ({exc}). A jump host authenticates with its own key: give it "
+                    "in the ssh_config entry of the jump host (Host ... IdentityFile), or with --key.",
+                ) from None
+            raise UnreachableError(self.host.name, f"{via}: SSH failed: {exc}") from None
+        except paramiko.ssh_exception.NoValidConnectionsError as exc:
+            reason = "; ".join(sorted({e.strerror or str(e) for e in (exc.errors or {}).values()})) or str(exc)
+            raise UnreachableError(self.host.name, f"{via}: {reason}") from None
+        except TimeoutError:
+            raise UnreachableError(
+                self.host.name, f"{via}: no answer within {self.options.connect_timeout:g}s (--connect-timeout)"
+            ) from None
+        except (OSError, EOFError) as exc:
+            raise UnreachableError(self.host.name, f"{via}: {getattr(exc, 'strerror', None) or exc or type(exc).__name__}") from None
+
+    # -- commands --------------------------------------------------------------------------
+    def _session(self, transport: paramiko.Transport, command: str, open_timeout: float | None = None) -> paramiko.Channel:
+        try:
+            chan = transport.open_session(timeout=open_timeout or self.options.connect_timeout)
+            chan.settimeout(_TICK)
+            chan.exec_command(framing.wrap(command, self._marker))
         except (paramiko.SSHException, EOFError, OSError) as exc:
-            raise UnreachableError(self.host.name, f"connection lost: {exc}") from None
-        if timeout:
-            chan.settimeout(timeout)
-        chan.exec_command(command)
+            raise self._lost(command, str(exc) or type(exc).__name__) from None
         return chan
+
+    def _lost(self, command: str, detail: str = "") -> UnreachableError:
+        """The connection died: say why (the watchdog's verdict when it has one) and during what."""
+        step = self.doing or f"`{_summary(command)}`"
+        why = self._watchdog.reason if self._watchdog is not None and self._watchdog.reason else None
+        if why:
+            return UnreachableError(self.host.name, f"{why} during {step}")
+        return UnreachableError(self.host.name, f"connection lost during {step}" + (f": {detail}" if detail else ""))
+
+    def interrupt(self) -> None:
+        """From another thread (Ctrl-C): running commands stop their remote group and raise.
+        Commands started after it (a step's cleanup) get a second before they are stopped too."""
+        if self._interrupted_at is None:
+            self._interrupted_at = time.monotonic()
+
+    def _stop_remote(self, pgid: int | None, budget: float = 1.0) -> None:
+        """End the command's process group on the host (TERM now, KILL shortly after), bounded:
+        on a dead link there is no one to tell, and the host-side group dies with its pipes."""
+        if pgid is None or self._fabric is None or not self._fabric.is_connected:
+            return
+        transport = self._fabric.transport
+        if transport is None or not transport.is_active():
+            return
+        try:
+            self._execute(str(framing.stop_group(pgid)), timeout=budget, stoppable=False)
+        except Exception as exc:  # best effort: the caller is already failing or interrupted
+            log.debug("%s: stopping remote group %s failed: %s", self.host.name, pgid, exc)
 
     def run(
         self,
@@ -216,23 +363,69 @@ class SSHConnection(Connection):
         on_stdout_line: LineCallback | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        idle_timeout: float | None = None,
         _collect_only: bool = False,
     ) -> CommandResult:
         full = command if _collect_only else quote_env(env) + command
+        lines: list[str] = []
+        pending = bytearray()
+
+        def on_data(data: bytes) -> None:
+            pending.extend(data)
+            *complete, rest = bytes(pending).split(b"\n")
+            pending[:] = rest
+            for raw in complete:
+                line = raw.decode("utf-8", "replace")
+                lines.append(line)
+                on_stdout_line(line)  # type: ignore[misc]
+
+        run = self._execute(
+            full,
+            source=source,
+            on_data=on_data if on_stdout_line else None,
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+        )
+        if on_stdout_line is None:
+            stdout = run.stdout.decode("utf-8", "replace")
+        else:
+            if pending:
+                line = bytes(pending).decode("utf-8", "replace")
+                lines.append(line)
+                on_stdout_line(line)
+            stdout = "\n".join(lines)
+        return CommandResult(command, run.code, stdout, run.stderr.decode("utf-8", "replace"), run.seconds)
+
+    def _execute(
+        self,
+        command: str,
+        *,
+        source: Iterable[bytes] | IO[bytes] | None = None,
+        on_data: Callable[[bytes], None] | None = None,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        stoppable: bool = True,
+    ) -> _Run:
+        """The one way a command runs: framed, in its own process group, every wait bounded.
+
+        `timeout` bounds the whole command, `idle_timeout` the silence on both streams; either
+        ends it with 124 after stopping its remote process group, as does Ctrl-C (then re-raised).
+        A dead link (the keepalive watchdog closes the transport) raises UnreachableError."""
         start = time.monotonic()
-        chan = self._channel(full, timeout)
+        # the stop command (stoppable=False) must not outlast its own budget opening a channel
+        chan = self._session(self._open(), command, None if stoppable else timeout)
+        out_frame = framing.Framer(self._marker, with_pgid=True)
+        err_frame = framing.Framer(self._marker, with_pgid=False)
+        stop = threading.Event()
+        last = [start]  # last sign of life on either stream
         feed_error: list[BaseException] = []
+        err = bytearray()
 
         def feed() -> None:
             try:
-                if source is not None:
-                    if hasattr(source, "read"):
-                        while chunk := source.read(_CHUNK):  # type: ignore[union-attr]
-                            chan.sendall(chunk)
-                    else:
-                        for chunk in source:  # type: ignore[union-attr]
-                            if chunk:
-                                chan.sendall(chunk)
+                for chunk in _chunks(source):
+                    _send_all(chan, chunk, stop)
+                    last[0] = time.monotonic()  # the host takes our bytes: alive
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 feed_error.append(exc)
             finally:
@@ -241,77 +434,121 @@ class SSHConnection(Connection):
                 except (OSError, EOFError):
                     pass
 
-        feeder = threading.Thread(target=feed, daemon=True, name=f"feed-{self.host.name}")
-        feeder.start()
-        err = bytearray()
-
         def drain_stderr() -> None:
-            try:
-                while chunk := chan.recv_stderr(_CHUNK):
-                    err.extend(chunk)
-            except (TimeoutError, OSError):
-                pass
+            # read to the end: a quiet spell is not the end (a timeout here only re-checks)
+            while not stop.is_set():
+                try:
+                    chunk = chan.recv_stderr(_CHUNK)
+                except TimeoutError:
+                    continue
+                except (OSError, EOFError):
+                    return
+                if not chunk:
+                    return
+                last[0] = time.monotonic()
+                err.extend(err_frame.feed(chunk))
 
-        err_reader = threading.Thread(target=drain_stderr, daemon=True)
+        feeder = threading.Thread(target=feed, daemon=True, name=f"feed-{self.host.name}")
+        err_reader = threading.Thread(target=drain_stderr, daemon=True, name=f"stderr-{self.host.name}")
+        feeder.start()
         err_reader.start()
         out = bytearray()
-        pending = b""
-        lines: list[str] = []
-        timed_out = False
+        why_stopped: str | None = None
+
+        def expired() -> str | None:
+            now = time.monotonic()
+            at = self._interrupted_at
+            if at is not None and stoppable and (start <= at or now - at > _CLEANUP_GRACE):
+                return "interrupted"
+            if timeout is not None and now - start > timeout:
+                return f"timed out after {timeout:g}s"
+            if idle_timeout is not None and now - last[0] > idle_timeout:
+                return f"no output for {idle_timeout:g}s"
+            return None
+
         try:
-            # blocking reads; `timeout` bounds the silence between two chunks
-            while data := chan.recv(_CHUNK):
-                if on_stdout_line is None:
-                    out += data
+            while True:
+                try:
+                    data = chan.recv(_CHUNK)
+                except TimeoutError:
+                    why_stopped = expired()
+                    if why_stopped:
+                        break
                     continue
-                pending += data
-                *complete, pending = pending.split(b"\n")
-                for raw in complete:
-                    line = raw.decode("utf-8", "replace")
-                    lines.append(line)
-                    on_stdout_line(line)
-        except TimeoutError:
-            timed_out = True
-        if on_stdout_line and pending:
-            line = pending.decode("utf-8", "replace")
-            lines.append(line)
-            on_stdout_line(line)
-        code = 124 if timed_out else chan.recv_exit_status()
+                if not data:
+                    break
+                last[0] = time.monotonic()
+                data = out_frame.feed(data)
+                if data:
+                    if on_data is None:
+                        out += data
+                    else:
+                        on_data(data)
+            while why_stopped is None and not chan.status_event.wait(_TICK):
+                why_stopped = expired()
+        except BaseException:  # Ctrl-C in this thread, or a callback failed: end the remote work too
+            stop.set()
+            chan.close()
+            if stoppable:
+                self._stop_remote(out_frame.pgid)
+            raise
+        if why_stopped is None:
+            err_reader.join(timeout=_DRAIN)  # stdout ended; stderr's last bytes may still be coming
+        stop.set()
         transport = chan.get_transport()
+        code = chan.exit_status if why_stopped is None else 124
         chan.close()
-        feeder.join(timeout=5)
-        err_reader.join(timeout=5)
-        if code == -1:
+        feeder.join(timeout=_DRAIN)
+        err_reader.join(timeout=_DRAIN)
+        rest = out_frame.finish()
+        if rest:
+            out += rest if on_data is None else b""
+            if on_data is not None:
+                on_data(rest)
+        err += err_frame.finish()
+        if out_frame.preamble or err_frame.preamble:
+            log.debug("%s: login shell printed before the command: %r / %r", self.host.name,
+                      out_frame.preamble[-400:], err_frame.preamble[-400:])
+        if why_stopped is not None:
+            if stoppable:
+                self._stop_remote(out_frame.pgid)
+            if why_stopped == "interrupted":
+                raise Cancelled(self.host.name, f"interrupted during {self.doing or '`' + _summary(command) + '`'}")
             if transport is None or not transport.is_active():
-                raise UnreachableError(self.host.name, "connection lost while running a command")
-            # The command died by a signal (OOM killer, kill -9): sshd sends exit-signal, which
-            # paramiko drops, so no status. 255 like OpenSSH's ssh; the host is still reachable.
+                raise self._lost(command)
+            err += f"\nprovision: {why_stopped}; the command was stopped on the host\n".encode()
+        elif code == -1:
+            if transport is None or not transport.is_active():
+                raise self._lost(command)
+            # no exit status from a live transport: sshd sent exit-signal (paramiko drops it)
             code = 255
-        stdout = "\n".join(lines) if on_stdout_line else out.decode("utf-8", "replace")
-        return CommandResult(command, code, stdout, err.decode("utf-8", "replace"), time.monotonic() - start)
+        return _Run(code, bytes(out), bytes(err), time.monotonic() - start)
 
     # -- files -----------------------------------------------------------------------------
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
         """Atomic write in one `cat` round trip (SFTP would cost a subsystem start per file)."""
         target = _remote_path_expr(remote_path)
-        tmp = target + '".tmp-$$"'
-        chmod = f"chmod {mode:o} {tmp} && " if mode is not None else ""
-        cmd = f'mkdir -p "$(dirname {target})" && cat > {tmp} && {chmod}mv -f {tmp} {target}'
-        result = self.stream(cmd, source=[data], _collect_only=True)
+        tmp = Raw(target + '".tmp-$$"')
+        chmod = sh("chmod {mode} {tmp} && ", mode=f"{mode:o}", tmp=tmp) if mode is not None else ""
+        # a failed write (disk full) leaves no temp file behind
+        cmd = sh('mkdir -p "$(dirname {target})" && { cat > {tmp} && {chmod}mv -f {tmp} {target} || '
+                 '{ rc=$?; rm -f {tmp}; exit $rc; }; }',
+                 target=Raw(target), tmp=tmp, chmod=Raw(chmod))
+        result = self.stream(cmd, source=[data], idle_timeout=_FILE_IDLE, _collect_only=True)
         if not result.ok:
             raise OSError(f"{self.host.name}: writing {remote_path} failed: {result.stderr.strip()}")
 
     def get(self, remote_path: str) -> bytes:
-        chan = self._channel(f"cat {_remote_path_expr(remote_path)}", None)
-        data = bytearray()
-        while chunk := chan.recv(_CHUNK):
-            data += chunk
-        if chan.recv_exit_status() != 0:
-            reason = chan.makefile_stderr("rb").read().decode("utf-8", "replace").strip()
+        run = self._execute(str(sh("cat -- {p}", p=shell_path(remote_path))), idle_timeout=_FILE_IDLE)
+        if run.code != 0:
+            reason = run.stderr.decode("utf-8", "replace").strip()
             raise OSError(f"{self.host.name}: reading {remote_path} failed: {reason or 'cat failed'}")
-        return bytes(data)
+        return run.stdout
 
     def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
         if self._fabric is not None:
             self._fabric.close()
             self._fabric = None

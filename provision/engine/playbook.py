@@ -17,12 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from provision.config import load_config
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
 from provision.modules.base import (
     ArgError,
     Module,
+    canonical_name,
     get_module,
     module_names,
     normalize_args,
@@ -74,6 +76,7 @@ PLAY_KEYWORDS = {
     "order",
     "module_defaults",
     "collections",
+    "vars_prompt",
 }
 TASK_KEYWORDS = {
     "name",
@@ -145,13 +148,19 @@ SPECIAL_ACTIONS = {
     "include_role",
     "meta",
 }
-META_ACTIONS = {"flush_handlers", "noop", "end_play", "end_host", "clear_host_errors"}
+META_ACTIONS = {
+    "flush_handlers",
+    "noop",
+    "end_play",
+    "end_batch",
+    "end_host",
+    "clear_host_errors",
+}
+DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
 UNSUPPORTED = {
-    "delegate_to": "delegate_to is not supported: run the step in a separate play for that host",
     "local_action": "local_action is not supported: use a play with `hosts: localhost`",
     "async": "async/poll are not supported: long steps stream their output; use a timeout instead",
     "poll": "async/poll are not supported",
-    "serial": "serial is not supported: every host runs in parallel (bounded by --forks)",
     "max_fail_percentage": "max_fail_percentage is not supported (any_errors_fatal is)",
     "debugger": "debugger is not supported",
     "throttle": "throttle is not supported (use --forks)",
@@ -189,6 +198,7 @@ class Inherit:
     run_once: Any = None
     any_errors_fatal: Any = None
     timeout: Any = None
+    delegate_to: Any = None
     role: Role | None = None
 
 
@@ -211,6 +221,7 @@ class Node:
     run_once: Any = None
     any_errors_fatal: Any = None
     timeout: Any = None
+    delegate_to: Any = None  # only the controller (localhost) is supported
     role: Role | None = None
     base_dir: Path = Path(".")
 
@@ -295,6 +306,8 @@ class Play:
     base_dir: Path = Path(".")
     check_mode: Any = None
     diff: Any = None
+    serial: Any = None  # batches (int, "N%", or a list of those); None: all hosts at once
+    vars_prompt: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -316,6 +329,13 @@ class _Loader:
         self.problems: list[str] = []
         self.role_cache: dict[tuple[str, str], Role] = {}
         self.file_stack: list[Path] = []
+        self.config = load_config()  # ansible.cfg: roles_path, become defaults
+        self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
+        self.role_stack: list[Path] = []
+
+    @staticmethod
+    def _or(value: Any, default: Any) -> Any:
+        return default if value is None else value
 
     def error(self, pos: Pos | None, message: str) -> None:
         self.problems.append(f"{pos}: {message}" if pos else message)
@@ -445,8 +465,26 @@ class _Loader:
                 self.bool_keyword(data, "any_errors_fatal"), inherit.any_errors_fatal
             ),
             timeout=self._pick(data.get("timeout"), inherit.timeout),
+            delegate_to=self._pick(self.delegate_of(data), inherit.delegate_to),
             role=role or inherit.role,
         )
+
+    def delegate_of(self, data: YMap) -> Any:
+        value = data.get("delegate_to")
+        if value is None:
+            return None
+        if not isinstance(value, str) or not (
+            is_template(value) or value in DELEGATE_LOCAL
+        ):
+            self.error(
+                data.where("delegate_to", True),
+                f"delegate_to: {value!r} is not supported: only the controller "
+                "(delegate_to: localhost) is; run the step in a play for that host instead",
+            )
+            return None
+        if is_template(value):
+            self.check_templates(value, data.where("delegate_to", True))
+        return value
 
     @staticmethod
     def _pick(own: Any, inherited: Any) -> Any:
@@ -478,6 +516,7 @@ class _Loader:
             run_once=own.run_once,
             any_errors_fatal=own.any_errors_fatal,
             timeout=own.timeout,
+            delegate_to=own.delegate_to,
             role=own.role,
             base_dir=base_dir,
         )
@@ -516,6 +555,7 @@ class _Loader:
     def task(
         self, data: YMap, inherit: Inherit, base_dir: Path, handlers: bool = False
     ) -> Node | None:
+        data = canonical_actions(data)
         if "block" in data:
             return self.block(data, inherit, base_dir)
         for key in data:
@@ -594,6 +634,8 @@ class _Loader:
             )
             self.error(arg_where, f"{action}: {exc}")
         task = Task(action=cls.name, module=module, args=args, **fields)
+        if cls.name == "add_host" and task.run_once is None:
+            task.run_once = True  # Ansible runs add_host once, bypassing the host loop
         self.loop_fields(task, data)
         register = data.get("register")
         if register is not None:
@@ -826,7 +868,8 @@ class _Loader:
     # -- roles ---------------------------------------------------------------------------------
     def find_role(self, name: str, base_dir: Path, where: Pos) -> Path | None:
         candidates = [base_dir / "roles" / name, self.playbook_dir / "roles" / name]
-        for extra in os.environ.get("PROVISION_ROLES_PATH", "").split(os.pathsep):
+        extra_paths = os.environ.get("PROVISION_ROLES_PATH", "").split(os.pathsep)
+        for extra in [*extra_paths, *self.config.roles_path]:  # roles_path from ansible.cfg
             if extra:
                 candidates.append(Path(extra).expanduser() / name)
         candidates.append(base_dir / name)
@@ -889,6 +932,10 @@ class _Loader:
         role_inherit = self.extend(inherit, data, role=role)
         if when_once:
             role_inherit = replace(role_inherit, when=inherit.when)
+        apply = data.get(next((k for k in data if k in ("include_role", "import_role")), ""))
+        if isinstance(apply, Mapping) and isinstance(apply.get("apply"), YMap):
+            role_inherit = self.extend(role_inherit, apply["apply"], role=role)  # `apply:` keywords
+        depends = self.role_dependencies(path, replace(inherit, vars=()), where)
         tasks: list[Node] = []
         for ext in ("yml", "yaml"):
             file = path / "tasks" / f"{tasks_from}.{ext}"
@@ -919,11 +966,35 @@ class _Loader:
                     if isinstance(n, Task)
                 ]
                 break
+        for dep in depends:  # meta/main.yml dependencies run first, their handlers join
+            if isinstance(dep, Block) and dep.role is not None:
+                role.handlers.extend(dep.role.handlers)
+        tasks = [*depends, *tasks]
         fields = self.node_fields(data, inherit, base_dir)
         fields["name"] = fields["name"] or f"role {name}"
         if not when_once:
             fields["when"] = ()
         return Block(block=tasks, when_once=when_once, **{**fields, "role": role})
+
+    def role_dependencies(self, path: Path, inherit: Inherit, where: Pos) -> list[Node]:
+        """The roles `meta/main.yml` lists under `dependencies:` (searched beside this role too)."""
+        for ext in ("yml", "yaml"):
+            file = path / "meta" / f"main.{ext}"
+            if file.is_file():
+                meta = self._load(file)
+                if not isinstance(meta, Mapping) or not meta.get("dependencies"):
+                    return []
+                deps = meta["dependencies"]
+                at = meta.where("dependencies", True) if isinstance(meta, YMap) else where
+                if path.resolve() in self.role_stack:
+                    self.error(at, f"role dependency loop through {display_path(path)}")
+                    return []
+                self.role_stack.append(path.resolve())
+                try:
+                    return self.roles_section(deps, at, inherit, path.parent, dependency=True)
+                finally:
+                    self.role_stack.pop()
+        return []
 
     def _load(self, file: Path) -> Any:
         try:
@@ -966,7 +1037,9 @@ class _Loader:
             when_once=action == "include_role",
         )
 
-    def roles_section(self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path) -> list[Node]:
+    def roles_section(
+        self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False
+    ) -> list[Node]:
         if data is None:
             return []
         if not isinstance(data, list):
@@ -1023,6 +1096,11 @@ class _Loader:
                 entry_map.key_pos,
                 entry_map.value_pos,
             )
+            if dependency:
+                key = (str(name), repr(sorted(params.items(), key=lambda kv: str(kv[0]))))
+                if key in self.play_roles:
+                    continue  # Ansible runs a dependency once per play (same parameters)
+                self.play_roles.add(key)
             block = self.load_role(str(name), params, clean, inherit, base_dir, where)
             if block is not None:
                 blocks.append(block)
@@ -1062,8 +1140,8 @@ class _Loader:
             )
         play_inherit = Inherit(
             tags=self.tags_of(data),
-            become=self.bool_keyword(data, "become"),
-            become_user=data.get("become_user"),
+            become=self._or(self.bool_keyword(data, "become"), self.config.become),
+            become_user=self._or(data.get("become_user"), self.config.become_user),
             environment=(env,) if env else (),
             no_log=self.bool_keyword(data, "no_log"),
             ignore_errors=self.bool_keyword(data, "ignore_errors"),
@@ -1098,6 +1176,9 @@ class _Loader:
                                 self.error(
                                     where, f"vars file {f!r} must hold a mapping of name: value"
                                 )
+        self.play_roles = set()
+        serial = self.serial_of(data)
+        prompts = self.prompts_of(data)
         name = data.get("name")
         play = Play(
             pos=data.pos,
@@ -1119,6 +1200,8 @@ class _Loader:
             base_dir=base_dir,
             check_mode=play_inherit.check_mode,
             diff=play_inherit.diff,
+            serial=serial,
+            vars_prompt=prompts,
         )
         play.pre_tasks = self.task_list(
             data.get("pre_tasks"),
@@ -1153,11 +1236,52 @@ class _Loader:
             if not isinstance(node, Task):
                 self.error(node.pos, "handlers must be plain tasks (no blocks or includes)")
         play.handlers = [n for n in handlers if isinstance(n, Task)]
-        for role_block in play.roles:
-            if role_block.role:
-                play.handlers.extend(role_block.role.handlers)
+        seen = {h.id for h in play.handlers}
+        for role in roles_in(play.pre_tasks + play.roles + play.tasks + play.post_tasks):
+            for handler in role.handlers:
+                if handler.id not in seen:
+                    seen.add(handler.id)
+                    play.handlers.append(handler)
         self.check_notify(play)
         return play
+
+    def serial_of(self, data: YMap) -> Any:
+        value = data.get("serial")
+        if value is None:
+            return None
+        where = data.where("serial", True)
+        for entry in value if isinstance(value, list) else [value]:
+            ok = (isinstance(entry, int) and not isinstance(entry, bool) and entry >= 0) or (
+                isinstance(entry, str)
+                and (is_template(entry) or re.fullmatch(r"\d+%|\d+", entry.strip()) is not None)
+            )
+            if not ok:
+                self.error(
+                    where, f"serial: {entry!r} is not a batch size (use 2, \"30%\" or a list)"
+                )
+        return value
+
+    def prompts_of(self, data: YMap) -> list[dict[str, Any]]:
+        value = data.get("vars_prompt")
+        if value is None:
+            return []
+        where = data.where("vars_prompt", True)
+        if not isinstance(value, list):
+            self.error(where, "vars_prompt must be a list of `- name: VAR` entries")
+            return []
+        prompts: list[dict[str, Any]] = []
+        allowed = {"name", "prompt", "default", "private", "confirm", "encrypt", "salt_size",
+                   "salt", "unsafe"}  # fmt: skip
+        for i, entry in enumerate(value):
+            at = value.where(i) if isinstance(value, YList) else where
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+                self.error(at, "each vars_prompt entry needs `name: VAR`")
+                continue
+            for key in entry:
+                if key not in allowed:
+                    self.error(at, f"vars_prompt: unknown key '{key}'{suggest(str(key), allowed)}")
+            prompts.append({**dict(entry), "_pos": str(at)})
+        return prompts
 
     def check_notify(self, play: Play) -> None:
         names: set[str] = set()
@@ -1194,6 +1318,7 @@ class _Loader:
                     where, f"each play must be a mapping with `hosts:`, got {type(item).__name__}"
                 )
                 continue
+            item = canonical_actions(item)
             if "import_playbook" in item:
                 target = item["import_playbook"]
                 extra = set(item) - {"import_playbook", "name", "vars", "tags", "when"}
@@ -1224,6 +1349,45 @@ class _Loader:
             if play is not None:
                 plays.append(play)
         return plays
+
+
+def roles_in(nodes: list[Node]) -> list[Role]:
+    """Every role loaded statically under these nodes, outermost first, each once."""
+    found: list[Role] = []
+
+    def walk(items: list[Node]) -> None:
+        for node in items:
+            if isinstance(node, Block):
+                if node.role is not None and all(r is not node.role for r in found):
+                    found.append(node.role)
+                walk(node.block + node.rescue + node.always)
+            elif isinstance(node, Include) and node.static_children:
+                walk(node.static_children)
+
+    walk(nodes)
+    return found
+
+
+def canonical_actions(data: YMap) -> YMap:
+    """The task with `ansible.builtin.include_tasks` (and every other FQCN form of a special
+    action) renamed to its short name, positions kept; modules resolve their FQCN themselves."""
+    renamed = {
+        k: canonical_name(k)
+        for k in data
+        if isinstance(k, str)
+        and k != canonical_name(k)
+        and canonical_name(k) in SPECIAL_ACTIONS | {"import_playbook"}
+    }
+    if not renamed:
+        return data
+    out = YMap()
+    out.pos, out.key_pos, out.value_pos = data.pos, {}, {}
+    for key, value in data.items():
+        new = renamed.get(key, key)
+        out[new] = value
+        out.key_pos[new] = data.where(key)
+        out.value_pos[new] = data.where(key, True)
+    return out
 
 
 def iter_tasks(play: Play) -> list[Task]:

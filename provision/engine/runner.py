@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from provision.connection.base import Connection, ConnectOptions
+from provision.engine.dynamic_inventory import add_dynamic_host, add_dynamic_group, refresh_groups
+from provision.engine.play_setup import batches, prompt_values
 from provision.engine.playbook import (
+    DELEGATE_LOCAL,
     Block,
     Include,
     Meta,
@@ -58,6 +61,7 @@ from provision.modules.base import (
     ModuleResult,
     TaskContext,
     normalize_args,
+    secret_arg_values,
 )
 from provision.paths import bundle_dir
 from provision.secrets import Masker, collect_secrets
@@ -150,11 +154,13 @@ class HostRuntime:
             self._connections[key] = conn
         return conn
 
-    def agent(self, connection: Connection) -> Any:
+    def agent(self, connection: Connection, become: bool | None = None) -> Any:
+        """The host's agent; `become`: the current play's/task's (the agent runs as root then)."""
         if self._agent is None or self._agent.connection is not connection:
             from provision.remote.agent import Agent
 
             self._agent = Agent(connection)
+        self._agent.become = become
         return self._agent
 
     def close(self) -> None:
@@ -210,7 +216,9 @@ class _PlayState:
     def __init__(self, play: Play, hosts: list[Host]) -> None:
         self.play = play
         self.hosts = hosts
-        self.abort = threading.Event()  # any_errors_fatal / end_play
+        self.abort = threading.Event()  # any_errors_fatal / end_play / end_batch
+        self.end_play = False  # end_play (or any_errors_fatal) also skips the later batches
+        self.batch_ended = False  # meta: end_batch ends only this batch
         self.run_once = _RunOnce([h.name for h in hosts])
         # any_errors_fatal plays run in lockstep (Ansible's linear strategy): no host starts
         # task k+1 before every host still in the play has finished task k, so one failure
@@ -316,7 +324,9 @@ class _HostPlay:
             connection=conn,
             args={},
             vars=self.vars_for(None),
-            agent_factory=lambda: self.rt.agent(conn),
+            agent_factory=lambda: self.rt.agent(
+                conn, self._bool(self.play.become, self.play, self.vars_for(None))
+            ),
             task_name="Gathering Facts",
         )
         result = TaskResult(
@@ -376,14 +386,33 @@ class _HostPlay:
             elif isinstance(node, Meta):
                 self.run_meta(node)
 
+    def included(self, node: Node, action: str, status: str = "ok") -> None:
+        """Ansible counts each include (per loop item) in the recap: ok, or skipped."""
+        if tags_selected(node.tags, self.runner.options.tags, self.runner.options.skip_tags):
+            name = node.name or action
+            self.record(
+                TaskResult(
+                    host=self.rt.host.name,
+                    task=name,
+                    play=self.play.name,
+                    action=action,
+                    status=status,
+                    position=str(node.pos),
+                )
+            )
+
     def run_block(self, block: Block) -> None:
-        if block.when_once and block.when:
+        if block.when_once:  # include_role: decided once, counted like a task
             try:
-                if not self.templar.condition(list(block.when), self.vars_for(block)):
+                if block.when and not self.templar.condition(
+                    list(block.when), self.vars_for(block)
+                ):
+                    self.included(block, "include_role", "skipped")
                     return
             except TemplateError as exc:
                 self.task_error(block, block.name or "block", "include_role", exc)
                 return
+            self.included(block, "include_role")
         if block.rescue:
             self.rescue_depth += 1
         try:
@@ -398,6 +427,7 @@ class _HostPlay:
             self.rt.vars.set_facts["ansible_failed_result"] = (
                 self.last_failure.result if self.last_failure else {}
             )
+            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(self.last_failure)
             self.run_nodes(block.rescue)
         if block.always and not self.runner.stop.is_set():
             was_failed = self.failed
@@ -420,7 +450,9 @@ class _HostPlay:
             self.flush_handlers()
         elif node.action == "end_host":
             raise Stop()
-        elif node.action == "end_play":
+        elif node.action in ("end_play", "end_batch"):
+            self.pstate.end_play = self.pstate.end_play or node.action == "end_play"
+            self.pstate.batch_ended = node.action == "end_batch" and not self.pstate.end_play
             self.pstate.abort.set()
             raise Stop()
         elif node.action == "clear_host_errors":
@@ -461,6 +493,7 @@ class _HostPlay:
             except (TemplateError, ConfigError) as exc:
                 self.task_error(node, name, "include_tasks", exc)
                 return
+            self.included(node, "include_tasks")
             self.loop_scope.append(scope)
             try:
                 self.run_nodes(children)
@@ -843,6 +876,7 @@ class _HostPlay:
                 args[key] = self.templar.render(value, lazy)
         args = {k: v for k, v in args.items() if not (isinstance(v, str) and v == OMIT)}
         args = normalize_args(module, args)
+        self.runner.masker.add(secret_arg_values(module, args))  # Arg.no_log, secret names
         check = self.runner.options.check
         if task.check_mode is not None:
             check = self._bool(task.check_mode, task, lazy)
@@ -866,7 +900,19 @@ class _HostPlay:
         )
         become_user = task.become_user if task.become_user is not None else self.play.become_user
         timeout = task.timeout
-        conn = self.connection()
+        delegate = (
+            None if task.delegate_to is None else str(self.templar.render(task.delegate_to, lazy))
+        )
+        if delegate is not None and delegate not in DELEGATE_LOCAL:
+            raise TemplateError(
+                f"delegate_to: {delegate!r}: only the controller (localhost) is supported"
+            )
+        # delegate_to: localhost runs on the controller with this host's variables
+        conn = self.rt.connection(local=True) if delegate else self.connection()
+        if task.become is None and self.play.become is None and not delegate:
+            from provision.remote.become import wanted_by_host
+
+            become = wanted_by_host(conn)  # --become / ansible_become: every task's default
         ctx = TaskContext(
             host=self.rt.host,
             connection=conn,
@@ -884,7 +930,7 @@ class _HostPlay:
             task_name=task.display_name,
             search_paths=self.search_paths(task),
             templar=self.templar,
-            agent_factory=lambda: self.rt.agent(conn),
+            agent_factory=lambda: self.rt.agent(conn, become),
             on_progress=lambda text: self.runner.display.task_start(
                 self.rt.host.name, f"{task.display_name}: {text}"
             ),
@@ -903,11 +949,16 @@ class _HostPlay:
         full: dict[str, Any] = {}
         mres = ModuleResult()
         for attempt in range(1, attempts + 1):
+            conn.doing = f"task '{task.display_name}'"  # named when the link dies mid-task
             try:
                 mres = module.run(ctx)
             except ModuleFailure as exc:
                 mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
+            finally:
+                conn.doing = None
             full = mres.as_dict()
+            if module.name in ("add_host", "group_by") and not mres.failed:
+                full["changed"] = self.runner.change_inventory(self.rt.host, full)
             if attempts > 1:
                 full["attempts"] = attempt
             post = ChainMap({task.register: full}, variables) if task.register else variables
@@ -952,6 +1003,13 @@ class _HostPlay:
             if p not in out:
                 out.append(p)
         return out
+
+
+def failed_task_var(failure: TaskResult | None) -> dict[str, Any]:
+    """`ansible_failed_task` in a rescue: the failed task's name, action and place."""
+    if failure is None:
+        return {}
+    return {"name": failure.task, "action": failure.action, "position": failure.position}
 
 
 def skipped_result(task: Task) -> dict[str, Any]:
@@ -1013,6 +1071,18 @@ class PlaybookRunner:
             self.result.results.append(result)
             self.result.recap.setdefault(result.host, HostStats())
         self.display.task_result(result, full)
+
+    def change_inventory(self, host: Host, result: dict[str, Any]) -> bool:
+        """add_host / group_by: the shared inventory changes for the later plays."""
+        with self.lock:
+            if "add_host" in result:
+                changed = add_dynamic_host(self.inventory, result["add_host"])
+            else:
+                changed = add_dynamic_group(
+                    self.inventory, host, result["add_group"], result["parent_groups"]
+                )
+            self.vm.groups = refresh_groups(self.inventory)
+        return changed
 
     def note_run_once(self, host: str) -> None:
         with self.lock:
@@ -1103,17 +1173,33 @@ class PlaybookRunner:
 
     def run_play(self, play: Play) -> None:
         hosts = self.select(play)
+        try:
+            prompted = prompt_values(play.vars_prompt, self.options.extra_vars)
+            groups = batches(hosts, play.serial, str(play.pos))
+        except ConfigError as exc:
+            raise PlaybookError([str(exc)]) from None
+        if not hosts:
+            self.vm.play_hosts = []
+            self.display.play_start(play, hosts)
+            return
+        for batch in groups:  # serial: one batch after the other; else one batch of all
+            alive = [h for h in batch if h in self.select(play)] if len(groups) > 1 else batch
+            if self.stop.is_set() or not alive:
+                continue
+            pstate = self.run_batch(play, alive, prompted)
+            if pstate.end_play or (pstate.abort.is_set() and not pstate.batch_ended):
+                break  # end_play / any_errors_fatal: no later batches
+
+    def run_batch(self, play: Play, hosts: list[Host], prompted: dict[str, Any]) -> _PlayState:
         self.vm.play_hosts = [h.name for h in hosts]
         self.display.play_start(play, hosts)
-        if not hosts:
-            return
         pstate = _PlayState(play, hosts)
         runtimes = [self.runtime(h) for h in hosts]
         for rt in runtimes:
             with self.lock:
                 self.result.recap.setdefault(rt.host.name, HostStats())
             try:
-                rt.vars.play_vars = self.play_vars(play, rt)
+                rt.vars.play_vars = {**self.play_vars(play, rt), **prompted}
             except (ConfigError, TemplateError) as exc:
                 raise PlaybookError([str(exc)]) from None
             self.masker.add(collect_secrets([rt.vars.play_vars]))
@@ -1145,7 +1231,7 @@ class PlaybookRunner:
                 work(runtimes[0])
             except KeyboardInterrupt:
                 self.interrupt()
-            return
+            return pstate
         pool = ThreadPoolExecutor(
             max_workers=max(1, min(self.options.forks, len(runtimes))), thread_name_prefix="host"
         )
@@ -1155,24 +1241,25 @@ class PlaybookRunner:
             while pending:
                 _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
         except KeyboardInterrupt:
-            # stop cleanly: every host finishes the step it is in, then stops
+            # stop within ~2 s even with hung hosts: every running command ends its remote
+            # process group and raises; hosts that don't answer in time are left behind
+            from provision.connection.base import interrupt_all
+            from provision.parallel import STOP_GRACE_S
+
             self.interrupt()
-            self.display.message(
-                "interrupted: stopping after the running steps (Ctrl-C again to abort them)"
-            )
+            interrupt_all()
+            self.display.message("interrupted: stopping the running steps")
             try:
-                pending = set(futures)
-                while pending:
-                    _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                wait(futures, timeout=STOP_GRACE_S)
             except KeyboardInterrupt:
-                for rt in runtimes:
-                    rt.close()  # breaks running commands; their hosts report and stop
+                pass
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         for future in futures:
             exc = future.exception() if future.done() and not future.cancelled() else None
             if exc is not None and not isinstance(exc, (Stop, KeyboardInterrupt)):
                 raise exc
+        return pstate
 
 
 def inventory_from_hosts(hosts: list[Host]) -> Inventory:

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import secrets
-import shlex
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,9 +32,11 @@ import yaml
 from jinja2 import nodes
 from jinja2.nativetypes import NativeCodeGenerator
 from jinja2.runtime import ChainableUndefined, StrictUndefined
-from markupsafe import Markup
 
+from provision.engine.filters import EXTRA_FILTERS
+from provision.engine.lookups import lookup, query
 from provision.errors import ProvisionError
+from provision.shell import quote as shell_quote
 
 # `omit`: an argument whose value is this placeholder is dropped, as in Ansible.
 OMIT = "__omit_place_holder__" + secrets.token_hex(8)
@@ -320,8 +321,28 @@ def _result_flag(flag: str) -> Any:
     return test
 
 
-def _quote(value: Any) -> str:
-    return shlex.quote(str(value))
+class ShellCode(str):
+    """Text a `shell:` task inserts as code, not as a value: made only by the `shell_code`
+    filter (on purpose, documented) and by `quote` (already one quoted word). Jinja's `Markup`
+    (`safe`, `e`, `tojson`, `xmlattr`…) is data like any other value."""
+
+    __slots__ = ()
+
+
+class QuotedWord(str):
+    """`quote`'s output: one quoted shell word. A `shell:` task inserts it as is where a bare
+    word stands (so `echo {{ x | quote }}` behaves as in Ansible) and as data anywhere else
+    (inside "…" the quotes would be literal and the contents expand)."""
+
+    __slots__ = ()
+
+
+def _quote(value: Any) -> QuotedWord:
+    return QuotedWord(shell_quote(str(value)))
+
+
+def _shell_code(value: Any) -> ShellCode:
+    return ShellCode(str(value))
 
 
 FILTERS: dict[str, Any] = {
@@ -339,6 +360,7 @@ FILTERS: dict[str, Any] = {
     "splitext": lambda p: list(os.path.splitext(str(p))),
     "path_join": lambda parts: os.path.join(*[str(p) for p in parts]),
     "quote": _quote,
+    "shell_code": _shell_code,
     "regex_replace": _regex_replace,
     "regex_search": _regex_search,
     "regex_findall": _regex_findall,
@@ -409,29 +431,6 @@ TESTS: dict[str, Any] = {
 }
 
 
-def _lookup(kind: str, *terms: Any, **kwargs: Any) -> Any:
-    """The common `lookup('env', 'HOME')` / `lookup('file', 'x')` on the controller."""
-    values: list[Any] = []
-    for term in terms:
-        if kind == "env":
-            values.append(os.environ.get(str(term), kwargs.get("default", "")))
-        elif kind == "file":
-            values.append(Path(os.path.expanduser(str(term))).read_text().rstrip("\n"))
-        elif kind in ("items", "list"):
-            values.extend(term if isinstance(term, list) else [term])
-        else:
-            raise jinja2.TemplateRuntimeError(
-                f"lookup plugin {kind!r} is not supported (supported: env, file, items, list)"
-            )
-    if kwargs.get("wantlist"):
-        return values
-    return ",".join(str(v) for v in values) if len(values) != 1 else values[0]
-
-
-def _query(kind: str, *terms: Any, **kwargs: Any) -> list:
-    return _lookup(kind, *terms, wantlist=True, **kwargs)
-
-
 # -- environments ------------------------------------------------------------------------------
 
 
@@ -455,8 +454,8 @@ def _shell_finalize(ctx: Any, value: Any) -> Any:
     if isinstance(value, jinja2.Undefined):
         str(value)  # raises UndefinedError naming the variable
     registry = getattr(_shell_state, "values", None)
-    if registry is None or isinstance(value, Markup):
-        return value  # `| safe` marks a value as shell code on purpose
+    if registry is None or type(value) is ShellCode:
+        return value  # `| shell_code` marks a value as shell code on purpose
     registry.append(value)
     return f"{_shell_state.nonce}{len(registry) - 1}_"
 
@@ -471,8 +470,9 @@ def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> 
         **kw,
     )
     env.filters.update(FILTERS)
+    env.filters.update(EXTRA_FILTERS)  # engine/filters.py
     env.tests.update(TESTS)
-    env.globals.update({"lookup": _lookup, "query": _query, "q": _query, "omit": OMIT})
+    env.globals.update({"lookup": lookup, "query": query, "q": query, "omit": OMIT})
     return env
 
 

@@ -149,6 +149,7 @@ class VariableManager:
             if node.role is not None:
                 layers.append(node.role.params)
                 layers.append(node.role.vars)
+                layers.insert(0, {"role_path": str(node.role.path), "role_name": node.role.name})
         layers.append(state.play_vars)
         layers.append(state.facts)
         layers.append(state.host.vars)

@@ -31,15 +31,16 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from provision.connection.base import Connection
 from provision.errors import ConfigError, HostError
+from provision.shell import quote
 
 MANIFEST = "provision-env.json"
+_MANIFEST_MARK = "manifest-follows:"  # in state(): everything after it is the manifest, as stored
 DEFAULT_NAME = "provision"
 PIP_PID_FILE = ".provision-pip.pid"
 STALE_LOCK_MINUTES = 360
@@ -67,7 +68,7 @@ def default_pip_cache(facts: dict[str, Any]) -> str | None:
 
 
 def _q(path: str) -> str:
-    return shlex.quote(path)
+    return quote(path)
 
 
 @dataclass
@@ -147,10 +148,18 @@ class ManagedEnv:
             f"if [ -x {p}/bin/python ]; then echo python=1; fi; "
             f'if [ -d {g} ]; then for d in {g}/*; do [ -d "$d" ] && echo gen="$d"; done; fi; '
             f"if [ -d {g}/.lock ]; then echo lock=$(cat {g}/.lock/owner 2>/dev/null | tr -d '\\n'); fi; "
-            f"if [ -r {p}/{MANIFEST} ]; then echo manifest=$(tr -d '\\n' < {p}/{MANIFEST}); fi"
+            # last, byte-exact: `echo $(cat …)` under dash rewrote `\\n` and `\\\\` inside JSON
+            # strings, so such an env never matched and was rebuilt on every `up`
+            f"if [ -r {p}/{MANIFEST} ]; then printf '%s' {_MANIFEST_MARK}; cat {p}/{MANIFEST}; fi"
         )
         out = self._run(script, "reading the environment", timeout=60)
         st = EnvState(path=self.path)
+        out, found, manifest = out.partition(_MANIFEST_MARK)
+        if found:
+            try:
+                st.manifest = json.loads(manifest)
+            except ValueError:
+                st.manifest = None
         for line in out.splitlines():
             key, _, value = line.partition("=")
             if key == "link":
@@ -166,11 +175,6 @@ class ManagedEnv:
                     st.generations.append(value)
             elif key == "lock":
                 st.lock_holder = value or "unknown"
-            elif key == "manifest":
-                try:
-                    st.manifest = json.loads(value)
-                except ValueError:
-                    st.manifest = None
         st.generations.sort()
         return st
 
@@ -228,20 +232,6 @@ class ManagedEnv:
                     "apt-get install -y python3-venv (or python3.X-venv for that version)"
                 )
             raise EnvironmentError_(self.host, f"{base_python} -m venv failed: {detail}{hint}")
-
-    def create_conda(self, conda: str, python_version: str, generation: str) -> None:
-        """A conda env by prefix; pip then installs torch into it (PyTorch's conda channel stopped
-        after 2.5, so wheels are the supported route on conda hosts too)."""
-        script = (
-            f"mkdir -p {_q(self.gens)} && {_q(conda)} create -y -q --no-default-packages "
-            f"-p {_q(generation)} python={_q(python_version)} pip"
-        )
-        result = self.connection.run(script, timeout=1800)
-        if not result.ok:
-            raise EnvironmentError_(
-                self.host,
-                f"conda create failed: {(result.stderr.strip() or result.stdout.strip())[-800:]}",
-            )
 
     def write_manifest(self, generation: str, manifest: dict[str, Any]) -> None:
         data = json.dumps(manifest, sort_keys=True).encode() + b"\n"

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import socket
 import threading
 import time
@@ -39,18 +38,20 @@ from provision.install.environment import (
     default_pip_cache,
 )
 from provision.install.lockfile import Lock, LockedPackage, packages_from_report, platform_problems
+from provision.install import index_choice, keep
+from provision.install.index_query import list_from_host, offer_of
 from provision.install.mirrors import (
-    KIND_PYPI,
+    KIND_PYTORCH,
     IndexConfig,
     IndexOptions,
     build_index_config,
     index_kind,
-    probe_target,
     scrub,
     secrets_of,
     torch_index_candidates,
 )
-from provision.install.pip import _READ_ENV, PipCommand, _env_block, install_command, relevant_lines
+from provision.install.pip import PipCommand, install_command, relevant_lines
+from provision.install import uv as uv_mod
 from provision.install.planning import (
     NoPlanError,
     Plan,
@@ -60,11 +61,19 @@ from provision.install.planning import (
     resolve,
 )
 from provision.remote.agent import Agent
+from provision.shell import quote as shell_quote
+from provision.shell import sh
 
 ProgressCallback = Callable[[str], None]
 COMPANIONS = ("torchvision", "torchaudio")
 # Rough size of a finished env, for a free-space warning (CUDA builds pull ~3 GB of nvidia-* libs).
 _ENV_BYTES = {"cpu": 1_200_000_000, "cuda": 7_000_000_000}
+CONDA_REMOVED = (
+    "conda environments are not created any more (that path was never run against a real conda). "
+    "Build the managed env from a conda Python instead: --python /root/miniconda3/bin/python "
+    "(or <prefix>/envs/NAME/bin/python); `provision up` keeps a working torch that is already in "
+    "the active or base conda env"
+)
 
 
 @dataclass
@@ -75,8 +84,8 @@ class InstallOptions:
     extras: list[str] = field(default_factory=list)  # more pip requirements
     requirements: list[str] = field(default_factory=list)  # requirements files on the controller
     env: str | None = None  # stable env path on the host; default: environment.default_env_path
-    python: str | None = None  # interpreter to build the venv from (conda: a version)
-    conda: str | None = None  # conda env name: build a conda env instead of a venv
+    python: str | None = None  # interpreter to build the venv from (a conda Python works)
+    conda: str | None = None  # removed (see CONDA_REMOVED); kept so old callers get the remedy
     index: IndexOptions = field(default_factory=IndexOptions)
     relay: bool = False
     relay_dir: str | None = (
@@ -94,13 +103,16 @@ class InstallOptions:
     # `provision up`: with no managed env yet, a base interpreter whose torch verifies and fits
     # the request is kept as it is (no multi-GB download to replace a working install)
     keep_base: bool = False
+    # a CUDA build on a host without an NVIDIA GPU (multi-GB, runs on the CPU): only when asked
+    allow_cuda_build_on_cpu: bool = False
+    installer: str = "auto"  # H8: auto (uv where it can be had, else pip) | uv | pip
 
     def validate(self) -> None:
         bad = [w for w in self.with_ if w not in COMPANIONS]
         if bad:
             raise ConfigError(f"--with takes {', '.join(COMPANIONS)}; got {', '.join(bad)}")
-        if self.conda and self.env:
-            raise ConfigError("--conda NAME and --env PATH both name the environment; give one")
+        if self.conda:
+            raise ConfigError(f"--conda {self.conda}: {CONDA_REMOVED}")
         if self.locked and (self.torch not in (None, "", "latest") or self.variant):
             raise ConfigError("--locked installs exactly the lock; drop --torch/--variant")
         if self.locked and (self.extras or self.requirements or self.with_):
@@ -111,6 +123,10 @@ class InstallOptions:
         for path in self.requirements:
             if not Path(path).is_file():
                 raise ConfigError(f"-r {path}: no such file on the controller")
+        if self.installer not in uv_mod.INSTALLERS:
+            raise ConfigError(
+                f"--installer {self.installer!r}: one of {', '.join(uv_mod.INSTALLERS)}"
+            )
         self.index.validate()
 
 
@@ -133,6 +149,7 @@ class InstallResult:
     pip_command: str = ""
     relayed: dict[str, int] | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    installer: dict[str, Any] | None = None  # H8: {"tool": "uv", "path", "how"}; None: pip
 
     @property
     def ok(self) -> bool:
@@ -161,6 +178,7 @@ class InstallResult:
             "pip_lines": self.pip_lines,
             "pip_command": self.pip_command,
             "relayed": self.relayed,
+            "installer": self.installer or {"tool": "pip"},
             "seconds": {k: round(v, 2) for k, v in self.timings.items()},
         }
 
@@ -304,62 +322,6 @@ def verify_env(
     return Verification(not problems and data.get("ok", True) is not False, problems, data)
 
 
-# -- probing PyTorch wheel indexes from the host ------------------------------------------------
-
-_PROBE = r"""
-import json, sys, time, urllib.request
-req = json.loads(sys.stdin.readline())
-out = []
-deadline = time.time() + req["budget"]
-for url, needles in req["targets"]:
-    left = deadline - time.time()
-    if left <= 0.2:
-        out.append({"url": url, "ok": False, "detail": "not tried (probe time budget spent)"})
-        continue
-    try:
-        r = urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "provision-probe"}),
-                                   timeout=min(req["timeout"], left))
-        body = r.read(64 << 20).decode("utf-8", "replace")
-        ok = any(n in body for n in needles)
-        out.append({"url": url, "ok": ok, "detail": "" if ok else "answers, but does not list the planned wheel"})
-        if ok:
-            break
-    except Exception as e:
-        out.append({"url": url, "ok": False, "detail": (type(e).__name__ + ": " + str(e))[:200]})
-print(json.dumps(out))
-"""
-
-
-def probe_indexes(
-    connection: Connection, python: str, targets: list[tuple[str, list[str]]], index: IndexOptions
-) -> list[dict[str, Any]]:
-    """GET each target from the HOST (its network is the one pip will use), in order, until one
-    lists the planned wheel. Bounded: `probe_timeout` per URL and 3x that in all."""
-    if not targets:
-        return []
-    env: dict[str, str] = {}
-    if index.proxy:
-        env.update(
-            {k: index.proxy for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
-        )
-    turbo = ". /etc/network_turbo >/dev/null 2>&1; " if index.network_turbo else ""
-    script = _READ_ENV + turbo + f"exec {shlex.quote(python)} -c {shlex.quote(_PROBE)}"
-    request = {
-        "targets": targets,
-        "timeout": index.probe_timeout,
-        "budget": index.probe_timeout * 3,
-    }
-    stdin = _env_block(env) + (json.dumps(request) + "\n").encode()
-    result = connection.run(script, stdin=stdin, timeout=index.probe_timeout * 3 + 30)
-    try:
-        return json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return [
-            {"url": u, "ok": False, "detail": f"probe failed: {result.stderr.strip()[-200:]}"}
-            for u, _ in targets
-        ]
-
-
 class InstallCancelled(HostError):
     """Stopped on request (Ctrl-C); the previous environment is untouched."""
 
@@ -393,9 +355,9 @@ def run_pip(
     `options.cancel` stop pip within a poll, from any thread, and shows progress as it comes."""
     meta = f"{generation}/.provision"
     log, exit_file, pid_file = f"{meta}/pip.log", f"{meta}/pip.exit", f"{generation}/{PIP_PID_FILE}"
-    q = shlex.quote
+    q = shell_quote
     start = connection.run(
-        f"mkdir -p {q(meta)} && rm -f {q(log)} {q(exit_file)} && "
+        sh("mkdir -p {meta} && rm -f {log} {exit_file} && ", meta=meta, log=log, exit_file=exit_file)
         + cmd.detached_script(log, exit_file, pid_file),
         stdin=cmd.stdin,
         timeout=60,
@@ -444,16 +406,6 @@ _UNREACHABLE = re.compile(
     re.IGNORECASE,
 )
 
-_MISSING_DISTS = (
-    "import importlib.metadata as m, sys\n"
-    "missing = []\n"
-    "for name in sys.argv[1:]:\n"
-    "    try: m.version(name)\n"
-    "    except m.PackageNotFoundError: missing.append(name)\n"
-    "print(' '.join(missing))\n"
-)
-
-
 def _keep_base_interpreter(
     agent: Agent,
     connection: Connection,
@@ -470,11 +422,6 @@ def _keep_base_interpreter(
     torch = check.data.get("torch") or {}
     if not check.ok or not torch.get("version"):
         return None
-    if options.extras:
-        names = " ".join(shlex.quote(e) for e in options.extras)
-        probe = connection.run(f"{shlex.quote(py.executable)} -c {shlex.quote(_MISSING_DISTS)} {names}", timeout=60)
-        if not probe.ok or probe.stdout.strip():
-            return None
     try:
         plan = resolve(
             facts,
@@ -484,12 +431,25 @@ def _keep_base_interpreter(
             python_version=py.version,
             installed={"version": torch["version"], "cuda": torch.get("cuda")},
             allow_minor_version_compat=options.allow_minor_version_compat,
+            allow_cuda_build_on_cpu=options.allow_cuda_build_on_cpu,
             host=connection.host.name,
         )
     except NoPlanError:
         return None
     if plan.action != "keep":
         return None
+    missing = keep.missing_packages(connection, py.executable, list(options.extras))
+    if missing is None:
+        return None
+    if missing:  # small packages (up's lmdb, pillow): added beside the kept torch, torch pinned
+        ok, lines = keep.add_packages(connection, py.executable, missing, torch["version"],
+                                      options.index, options.pip_timeout, options.pip_deadline)  # fmt: skip
+        if not ok:
+            result.warnings.append(
+                f"{py.executable} has a working torch {torch['version']}, but pip could not add "
+                f"{', '.join(missing)} to it ({(lines or ['no output'])[-1]}): building a managed env"
+            )
+            return None
     result.action = "unchanged"
     result.python = py.executable
     result.plan = plan.as_dict()
@@ -498,6 +458,7 @@ def _keep_base_interpreter(
     result.message = (
         f"{py.executable} already has torch {torch['version']}, which verifies and fits the request: "
         "kept (no managed environment needed)"
+        + (f"; added {', '.join(missing)}" if missing else "")
     )
     return result
 
@@ -539,13 +500,9 @@ def install(
     gpus = len(facts.get("gpus") or [])
 
     with _timed(t, "inspect"):
-        if options.conda:
-            env, py, conda = _conda_env(connection, options, facts)
-        else:
-            conda = None
-            base = options.python or connection.host.python or "python3"
-            py = host_python(connection, base)
-            env = ManagedEnv(connection, options.env or default_env_path(facts))
+        base = options.python or connection.host.python or "python3"
+        py = host_python(connection, base)
+        env = ManagedEnv(connection, options.env or default_env_path(facts))
         state = env.state()
     result.env, result.python = env.path, env.python
     if state.lock_holder:
@@ -554,11 +511,18 @@ def install(
             f"remove the stale lock: rm -r {env.lock_dir}"
         )
 
-    if options.keep_base and not options.conda and not state.exists and options.locked is None:
-        kept = _keep_base_interpreter(agent, connection, py, options, facts, gpus, result)
-        if kept is not None:
-            t["total"] = time.monotonic() - started
-            return kept
+    if options.keep_base and not state.exists and options.locked is None:
+        # python3 (or --python), then, unless an interpreter was named, the conda envs with a torch
+        tried = [py]
+        for exe in [] if options.python else keep.conda_pythons(facts):
+            if exe not in {p.executable for p in tried}:
+                with contextlib.suppress(HostError):
+                    tried.append(host_python(connection, exe))
+        for candidate in tried:
+            kept = _keep_base_interpreter(agent, connection, candidate, options, facts, gpus, result)
+            if kept is not None:
+                t["total"] = time.monotonic() - started
+                return kept
 
     # What is installed in the target env now: our manifest, or (an env we do not manage) ask it.
     installed = installed_of(state)
@@ -592,11 +556,20 @@ def install(
                     python_version=py.version,
                     installed=installed,
                     allow_minor_version_compat=options.allow_minor_version_compat,
+                    allow_cuda_build_on_cpu=options.allow_cuda_build_on_cpu,
                     host=host,
                 )
             except NoPlanError as exc:
                 result.reasons = list(getattr(exc, "reasons", []))
                 raise fail(exc.detail, "refused") from None
+    # Ask the index in effect before deciding (a lagging mirror, a one-version private index):
+    # the plan that is compared with the env below is one that can really be installed.
+    index_cfg: IndexConfig | None = None
+    if lock is None and plan.action == "install":
+        with _timed(t, "index"):
+            index_cfg, plan = _choose_index(
+                connection, agent, options, plan, py, facts, host, result, say, installed
+            )
     result.plan = plan.as_dict()
     result.reasons = list(plan.reasons)
     result.warnings = plan_warnings(plan, options.with_)
@@ -649,10 +622,11 @@ def install(
         return result
 
     # Where packages come from.
-    with _timed(t, "index"):
-        index_cfg, plan = _choose_index(
-            connection, agent, options, plan, py, facts, host, result, say
-        )
+    if index_cfg is None:
+        with _timed(t, "index"):
+            index_cfg, plan = _choose_index(
+                connection, agent, options, plan, py, facts, host, result, say, installed
+            )
     result.plan = plan.as_dict()
     result.index = index_cfg.as_dict()
     result.warnings += index_cfg.warnings
@@ -684,10 +658,7 @@ def install(
     switched = False
     try:
         with _timed(t, "create"):
-            if conda:
-                env.create_conda(conda, py.major_minor, generation)
-            else:
-                env.create_venv(py.executable, generation)
+            env.create_venv(py.executable, generation)
         gen_python = env.python_of(generation)
         meta_dir = f"{generation}/.provision"
         req_files = []
@@ -732,8 +703,23 @@ def install(
             timeout=options.pip_timeout,
             retries=options.pip_retries,
         )
+        # H8 (issue 14): uv fills the venv where it is available, same plan and index
+        with _timed(t, "uv"):
+            uv_path = uv_mod.choose(connection, options, facts, gen_python, index_cfg, cache, say, result)
+        if uv_path:
+            cmd = uv_mod.install_command_uv(
+                uv_path,
+                gen_python,
+                requirements,
+                index_cfg,
+                requirement_files=req_files,
+                require_hashes=require_hashes,
+                cache_dir=cache,
+                timeout=options.pip_timeout,
+                retries=options.pip_retries,
+            )
         result.pip_command = scrub(cmd.display, secrets)
-        say(f"pip install ({index_cfg.describe()})")
+        say(f"{'uv pip' if uv_path else 'pip'} install ({index_cfg.describe()})")
         _check_cancel(options, host, result)
         with _timed(t, "pip"):
             code, output = run_pip(connection, cmd, generation, options, say)
@@ -757,6 +743,8 @@ def install(
         with contextlib.suppress(OSError, ValueError):
             report = json.loads(connection.get(f"{meta_dir}/pip-report.json"))
             result.packages = {p.name: p.version for p in packages_from_report(report)}
+        if uv_path and not result.packages:  # uv writes no pip report
+            result.packages = uv_mod.installed_packages(connection, uv_path, gen_python)
 
         say("verifying on the host")
         with _timed(t, "verify"):
@@ -859,100 +847,98 @@ def _choose_index(
     host: str,
     result: InstallResult,
     say: Callable[[str], None],
+    installed: dict[str, Any] | None = None,
 ) -> tuple[IndexConfig, Plan]:
-    """The user's index, or the first PyTorch wheel index that serves the planned wheel from the
-    host; if none does, PyPI's default build when the resolver says it fits."""
+    """The index pip will use and the plan re-resolved for what it really serves
+    (provision/install/index_choice.py): the user's index or the lock's as given, else the best
+    PyTorch wheel index that answers from the host, else PyPI's build when it fits."""
     opts = options.index
     lock = options.locked
-    if (
-        opts.index_url
-        or lock is not None
-        and lock.index.get("index_url")
-        and "****" not in str(lock.index.get("index_url"))
-        and not opts.mirror
-    ):
-        user = opts.index_url
-        if user is None and lock is not None:
-            user = lock.index.get("index_url")
-            extra = [u for u in lock.index.get("extra_index_urls") or [] if "****" not in u]
-            opts = IndexOptions(
-                index_url=user,
-                extra_index_urls=extra + list(opts.extra_index_urls),
-                find_links=list(opts.find_links),
-                trusted_hosts=list(opts.trusted_hosts),
-                proxy=opts.proxy,
-                network_turbo=opts.network_turbo,
-                probe_timeout=opts.probe_timeout,
+    planning = index_choice.Planning(
+        facts=facts, py=py, host=host, torch=options.torch, variant=options.variant,
+        with_=list(options.with_), allow_minor_version_compat=options.allow_minor_version_compat,
+        allow_cuda_build_on_cpu=options.allow_cuda_build_on_cpu, installed=installed,
+    )  # fmt: skip
+    try:
+        if (
+            opts.index_url
+            or lock is not None
+            and lock.index.get("index_url")
+            and "****" not in str(lock.index.get("index_url"))
+            and not opts.mirror
+        ):
+            user = opts.index_url
+            if user is None and lock is not None:
+                user = lock.index.get("index_url")
+                extra = [u for u in lock.index.get("extra_index_urls") or [] if "****" not in u]
+                opts = IndexOptions(
+                    index_url=user,
+                    extra_index_urls=extra + list(opts.extra_index_urls),
+                    find_links=list(opts.find_links),
+                    trusted_hosts=list(opts.trusted_hosts),
+                    proxy=opts.proxy,
+                    network_turbo=opts.network_turbo,
+                    probe_timeout=opts.probe_timeout,
+                )
+            cfg = build_index_config(
+                opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=None
             )
-        return build_index_config(
-            opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=None
-        ), plan
-    if options.relay:
-        # the controller will fetch: no probe from the host
-        return build_index_config(
-            opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=None
-        ), plan
-    candidates = torch_index_candidates(opts, plan.variant)
-    targets = [probe_target(url, usage, plan.torch, plan.variant) for url, usage in candidates]
-    say("probing PyTorch wheel indexes from the host")
-    answers = probe_indexes(connection, py.executable, targets, opts)
-    reachable = None
-    for (url, usage), answer in zip(candidates, answers, strict=False):
-        if answer.get("ok"):
-            reachable = (url, usage)
-            break
-    tried = "; ".join(f"{a['url']}: {a.get('detail') or 'ok'}" for a in answers)
-    if reachable is None:
+            if lock is None:  # a lock pins exact files: nothing to choose
+                plan = index_choice.for_config(
+                    None if options.relay else connection, cfg, plan, planning, opts, say
+                )
+            return cfg, plan
+        if options.relay:  # this machine fetches: ask from here
+            cfg = build_index_config(
+                opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=None
+            )
+            if lock is None:
+                plan = index_choice.for_config(None, cfg, plan, planning, opts, say)
+                cfg = build_index_config(
+                    opts, plan_index_url=plan.index_url, variant=plan.variant,
+                    reachable_torch_index=None,
+                )  # fmt: skip
+            return cfg, plan
         if lock is not None:
-            raise InstallError(
-                host,
-                f"no PyTorch wheel index serves the locked torch from this host ({tried}); "
-                "use --relay to bring the wheels from the controller",
-                result,
-            )
-        say("no PyTorch wheel index reachable: trying PyPI's default build")
-        try:
-            pypi_plan = resolve(
-                facts,
-                torch=options.torch,
-                variant=options.variant,
-                index_kind=KIND_PYPI,
-                python_version=py.version,
-                allow_minor_version_compat=options.allow_minor_version_compat,
-                host=host,
-            )
-        except NoPlanError as exc:
-            result.reasons = list(getattr(exc, "reasons", []))
-            result.action = "refused"
-            raise InstallError(
-                host,
-                f"no PyTorch wheel index answers from this host ({tried}), and PyPI's build does not fit: "
-                f"{exc.detail} — use --relay (the controller downloads), --proxy/--network-turbo, or "
-                "--index-url of a reachable PyTorch wheel mirror",
-                result,
-            ) from None
-        cfg = build_index_config(
-            opts,
-            plan_index_url=None,
-            variant=pypi_plan.variant,
-            reachable_torch_index=None,
-            fallback_to_pypi=True,
-        )
-        cfg.warnings.append(
-            f"no PyTorch wheel index answered from the host ({tried}); installing PyPI's "
-            f"{pypi_plan.variant} build, which the resolver says fits"
-        )
-        return cfg, pypi_plan
-    cfg = build_index_config(
-        opts, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=reachable
+            return _locked_torch_index(connection, options, plan, py, host, result, say)
+        return index_choice.choose(connection, plan, planning, opts, say)
+    except index_choice.IndexRefusal as exc:
+        result.reasons = list(exc.reasons)
+        result.action = "refused"
+        raise InstallError(host, exc.detail, result) from None
+
+
+def _locked_torch_index(
+    connection: Connection,
+    options: InstallOptions,
+    plan: Plan,
+    py: PythonInfo,
+    host: str,
+    result: InstallResult,
+    say: Callable[[str], None],
+) -> tuple[IndexConfig, Plan]:
+    """A lock without a usable index of its own: the first PyTorch wheel index that lists its
+    exact torch from the host."""
+    opts = options.index
+    candidates = torch_index_candidates(opts, plan.variant)
+    say("asking the PyTorch wheel indexes for the locked torch")
+    answers = list_from_host(connection, py.executable, candidates, ["torch"], opts)
+    for (url, usage), answer in zip(candidates, answers, strict=False):
+        offer = offer_of([answer], ["torch"], py, kind=KIND_PYTORCH)
+        if offer is not None and offer.has("torch", plan.torch, plan.variant, None):
+            cfg = build_index_config(opts, plan_index_url=plan.index_url, variant=plan.variant,
+                                     reachable_torch_index=(url, usage))  # fmt: skip
+            return cfg, plan
+    tried = "; ".join(
+        f"{a.where}: {a.detail or 'does not list torch ' + plan.torch + '+' + plan.variant}"
+        for a in answers
     )
-    skipped = [a for a in answers if not a.get("ok")]
-    if skipped:
-        cfg.warnings.append(
-            "skipped PyTorch wheel mirrors: "
-            + "; ".join(f"{a['url']}: {a.get('detail')}" for a in skipped)
-        )
-    return cfg, plan
+    raise InstallError(
+        host,
+        f"no PyTorch wheel index serves the locked torch from this host ({tried}); "
+        "use --relay to bring the wheels from the controller",
+        result,
+    )
 
 
 def _relay(
@@ -993,43 +979,6 @@ def _relay(
     result.relayed = {"files": len(files), "sent": sent, "bytes_sent": sent_bytes}
     text = "".join(p.requirement_line() + "\n" for p in packages)
     return relay_mod.relay_index(remote_dir), text
-
-
-def _conda_env(
-    connection: Connection, options: InstallOptions, facts: dict[str, Any]
-) -> tuple[ManagedEnv, PythonInfo, str]:
-    """A conda env named options.conda: <conda base>/envs/NAME becomes our managed symlink."""
-    find = (
-        'for c in "$CONDA_EXE" "$(command -v conda 2>/dev/null)" "$HOME/miniconda3/bin/conda" '
-        '"$HOME/anaconda3/bin/conda" /opt/conda/bin/conda /root/miniconda3/bin/conda; do '
-        '[ -n "$c" ] && [ -x "$c" ] && { echo "$c"; "$c" info --base; exit 0; }; done; exit 1'
-    )
-    found = connection.run(find, timeout=120)
-    lines = found.stdout.strip().splitlines()
-    if not found.ok or len(lines) < 2:
-        raise ConfigError(
-            f"{connection.host.name}: --conda {options.conda}: no conda found on the host "
-            "(looked at $CONDA_EXE, PATH, ~/miniconda3, ~/anaconda3, /opt/conda)"
-        )
-    conda, base = lines[0].strip(), lines[-1].strip()
-    version = options.python or ".".join(
-        str((facts.get("python") or {}).get("version") or "3.11").split(".")[:2]
-    )
-    if not version.replace(".", "").isdigit():
-        raise ConfigError(
-            f"--conda with --python {version!r}: give a version like 3.11 (conda installs it)"
-        )
-    env = ManagedEnv(connection, f"{base.rstrip('/')}/envs/{options.conda}")
-    os_facts = facts.get("os") or {}
-    libc = str(os_facts.get("libc") or "")
-    glibc = libc.split()[-1] if libc.startswith("glibc") else None
-    py = PythonInfo(
-        executable=f"{env.path}/bin/python",
-        version=version,
-        machine=str(os_facts.get("arch") or "x86_64"),
-        glibc=glibc,
-    )
-    return env, py, conda
 
 
 # -- lock files ---------------------------------------------------------------------------------
@@ -1083,6 +1032,7 @@ def create_lock(
         index_kind=index_kind(options.index),
         python_version=py.version,
         allow_minor_version_compat=options.allow_minor_version_compat,
+        allow_cuda_build_on_cpu=options.allow_cuda_build_on_cpu,
         host=host,
     )
     scratch = InstallResult(host=host)
@@ -1090,11 +1040,12 @@ def create_lock(
     requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind)
     home = connection.run('printf %s "$HOME"', timeout=30).stdout.strip() or "/tmp"
     tmp = f"{home}/.cache/provision/lock-{os.urandom(4).hex()}"
-    q = shlex.quote
+    q = shell_quote
     try:
         say("resolving on the host (pip --dry-run)")
         made = connection.run(
-            f"mkdir -p {q(tmp)} && {q(py.executable)} -m venv {q(tmp + '/venv')}", timeout=600
+            sh("mkdir -p {tmp} && {py} -m venv {venv}", tmp=tmp, py=py.executable, venv=tmp + "/venv"),
+            timeout=600,
         )
         if not made.ok:
             raise HostError(host, f"{py.executable} -m venv failed: {made.stderr.strip()[-500:]}")
@@ -1156,6 +1107,7 @@ def create_lock_offline(
         index_kind=index_kind(options.index),
         python_version=py.version,
         allow_minor_version_compat=options.allow_minor_version_compat,
+        allow_cuda_build_on_cpu=options.allow_cuda_build_on_cpu,
         host="offline",
     )
     index_cfg = build_index_config(
@@ -1163,6 +1115,21 @@ def create_lock_offline(
         plan_index_url=plan.index_url,
         variant=plan.variant,
         reachable_torch_index=None,
+    )
+    # what the index really has, asked from here (this machine resolves and downloads)
+    planning = index_choice.Planning(
+        facts=facts, py=py, host="offline", torch=options.torch, variant=options.variant,
+        with_=list(options.with_), allow_minor_version_compat=options.allow_minor_version_compat,
+        allow_cuda_build_on_cpu=options.allow_cuda_build_on_cpu,
+    )  # fmt: skip
+    try:
+        plan = index_choice.for_config(
+            None, index_cfg, plan, planning, options.index, progress or (lambda m: None)
+        )
+    except index_choice.IndexRefusal as exc:
+        raise ConfigError(exc.detail) from None
+    index_cfg = build_index_config(
+        options.index, plan_index_url=plan.index_url, variant=plan.variant, reachable_torch_index=None
     )
     requirements = requirements_for(plan, options.with_, options.extras, index_cfg.kind)
     if progress:

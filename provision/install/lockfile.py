@@ -189,10 +189,9 @@ def write_lock(lock: Lock, path: str | Path) -> Path:
     text = header + yaml.safe_dump(
         lock.to_dict(), sort_keys=False, default_flow_style=False, width=120
     )
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
+    from provision.paths import write_atomic
+
+    return write_atomic(path, text)
 
 
 def read_lock(path: str | Path) -> Lock:

@@ -7,11 +7,12 @@ Linux x86_64 the single default CUDA build of each torch release; a **PyTorch wh
 names both, torch comes from a PyTorch wheel index (a mirror of it when one answers for the
 planned wheel, else download.pytorch.org), everything else from the PyPI mirror; only when no
 PyTorch wheel index is reachable from the host does the plan fall back to PyPI's build — and the
-resolver decides whether that build can run there (it is told via the index *kind*).
+resolver decides whether that build can run there (it is told via the index *kind*). Which
+versions each index really has is asked at install time (provision/install/index_query.py).
 
 Sources (see ../shared/reference/gpu_compat.yaml `mirrors:`): each mirror's help page, listed
 on its preset. PyTorch wheel mirror availability is reported inconsistently, so every one is
-probed from the host at install time (bounded: a few seconds each) before it is used.
+asked from the host at install time (bounded: a few seconds each) before it is used.
 """
 
 from __future__ import annotations
@@ -232,16 +233,6 @@ def torch_index_candidates(options: IndexOptions, variant: str) -> list[tuple[st
             out.append((m.url.format(variant=variant), m.usage))
     out.append((f"{PYTORCH_INDEX}/{variant}", "index"))
     return out
-
-
-def probe_target(url: str, usage: str, torch_version: str, variant: str) -> tuple[str, list[str]]:
-    """(URL to GET, texts of which the page must contain one) proving that the index serves the
-    planned wheel, not just that it answers: mirrors lag behind, and a stale one would fail
-    halfway through the install."""
-    names = [f"torch-{torch_version}+{variant}-", f"torch-{torch_version}%2B{variant}-"]
-    if usage == "index":
-        return url.rstrip("/") + "/torch/", names
-    return url, names
 
 
 def build_index_config(

@@ -15,10 +15,10 @@ them unless --proxy / --network-turbo say otherwise.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from provision.install.mirrors import IndexConfig, has_credentials, mask_url, scrub, secrets_of
+from provision.shell import argv, sh
 
 KEEP_PIP_VARS = ("PIP_CERT", "PIP_CLIENT_CERT")
 _NO_PIP_CONFIG = (
@@ -48,16 +48,16 @@ class PipCommand:
 
     def script(self, pid_file: str | None = None) -> str:
         """Run pip in the foreground (its output is the command's output)."""
-        return _prelude(self.network_turbo, pid_file) + "exec " + shlex.join(self.argv)
+        return _prelude(self.network_turbo, pid_file) + sh("exec {argv}", argv=self.argv)
 
     def detached_script(self, log: str, exit_file: str, pid_file: str) -> str:
         """Start pip under a small supervisor that outlives the SSH channel and prints its pid:
         the controller polls the log and exit file, so a Ctrl-C or a dropped connection can
         always be followed by stopping pip (TERM to the supervisor) and removing its files."""
         python = self.argv[0]
-        sup = shlex.join([python, "-c", _SUPERVISOR, log, exit_file, pid_file, *self.argv])
+        sup = argv([python, "-c", _SUPERVISOR, log, exit_file, pid_file, *self.argv])
         return (
-            _prelude(self.network_turbo, None) + f"nohup {sup} >/dev/null 2>&1 </dev/null & echo $!"
+            _prelude(self.network_turbo, None) + sh("nohup {sup} >/dev/null 2>&1 </dev/null & echo $!", sup=sup)
         )
 
 
@@ -104,7 +104,7 @@ def _prelude(network_turbo: bool, pid_file: str | None) -> str:
         )
     if pid_file:
         # the pid of pip itself after exec: lets an interrupted install stop it on the host
-        parts.append(f"echo $$ > {shlex.quote(pid_file)}; ")
+        parts.append(sh("echo $$ > {pid_file}; ", pid_file=pid_file))
     return "".join(parts)
 
 
@@ -186,7 +186,7 @@ def install_command(
         args += ["-r", path]
     args += list(requirements)
     secrets = secrets_of([index.index_url, *index.extra_index_urls, *index.find_links, index.proxy])
-    display = scrub(shlex.join(args), secrets)
+    display = scrub(str(argv(args)), secrets)
     if env.get("PIP_INDEX_URL"):
         display += f"  (index {mask_url(env['PIP_INDEX_URL'])} via PIP_INDEX_URL)"
     return PipCommand(
@@ -195,7 +195,7 @@ def install_command(
 
 
 def freeze_command(python: str) -> str:
-    return f"{shlex.quote(python)} -m pip freeze --all --disable-pip-version-check"
+    return sh("{python} -m pip freeze --all --disable-pip-version-check", python=python)
 
 
 # -- failure output -----------------------------------------------------------------------------

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from provision.connection.base import Connection
 from provision.errors import ConfigError, HostError
+from provision.shell import sh
 
 # Runs on the host's Python (3.8+): what `python -m venv` will produce and which wheels fit it.
 _PYTHON_INFO = r"""
@@ -71,7 +71,7 @@ class PythonInfo:
 
 def host_python(connection: Connection, python: str) -> PythonInfo:
     """Ask the interpreter the env will be built from about itself (one round trip)."""
-    result = connection.run(f"{shlex.quote(python)} -c {shlex.quote(_PYTHON_INFO)}", timeout=60)
+    result = connection.run(sh("{python} -c {code}", python=python, code=_PYTHON_INFO), timeout=60)
     host = connection.host.name
     if result.exit_code == 127 or "not found" in result.stderr and not result.stdout:
         raise HostError(
@@ -134,12 +134,15 @@ def resolve(
     installed: dict[str, Any] | None = None,
     allow_minor_version_compat: bool = True,
     host: str = "",
+    offer: Any = None,
+    allow_cuda_build_on_cpu: bool = False,
 ) -> Plan:
     """The compat resolver's plan for these facts and this request, or NoPlanError.
 
     `python_version` is the interpreter the env is built from (not necessarily the facts'
     python3); `installed` is the torch in the *target* environment ({"version", "cuda"}), which is
-    what "keep the installed torch" must mean for an install into a managed env.
+    what "keep the installed torch" must mean for an install into a managed env; `offer` is what
+    the index in effect serves (provision/install/index_query.py), None when not asked.
     """
     from provision.compat import resolver
 
@@ -156,6 +159,8 @@ def resolve(
         # the resolver knows two kinds; an unknown index (custom) may serve any variant, and the
         # verification after install catches one that served another
         mirror="pypi" if index_kind == "pypi" else "pytorch",
+        offer=offer,
+        allow_cuda_build_on_cpu=allow_cuda_build_on_cpu,
     )
     try:
         outcome = resolver.resolve_install_plan(host_facts, request)

@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tarfile
@@ -36,6 +35,7 @@ from provision.install.mirrors import IndexConfig, secrets_of
 from provision.install.pip import KEEP_PIP_VARS, index_arguments, relevant_lines
 from provision.install.planning import PythonInfo
 from provision.paths import state_dir
+from provision.shell import quote, sh
 
 REMOTE_DIR = ".cache/provision/wheels"  # under the host user's home
 _CHUNK = 1 << 20
@@ -182,6 +182,20 @@ def fetch(packages: list[LockedPackage], index: IndexConfig, py: PythonInfo) -> 
         return files
 
 
+def _digest_of(path: Path) -> str:
+    """The cached file's sha256, from its memo when size and mtime still match."""
+    memo = path.with_name(f".{path.name}.sha256")
+    st = path.stat()
+    with contextlib.suppress(OSError, ValueError):
+        key, value = memo.read_text().split()
+        if key == f"{st.st_size}:{st.st_mtime_ns}":
+            return value
+    digest = _sha256(path)
+    with contextlib.suppress(OSError):
+        _remember(path, digest)
+    return digest
+
+
 def _remember(path: Path, digest: str) -> None:
     st = path.stat()
     path.with_name(f".{path.name}.sha256").write_text(f"{st.st_size}:{st.st_mtime_ns} {digest}\n")
@@ -225,20 +239,29 @@ def tar_stream(files: list[Path]) -> Iterator[bytes]:
 
 
 def push(connection: Connection, files: list[Path], remote_dir: str) -> tuple[int, int]:
-    """Send the files the host does not have yet (same name and size) as one tar stream.
+    """Send the files the host does not have yet (same name and sha256, hashed ON the host) as
+    one tar stream; a corrupt wheel of the right size is replaced, not kept forever.
     Returns (files sent, bytes sent)."""
-    d = shlex.quote(remote_dir)
+    d = quote(remote_dir)
+    # sha256sum (coreutils) where present, else the host's python3: hashing ~GB/s, seconds
+    # even for CUDA wheels, and pip's --require-hashes would refuse a bad file anyway
     listing = connection.run(
-        f'mkdir -p {d} && cd {d} && for f in *; do [ -f "$f" ] && '
-        f'printf \'%s\\t%s\\n\' "$(wc -c < "$f")" "$f"; done; true',
-        timeout=120,
+        sh(
+            'mkdir -p {d} && cd {d} && for f in {names}; do [ -f "$f" ] || continue; '
+            'if command -v sha256sum >/dev/null 2>&1; then h=$(sha256sum < "$f"); '
+            'else h=$(python3 -c {hasher} < "$f"); fi; '
+            "printf '%s\\t%s\\n' \"${h%% *}\" \"$f\"; done; true",
+            d=remote_dir,
+            names=[f.name for f in files],
+            hasher="import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
+        ),
+        timeout=600,
     )
-    have: dict[str, int] = {}
+    have: dict[str, str] = {}
     for line in listing.stdout.splitlines():
-        size, _, name = line.partition("\t")
-        with contextlib.suppress(ValueError):
-            have[name] = int(size.strip())
-    send = [f for f in files if have.get(f.name) != f.stat().st_size]
+        digest, _, name = line.partition("\t")
+        have[name] = digest.strip()
+    send = [f for f in files if have.get(f.name) != _digest_of(f)]
     if not send:
         return 0, 0
     # into a temp dir first, then renamed: an interrupted stream leaves no half file behind

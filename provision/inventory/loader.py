@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from provision.connection.base import ConnectOptions
@@ -25,12 +26,18 @@ from provision.errors import ConfigError
 from provision.inventory.ini import parse_ini
 from provision.inventory.model import LOCAL_NAMES, Host, Inventory
 from provision.inventory.patterns import UnknownPatternError, select_hosts
+from provision.inventory.script import is_script, parse_script
 from provision.inventory.ssh_config import apply_ssh_config, is_alias
 from provision.inventory.targets import AddressError, is_ip_address, parse_port, parse_target
+from provision.inventory.vars_files import VarsDirs
 from provision.inventory.yaml_format import parse_yaml
 
 SSH_CONNECTIONS = ("ssh", "paramiko", "paramiko_ssh", "smart")
 _YAML_EXTENSIONS = (".yml", ".yaml", ".json")
+# Ansible's INVENTORY_IGNORE_EXTS default: REJECT_EXTS + .orig .cfg .retry
+INVENTORY_IGNORE_EXTS = (
+    ".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry",
+)
 
 
 class InventoryBuilder:
@@ -46,6 +53,9 @@ class InventoryBuilder:
         self.group_origins: dict[str, str] = {}
         self.sources: list[str] = []
         self._members: dict[str, set[str]] = {"all": set(), "ungrouped": set()}
+        # group_vars/ + host_vars/ beside the inventory sources, then beside the playbook
+        self.inventory_dirs = VarsDirs([])
+        self.playbook_dirs = VarsDirs([])
 
     def add_group(self, name: str, origin: str) -> None:
         if name not in self.groups:
@@ -125,22 +135,43 @@ class InventoryBuilder:
             for host in members:
                 member_of[host] |= above
 
+        # Vars from files beside the inventory (inv) and the playbook (play), per name.
+        inv_group = {g: self.inventory_dirs.vars_for("group_vars", g) for g in self.groups}
+        play_group = {g: self.playbook_dirs.vars_for("group_vars", g) for g in self.groups}
+        inv_host = {h: self.inventory_dirs.vars_for("host_vars", h) for h in self.host_vars}
+        play_host = {h: self.playbook_dirs.vars_for("host_vars", h) for h in self.host_vars}
         inventory = Inventory(
             groups={g: list(m) for g, m in self.groups.items()},
             children={g: list(k) for g, k in self.children.items()},
-            group_vars={g: dict(v) for g, v in self.group_vars.items()},
-            host_vars={h: dict(v) for h, v in self.host_vars.items()},
+            group_vars={
+                g: {**v, **inv_group[g], **play_group[g]} for g, v in self.group_vars.items()
+            },
+            host_vars={
+                h: {**v, **inv_host[h], **play_host[h]} for h, v in self.host_vars.items()
+            },
             host_origins=dict(self.host_origins),
             group_origins=dict(self.group_origins),
             sources=list(self.sources),
         )
         for name in self._host_order():
-            groups = sorted(member_of[name], key=lambda g: (depth[g], self.priority.get(g, 1), g))
-            merged: dict[str, Any] = {}
+            groups = sorted(
+                member_of[name] - {"all"}, key=lambda g: (depth[g], self.priority.get(g, 1), g)
+            )
+            # Ansible's VARIABLE_PRECEDENCE: inventory-file vars of `all` and the groups, then
+            # group_vars/all beside the inventory and the playbook, then the groups' files.
+            merged: dict[str, Any] = dict(self.group_vars["all"])
             for group in groups:
                 merged.update(self.group_vars[group])
+            merged.update(inv_group["all"])
+            merged.update(play_group["all"])
+            for group in groups:
+                merged.update(inv_group[group])
+            for group in groups:
+                merged.update(play_group[group])
             merged.pop("ansible_group_priority", None)
             merged.update(self.host_vars[name])
+            merged.update(inv_host[name])
+            merged.update(play_host[name])
             names = sorted(g for g in member_of[name] if g != "all")
             inventory.hosts[name] = host_from_vars(name, merged, names, self.host_origins[name])
         return inventory
@@ -281,31 +312,65 @@ def _looks_like_yaml(text: str) -> bool:
     )
 
 
-def load_inventory(files: list[str]) -> Inventory:
-    """One Inventory from INI/YAML files, in order; format by extension, else by content."""
+def ignored_in_directory(name: str) -> bool:
+    """Ansible's rule for the entries of an inventory directory: hidden files, group_vars/,
+    host_vars/, vars_plugins/ and INVENTORY_IGNORE_EXTS (~ .orig .bak .cfg .retry .md ...)."""
+    if name.startswith(".") or name in ("host_vars", "group_vars", "vars_plugins"):
+        return True
+    return name.endswith(INVENTORY_IGNORE_EXTS)
+
+
+def _source_files(path: str) -> list[str]:
+    """The files an inventory source stands for: itself, or a directory's files (sorted,
+    recursively)."""
+    full = os.path.expanduser(path)
+    if not os.path.isdir(full):
+        return [path]
+    found: list[str] = []
+    for name in sorted(os.listdir(full)):
+        if not ignored_in_directory(name):
+            found.extend(_source_files(os.path.join(path, name)))
+    return found
+
+
+def _parse_file(path: str, builder: InventoryBuilder) -> None:
+    full = os.path.expanduser(path)
+    if is_script(full):
+        parse_script(full, builder)
+        return
+    try:
+        with open(full, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"inventory file {path} not found (-i)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"inventory file {path}: cannot read it ({exc})") from None
+    lowered = full.lower()
+    if lowered.endswith(_YAML_EXTENSIONS) or (
+        not lowered.endswith((".ini", ".cfg")) and _looks_like_yaml(text)
+    ):
+        parse_yaml(text, path, builder)
+    else:
+        parse_ini(text, path, builder)
+
+
+def load_inventory(files: list[str], playbook_dir: str | None = None) -> Inventory:
+    """One Inventory from INI/YAML files, executable scripts and directories of them, in
+    order (format by extension, else by content), with the group_vars/ and host_vars/ found
+    beside each source and beside `playbook_dir`."""
     builder = InventoryBuilder()
+    vars_dirs: list[Path] = []
     for path in files:
         full = os.path.expanduser(path)
-        if os.path.isdir(full):
-            raise ConfigError(
-                f"inventory {path} is a directory; pass the inventory file(s) inside it with -i "
-                "(group_vars/ and host_vars/ directories are not read)"
-            )
-        try:
-            with open(full, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            raise ConfigError(f"inventory file {path} not found (-i)") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"inventory file {path}: cannot read it ({exc})") from None
+        if not os.path.exists(full):
+            raise ConfigError(f"inventory file {path} not found (-i)")
         builder.sources.append(path)
-        lowered = full.lower()
-        if lowered.endswith(_YAML_EXTENSIONS) or (
-            not lowered.endswith((".ini", ".cfg")) and _looks_like_yaml(text)
-        ):
-            parse_yaml(text, path, builder)
-        else:
-            parse_ini(text, path, builder)
+        for file in _source_files(path):
+            _parse_file(file, builder)
+        vars_dirs.append(Path(full if os.path.isdir(full) else os.path.dirname(full) or "."))
+    builder.inventory_dirs = VarsDirs(vars_dirs)
+    if playbook_dir is not None:
+        builder.playbook_dirs = VarsDirs([Path(playbook_dir)])
     return builder.finish()
 
 
@@ -352,6 +417,7 @@ def resolve_targets(
     inventory_files: list[str],
     options: ConnectOptions,
     limit: str | None = None,
+    playbook_dir: str | None = None,
 ) -> list[Host]:
     """The hosts to work on, each once, in the order the targets name them.
 
@@ -360,7 +426,7 @@ def resolve_targets(
     ssh_config alias, a pasted ssh command) -- a bare word that is none of these is reported
     as an unknown host or group rather than sent to DNS.
     """
-    inventory = load_inventory(inventory_files) if inventory_files else None
+    inventory = load_inventory(inventory_files, playbook_dir) if inventory_files else None
     if not targets:
         if inventory is None:
             raise ConfigError(

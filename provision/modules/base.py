@@ -13,15 +13,16 @@ import difflib
 import importlib
 import logging
 import pkgutil
-import shlex
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from provision.connection.base import CommandResult, Connection, sudo_wrap
+from provision.connection.base import CommandResult, Connection
 from provision.inventory.model import Host
+from provision.shell import as_root as shell_as_root
+from provision.shell import become_command, env_exports, path, quote
 
 if TYPE_CHECKING:
     from provision.engine.templating import Templar
@@ -143,12 +144,15 @@ class TaskContext:
             merged.update(env)
         timeout = timeout if timeout is not None else self.timeout
         if self.become and self.become_user and self.become_user != "root":
-            from provision.connection.base import quote_env
-
-            inner = shlex.quote(quote_env(merged) + command)
-            user = shlex.quote(self.become_user)
-            wrapped = f"sudo -n -H -u {user} sh -c {inner}"
+            wrapped = become_command(env_exports(merged) + command, user=self.become_user)
             return self.connection.run(wrapped, stdin=stdin, timeout=timeout)
+        if self.become:
+            # as root: the host's sudo probed once (provision/remote/become.py); a sudo password
+            # goes first on stdin, never into the command line
+            how = self.agent.becoming()
+            if how is not None and how.mode != "root":
+                wrapped = how.wrap(env_exports(merged) + command)
+                return self.connection.run(wrapped, stdin=how.stdin_prefix() + (stdin or b""), timeout=timeout)
         return self.connection.run(
             command, env=merged or None, stdin=stdin, timeout=timeout, sudo=self.become
         )
@@ -395,26 +399,47 @@ def normalize_args(
     return out
 
 
+def secret_arg_values(module: Module, args: Mapping[str, Any]) -> list[str]:
+    """Values of arguments declared `no_log` or named like a secret (provision.secrets), and
+    URL passwords in any argument: the runner masks them in results, display and JSON."""
+    from provision.secrets import is_secret_name, url_passwords
+
+    found: list[str] = []
+
+    def walk(value: Any, secret: bool) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, secret or (isinstance(key, str) and is_secret_name(key)))
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item, secret)
+        elif value is not None and not isinstance(value, bool):
+            text = str(value)
+            if secret:
+                found.append(text)
+            found.extend(url_passwords(text))
+
+    for name, value in args.items():
+        arg = module.args.get(name)
+        walk(value, bool(arg and arg.no_log) or is_secret_name(name))
+    return found
+
+
 # -- shell helpers modules share ---------------------------------------------------------------
 
 
 def q(value: Any) -> str:
-    """Quote any value for the shell: data, never code."""
-    return shlex.quote(str(value))
+    """Quote any value for the shell: data, never code (provision.shell.quote)."""
+    return quote(str(value) if not isinstance(value, (str, bytes)) else value)
 
 
-def qpath(path: str) -> str:
+def qpath(value: str) -> str:
     """Quote a host path; a leading `~` stays the remote user's home."""
-    path = str(path)
-    if path == "~":
-        return '"$HOME"'
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
+    return str(path(str(value)))
 
 
 def as_root(command: str) -> str:
-    return sudo_wrap(command)
+    return str(shell_as_root(command))
 
 
 def unified_diff(before: str, after: str, path: str) -> list[dict[str, str]]:

@@ -9,30 +9,31 @@ Values from variables are data, never code:
   `expand_argument_vars`, as parameter expansion only.
 - `shell` runs the text with `sh -c`. Each `{{ }}` value travels in an environment variable and
   the text refers to it with the quoting its position needs (unquoted, inside "…", inside '…',
-  inside a here-document), so the shell only ever *expands* it — never parses it. `{{ x | safe }}`
-  inserts x as code on purpose.
+  inside a here-document), so the shell only ever *expands* it — never parses it. A quoted
+  here-document's body travels whole as one variable (see `shell_command`). The one way to
+  insert a value as code is `{{ x | shell_code }}`; Jinja's `Markup` (`safe`, `e`, `tojson`)
+  is data; `{{ x | quote }}` stands as its quoted word where a bare word stands.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from dataclasses import dataclass
 import shlex
 from typing import Any
 
-from provision.engine.templating import ShellTemplate
+from provision.engine.templating import QuotedWord, ShellTemplate
+from provision.shell import Raw, expanding_word, path, quote, sh, stdin_env
 from provision.modules.base import (
     Arg,
     Module,
     ModuleFailure,
     ModuleResult,
     TaskContext,
-    q,
-    qpath,
     register,
 )
 
-_VAR_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 _COMMON_ARGS = {
     "cmd": Arg("raw"),
     "chdir": Arg("path"),
@@ -43,24 +44,6 @@ _COMMON_ARGS = {
     "strip_empty_ends": Arg("bool", default=True),
 }
 _FREE_FORM_KEYS = ("chdir", "creates", "removes", "stdin", "stdin_add_newline", "strip_empty_ends")
-
-
-def _expand_word(word: str) -> str:
-    """Quote one argv word, letting `$NAME` / `${NAME}` expand (only as parameter expansion)."""
-    parts = []
-    pos = 0
-    if word == "~" or word.startswith("~/"):  # like Ansible's expanduser on argv words
-        parts.append('"$HOME"')
-        pos = 1
-    for match in _VAR_REF.finditer(word):
-        if match.start() > pos:
-            parts.append(shlex.quote(word[pos : match.start()]))
-        name = match.group(1).strip("{}")
-        parts.append('"${' + name + '}"')
-        pos = match.end()
-    if pos < len(word) or not parts:
-        parts.append(shlex.quote(word[pos:]))
-    return "".join(parts)
 
 
 def command_argv(cmd: Any) -> tuple[list[str], set[int]]:
@@ -98,23 +81,38 @@ def _text(value: Any) -> str:
 
 # -- shell: where in the shell syntax is each placeholder? -------------------------------------
 
-_PLAIN, _SINGLE, _DOUBLE, _HEREDOC, _QUOTED_HEREDOC = (
+_PLAIN, _SINGLE, _DOUBLE, _HEREDOC, _QUOTED_HEREDOC, _COMMENT = (
     "plain",
     "single",
     "double",
     "heredoc",
     "qheredoc",
+    "comment",
 )
 
 
-def _contexts(text: str, pattern: re.Pattern[str]) -> dict[int, str]:
+@dataclass
+class _Heredoc:
+    """A quoted here-document: where its delimiter word and its body (with the end line) are."""
+
+    word: tuple[int, int]  # the delimiter word after `<<`, quotes included
+    body: tuple[int, int]  # from the first body line to the end of the delimiter line
+    end: int  # where the body text stops (start of the delimiter line)
+    strip_tabs: bool  # `<<-`
+
+
+def _contexts(
+    text: str, pattern: re.Pattern[str], heredocs: list[_Heredoc] | None = None
+) -> dict[int, str]:
     """Start offset of each placeholder -> the quoting context it sits in. A small lexer: quotes,
-    backslashes, $( ), backticks, comments and here-documents. Misjudging a context can only
-    break the command, never run a value: values are never pasted into the text."""
+    backslashes, $( ), backticks, comments and here-documents (quoted ones are added to
+    `heredocs`). Misjudging a context can only break the command, never run a value: values
+    are never pasted into the text."""
     starts = {m.start(): m for m in pattern.finditer(text)}
     found: dict[int, str] = {}
     stack = [_PLAIN]
-    pending_heredocs: list[tuple[str, bool]] = []  # (delimiter, quoted) waiting for the newline
+    # (delimiter, quoted, word span, <<-) waiting for the newline
+    pending_heredocs: list[tuple[str, bool, tuple[int, int], bool]] = []
     i, n = 0, len(text)
     at_word_start = True
     while i < n:
@@ -168,37 +166,45 @@ def _contexts(text: str, pattern: re.Pattern[str]) -> dict[int, str]:
             end = text.find("\n", i)
             for start in starts:
                 if i <= start < (n if end < 0 else end):
-                    found[start] = _PLAIN
+                    found[start] = _COMMENT
             i = n if end < 0 else end
             continue
         elif text.startswith("<<", i) and not text.startswith("<<<", i):
             j = i + 2
-            if j < n and text[j] == "-":
+            strip_tabs = j < n and text[j] == "-"
+            if strip_tabs:
                 j += 1
             while j < n and text[j] in " \t":
                 j += 1
             m = re.match(r"""(['"]?)([A-Za-z0-9_.\-]+)\1""", text[j:])
             if m:
-                pending_heredocs.append((m.group(2), bool(m.group(1))))
+                pending_heredocs.append((m.group(2), bool(m.group(1)), (j, j + m.end()), strip_tabs))
                 i = j + m.end()
                 continue
         elif c == "\n" and pending_heredocs:
             i += 1
-            for delimiter, quoted in pending_heredocs:
+            for delimiter, quoted, word, strip_tabs in pending_heredocs:
                 # the body runs until a line that is exactly the delimiter (tabs stripped for <<-)
                 body_end = n
                 line_start = i
                 while line_start < n:
                     line_end = text.find("\n", line_start)
                     line_end = n if line_end < 0 else line_end
-                    if text[line_start:line_end].lstrip("\t") == delimiter:
+                    line = text[line_start:line_end]
+                    if (line.lstrip("\t") if strip_tabs else line) == delimiter:
                         body_end = line_start
                         break
                     line_start = line_end + 1
                 for start in starts:
                     if i <= start < body_end:
                         found[start] = _QUOTED_HEREDOC if quoted else _HEREDOC
-                i = min(n, body_end + len(delimiter) + 1) if body_end < n else n
+                after = n
+                if body_end < n:
+                    after = text.find("\n", body_end)
+                    after = n if after < 0 else after + 1
+                if quoted and heredocs is not None:
+                    heredocs.append(_Heredoc(word, (i, after), body_end, strip_tabs))
+                i = after
             pending_heredocs = []
             at_word_start = True
             continue
@@ -208,45 +214,73 @@ def _contexts(text: str, pattern: re.Pattern[str]) -> dict[int, str]:
 
 
 def shell_command(tpl: ShellTemplate) -> tuple[str, dict[str, str]]:
-    """The shell text with each placeholder replaced by a reference to an env var, and the env."""
+    """The shell text with each placeholder replaced by a reference to an env var, and the env.
+
+    A quoted here-document (`<<'EOF'`) expands nothing, so a value can't be referenced inside
+    it; pasting it would let a value equal to the delimiter end the body and run what follows.
+    Such a body (its text and values) travels whole as one variable instead, expanded by an
+    unquoted here-document with a fresh delimiter: the value is never part of the script."""
     if not tpl.values:
         return tpl.text, {}
     pattern = tpl.placeholder_re
-    contexts = _contexts(tpl.text, pattern)
+    heredocs: list[_Heredoc] = []
+    contexts = _contexts(tpl.text, pattern, heredocs)
     env: dict[str, str] = {}
     tag = secrets.token_hex(2)
 
+    def value_of(match: re.Match[str]) -> str:
+        return _text(tpl.values[int(match.group(1))])
+
     def replace(match: re.Match[str]) -> str:
         index = int(match.group(1))
-        value = _text(tpl.values[index])
         context = contexts.get(match.start(), _PLAIN)
-        if context == _QUOTED_HEREDOC:
-            if "\n" in value:
-                raise ModuleFailure(
-                    "a multi-line value cannot go into a quoted here-document (<<'EOF') safely; "
-                    "use an unquoted delimiter (<<EOF) so the value is expanded as data"
-                )
-            return value  # nothing expands in a quoted heredoc and one line cannot end it
+        if context in (_PLAIN, "subst") and type(tpl.values[index]) is QuotedWord:
+            return str(tpl.values[index])  # already one quoted word (the `quote` filter)
         name = f"PV_{tag}_{index}"
-        env[name] = value
+        env[name] = value_of(match)
         if context == _SINGLE:
             return "'\"${" + name + "}\"'"
         if context in (_DOUBLE, _HEREDOC):
             return "${" + name + "}"
         return '"${' + name + '}"'
 
-    return pattern.sub(replace, tpl.text), env
+    # text pieces in order: (start, end, replacement); placeholders outside moved bodies
+    edits: list[tuple[int, int, str]] = []
+    moved: list[tuple[int, int]] = []
+    for number, doc in enumerate(heredocs):
+        body = tpl.text[doc.body[0] : doc.end]
+        if not pattern.search(body):
+            continue
+        text = pattern.sub(value_of, body)
+        if doc.strip_tabs:
+            text = "".join(line.lstrip("\t") for line in text.splitlines(keepends=True))
+        name = f"PV_{tag}_h{number}"
+        env[name] = text[:-1] if text.endswith("\n") else text
+        delimiter = f"PV_{tag}_END{number}"
+        edits.append((doc.word[0], doc.word[1], delimiter))
+        edits.append((doc.body[0], doc.body[1], "${" + name + "}\n" + delimiter + "\n"))
+        moved.append(doc.body)
+    for match in pattern.finditer(tpl.text):
+        if not any(a <= match.start() < b for a, b in moved):
+            edits.append((match.start(), match.end(), replace(match)))
+    out, pos = [], 0
+    for start, end, replacement in sorted(edits):
+        out.append(tpl.text[pos:start])
+        out.append(replacement)
+        pos = end
+    out.append(tpl.text[pos:])
+    return "".join(out), env
 
 
 def _guard(args: dict[str, Any], marker: str, chdir: bool = True) -> str:
     """creates/removes checks and chdir, in the same round trip as the command."""
     parts = []
     if args.get("creates"):
-        parts.append(f"if [ -e {qpath(args['creates'])} ]; then echo {marker}creates; exit 0; fi")
+        parts.append(sh("if [ -e {p} ]; then echo {m}; exit 0; fi", p=path(args["creates"]), m=marker + "creates"))
     if args.get("removes"):
-        parts.append(f"if [ ! -e {qpath(args['removes'])} ]; then echo {marker}removes; exit 0; fi")
+        parts.append(sh("if [ ! -e {p} ]; then echo {m}; exit 0; fi", p=path(args["removes"]), m=marker + "removes"))
     if chdir and args.get("chdir"):
-        parts.append(f"cd {qpath(args['chdir'])} || exit 1")
+        parts.append(sh("cd {p} || exit 1", p=path(args["chdir"])))
     return "; ".join(parts) + ("; " if parts else "")
 
 
@@ -280,7 +314,10 @@ class _CommandBase(Module):
                 if result.stdout.startswith(marker):
                     return self._skip_result(result.stdout, args)
             return ModuleResult(skipped=True, msg="Command would have run if not in check mode")
-        result = ctx.run(guard + script, stdin=_stdin(args), env=env)
+        # values travel on stdin, ahead of the task's own stdin: never in the command line (ps),
+        # and no size limit from the kernel's argv or sshd's packet size
+        prefix, values = stdin_env(env)
+        result = ctx.run(prefix + guard + script, stdin=values + (_stdin(args) or b""))
         if result.stdout.startswith(marker):
             return self._skip_result(result.stdout, args)
         stdout, stderr = result.stdout, result.stderr
@@ -322,9 +359,9 @@ class Command(_CommandBase):
         argv, from_vars = command_argv(cmd)
         if not argv:
             raise ModuleFailure("no command given")
-        words = [q(w) if i in from_vars else _expand_word(w) for i, w in enumerate(argv)]
+        words = [quote(w) if i in from_vars else expanding_word(w) for i, w in enumerate(argv)]
         # `exec`: the command replaces the shell, so its exit code and signals are its own
-        return "exec " + " ".join(words), {}
+        return sh("exec {words}", words=Raw(" ".join(words))), {}
 
     def display_cmd(self, ctx: TaskContext) -> Any:
         return command_argv(ctx.args.get("argv") or ctx.args.get("cmd"))[0]
@@ -343,7 +380,7 @@ class Shell(_CommandBase):
         text, env = shell_command(tpl)
         executable = ctx.args.get("executable")
         if executable:
-            return f"exec {qpath(executable)} -c {q(text)}", env
+            return sh("exec {exe} -c {text}", exe=path(executable), text=text), env
         return text, env
 
     def display_cmd(self, ctx: TaskContext) -> Any:

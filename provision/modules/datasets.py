@@ -7,6 +7,7 @@ With no `src`, stages the embedded sample dataset (generated once on the control
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
@@ -87,7 +88,10 @@ class StageDataset(Module):
         dataset = {
             k: result.get(k) for k in ("path", "count", "bytes", "seconds", "checksum", "network")
         }
-        dataset["name"] = name or result.get("name")
+        # staged without a name: the LMDB's own (<data>/datasets/NAME.lmdb), never "?" in reports
+        dataset["name"] = (
+            name or result.get("name") or Path(str(result.get("path") or "")).name.removesuffix(".lmdb")
+        ) or None
         dataset["format"] = "lmdb"
         # the stage result's own `skipped` (nothing to do) is not Ansible's skipped (when: false)
         details = {k: v for k, v in result.items() if k != "skipped"}

@@ -28,6 +28,7 @@ from provision.modules.base import (
     register,
     unified_diff,
 )
+from provision.shell import Raw, env_exports, sh
 
 _INLINE_LIMIT = 256 * 1024  # send content with the check in one round trip up to this size
 _DIFF_LIMIT = 256 * 1024  # larger or binary files: "diff suppressed", like Ansible
@@ -107,7 +108,14 @@ def _attrs_call(path_var: str, args: dict[str, Any], check: bool) -> str:
     mode, owner, group = args.get("mode") or "", args.get("owner") or "", args.get("group") or ""
     if not (mode or owner or group):
         return ""
-    return f'pv_attrs "{path_var}" {q(mode)} {q(owner)} {q(group)} {1 if check else 0} || exit 1\n'
+    return sh(
+        "pv_attrs {path} {mode} {owner} {group} {check} || exit 1\n",
+        path=Raw(f'"{path_var}"'),
+        mode=mode,
+        owner=owner,
+        group=group,
+        check="1" if check else "0",
+    )
 
 
 def _text_for_diff(data: bytes | None) -> str | None:
@@ -275,8 +283,8 @@ def _validate_cmd(ctx: TaskContext) -> str | None:
     text, env = shell_command(tpl)
     if "%s" not in text:
         raise ModuleFailure("validate must contain %s (the path of the file to check)")
-    prefix = "".join(f"{k}={q(v)} " for k, v in env.items())
-    return prefix + text.replace("%s", '"$t"')
+    # the values are exported for the whole validate command line, in a subshell
+    return sh("({exports}{text})", exports=env_exports(env), text=Raw(text.replace("%s", '"$t"')))
 
 
 @register

@@ -43,6 +43,7 @@ class InstallTorch(Module):
         "minor_version_compat": Arg("bool", default=True),
         "pip_timeout": Arg("float", default=30.0),
         "keep_base": Arg("bool", default=False),
+        "allow_cuda_build_on_cpu": Arg("bool", default=False),
     }
     mutually_exclusive = (("mirror", "index_url"), ("env", "conda"))
     supports_check_mode = True
@@ -65,6 +66,10 @@ class InstallTorch(Module):
             problems.append(
                 f"install_torch: 'with' takes torchvision, torchaudio; got {', '.join(bad)}"
             )
+        if args.get("conda"):
+            from provision.install.installer import CONDA_REMOVED
+
+            problems.append(f"install_torch: 'conda' {CONDA_REMOVED}")
         return problems
 
     def run(self, ctx: TaskContext) -> ModuleResult:
@@ -103,6 +108,7 @@ class InstallTorch(Module):
                 pip_timeout=float(a.get("pip_timeout") or 30.0),
                 check_only=ctx.check_mode,
                 keep_base=bool(a.get("keep_base")),
+                allow_cuda_build_on_cpu=bool(a.get("allow_cuda_build_on_cpu")),
             )
             facts = dict(ctx.facts) if ctx.facts and ctx.facts.get("gpus") is not None else None
             result = install(

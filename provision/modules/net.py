@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 from provision.modules.base import (
     Arg,
@@ -22,14 +22,41 @@ from provision.modules.base import (
     register,
 )
 from provision.modules.files import _ATTR_ARGS, _ATTRS_FN, _attrs_call, parse_report
+from provision.secrets import mask_urls
+from provision.shell import Raw, path, sh
 
 _ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
+# The URL arrives on stdin, the headers in a 0600 file: neither is ever in an argv (ps).
 _PY_FETCH = (
-    "import shutil,ssl,sys,urllib.request as u\n"
-    "ctx=None if sys.argv[4]=='1' else ssl._create_unverified_context()\n"
-    "r=u.Request(sys.argv[1],headers=dict(h.split(': ',1) for h in sys.argv[5:]))\n"
-    "with u.urlopen(r,timeout=float(sys.argv[3]),context=ctx) as s, open(sys.argv[2],'wb') as f: shutil.copyfileobj(s,f)\n"
+    "import base64,shutil,ssl,sys,urllib.parse as p,urllib.request as u\n"
+    "url=sys.stdin.readline().rstrip('\\n')\n"
+    "ctx=None if sys.argv[3]=='1' else ssl._create_unverified_context()\n"
+    "hs=dict(h.rstrip('\\n').split(': ',1) for h in open(sys.argv[4]) if ': ' in h)\n"
+    "s=p.urlsplit(url)\n"
+    "if s.password is not None or s.username:\n"
+    " hs.setdefault('Authorization','Basic '+base64.b64encode((p.unquote(s.username or '')+':'+p.unquote(s.password or '')).encode()).decode())\n"
+    " url=p.urlunsplit((s.scheme,s.netloc.rpartition('@')[2],s.path,s.query,s.fragment))\n"
+    "r=u.Request(url,headers=hs)\n"
+    "with u.urlopen(r,timeout=float(sys.argv[2]),context=ctx) as f, open(sys.argv[1],'wb') as o: shutil.copyfileobj(f,o)\n"
 )
+# curl reads its URL and headers as a config file on stdin (`-K -`), quoted: \\ and \" escaped
+_CURL_CONFIG = (
+    """{ printf '%s\\n' "$u" | sed -e 's/[\\\\"]/\\\\&/g' -e 's/^/url = "/' -e 's/$/"/'; """
+    """sed -e 's/[\\\\"]/\\\\&/g' -e 's/^/header = "/' -e 's/$/"/' "$hf"; }"""
+)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _url_with_login(url: str, user: str | None, password: str | None) -> str:
+    """`url_username`/`url_password` folded into the URL's userinfo (it travels on stdin)."""
+    if not user and not password:
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    login = quote(user or parts.username or "", safe="")
+    if password is not None:
+        login += ":" + quote(password, safe="")
+    return urlunsplit((parts.scheme, f"{login}@{host}", parts.path, parts.query, parts.fragment))
 
 
 def parse_checksum(value: str | None) -> tuple[str, str] | None:
@@ -61,6 +88,8 @@ class GetUrl(Module):
         "timeout": Arg("int", default=10),
         "headers": Arg("dict"),
         "validate_certs": Arg("bool", default=True),
+        "url_username": Arg("str", aliases=("username",)),
+        "url_password": Arg("str", aliases=("password",), no_log=True),
         **_ATTR_ARGS,
     }
 
@@ -76,75 +105,112 @@ class GetUrl(Module):
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         args = ctx.args
-        url = args["url"]
+        url = _url_with_login(args["url"], args.get("url_username"), args.get("url_password"))
+        shown = mask_urls(url)  # what errors and results say
         checksum = parse_checksum(args.get("checksum"))
         algo, want = checksum if checksum else ("sha256", "")
         timeout = int(args["timeout"])
-        headers = [f"{k}: {v}" for k, v in (args.get("headers") or {}).items()]
+        headers = []
+        for key, value in (args.get("headers") or {}).items():
+            line = f"{key}: {'' if value is None else value}"
+            if not _HEADER_NAME.fullmatch(str(key)) or any(c in line for c in "\r\n\0"):
+                raise ModuleFailure(
+                    f"header {str(key)!r} is not a valid HTTP header (a token name, a one-line value)"
+                )
+            headers.append(line)
+        if any(c in url for c in "\r\n\0\t ") :
+            raise ModuleFailure(f"url {shown!r} contains whitespace or control characters (%-encode them)")
         name = urlparse(url).path.rstrip("/").rsplit("/", 1)[-1] or "index.html"
         check = ctx.check_mode
         insecure = not args["validate_certs"]
-        curl = (
-            'curl -fsSL --retry 2 --connect-timeout {t} --max-time {m} {k}{h} -o "$t" "$u"'.format(
-                t=timeout,
-                m=max(timeout * 30, 60),
-                k="-k " if insecure else "",
-                h=" ".join(f"-H {q(h)}" for h in headers),
-            )
+        curl = sh(
+            "{config} | curl -fsSL --retry 2 --connect-timeout {t} --max-time {m} {k} -K - -o \"$t\"",
+            config=Raw(_CURL_CONFIG),
+            t=str(timeout),
+            m=str(max(timeout * 30, 60)),
+            k=["-k"] if insecure else [],
         )
-        wget = 'wget -q -T {t} {k}{h} -O "$t" "$u"'.format(
-            t=timeout,
-            k="--no-check-certificate " if insecure else "",
-            h=" ".join(f"--header={q(h)}" for h in headers),
+        wget = sh(
+            "wf=\"$hf\".w; sed 's/^/header = /' \"$hf\" > \"$wf\" && "
+            "printf '%s\\n' \"$u\" | wget -q -T {t} {k} --config=\"$wf\" -i - -O \"$t\"; "
+            'rc=$?; rm -f "$wf"; [ $rc = 0 ]',
+            t=str(timeout),
+            k=["--no-check-certificate"] if insecure else [],
         )
-        python = (
-            f'python3 -c {q(_PY_FETCH)} "$u" "$t" {timeout} {0 if insecure else 1} '
-            + " ".join(q(h) for h in headers)
+        python = sh(
+            "printf '%s\\n' \"$u\" | python3 -c {code} \"$t\" {t} {verify} \"$hf\"",
+            code=_PY_FETCH,
+            t=str(timeout),
+            verify="0" if insecure else "1",
         )
-        script = f"""{_ATTRS_FN}
-d={qpath(args["dest"])}; u={q(url)}; want={q(want)}
-if [ -d "$d" ]; then d="$d"/{q(name)}; fi
-echo "@@path $d"
-fresh=0
-if [ -f "$d" ]; then
-  if [ -n "$want" ]; then cur=$({algo}sum < "$d"); [ "${{cur%% *}}" = "$want" ] && fresh=1
-  elif [ {1 if args["force"] else 0} = 0 ]; then fresh=1; fi
-fi
-if [ $fresh = 0 ]; then
-  echo "@@changed download"
-  if [ {1 if check else 0} = 0 ]; then
-    dir=$(dirname "$d"); [ -d "$dir" ] || {{ echo "@@error destination directory $dir does not exist"; exit 1; }}
-    t="$dir/.$(basename "$d").pvdl.$$"; trap 'rm -f "$t"' EXIT
-    if command -v curl >/dev/null 2>&1; then {curl} || {{ echo "@@error download of $u failed (curl exit $?)"; exit 1; }}
-    elif command -v wget >/dev/null 2>&1; then {wget} || {{ echo "@@error download of $u failed (wget exit $?)"; exit 1; }}
-    elif command -v python3 >/dev/null 2>&1; then {python} || {{ echo "@@error download of $u failed (python3)"; exit 1; }}
-    else echo "@@error no curl, wget or python3 on the host to download with"; exit 1; fi
-    got=$({algo}sum < "$t"); got=${{got%% *}}
-    echo "@@got $got"
-    if [ -n "$want" ] && [ "$got" != "$want" ]; then echo "@@error checksum mismatch for $u: expected {algo}:$want, got {algo}:$got"; exit 1; fi
-    if [ -f "$d" ] && cmp -s "$t" "$d"; then echo "@@same 1"; rm -f "$t"; else mv -f "$t" "$d" || exit 1; fi
-    trap - EXIT
-  fi
-fi
-if [ -e "$d" ]; then {_attrs_call("$d", args, check).strip() or ":"}; fi
-"""
-        result = ctx.run(script)
+        script = sh(
+            _GET_URL_SCRIPT,
+            attrs_fn=Raw(_ATTRS_FN),
+            dest=path(args["dest"]),
+            shown=shown,
+            want=want,
+            name=name,
+            sum=f"{algo}sum",
+            algo=algo,
+            force="1" if args["force"] else "0",
+            check="1" if check else "0",
+            curl=curl,
+            wget=wget,
+            python=python,
+            attrs=Raw(_attrs_call("$d", args, check).strip() or ":"),
+        )
+        secret_input = (url + "\n" + "".join(h + "\n" for h in headers)).encode()
+        result = ctx.run(script, stdin=secret_input)
         report = parse_report(result.stdout)
         if report.errors or not result.ok:
             raise ModuleFailure(
-                "; ".join(report.errors)
-                or result.stderr.strip()
-                or f"exit code {result.exit_code}",
-                url=url,
+                mask_urls(
+                    "; ".join(report.errors)
+                    or result.stderr.strip()
+                    or f"exit code {result.exit_code}"
+                ),
+                url=shown,
             )
         changes = [c for c in report.changed if not (c == "download" and "same" in report.values)]
-        data = {"dest": report.values.get("path", args["dest"]), "url": url}
+        data = {"dest": report.values.get("path", args["dest"]), "url": shown}
         if "got" in report.values:
             data[f"checksum_{algo}" if algo != "sha1" else "checksum_src"] = report.values["got"]
         msg = "OK (downloaded)" if "download" in changes else "file already present"
         if check and "download" in changes:
             msg = "would download"
         return ModuleResult(changed=bool(changes), msg=msg, data=data)
+
+
+# One round trip. stdin: the URL (line 1, may hold user:password), then one header per line.
+_GET_URL_SCRIPT = r"""{attrs_fn}
+IFS= read -r u || { echo "@@error no URL on stdin"; exit 1; }
+hf=$(mktemp) || exit 1; t=""; trap 'rm -f "$hf" "$t"' EXIT
+cat > "$hf" || exit 1
+d={dest}; shown={shown}; want={want}
+if [ -d "$d" ]; then d="$d"/{name}; fi
+echo "@@path $d"
+fresh=0
+if [ -f "$d" ]; then
+  if [ -n "$want" ]; then cur=$({sum} < "$d"); [ "${cur%% *}" = "$want" ] && fresh=1
+  elif [ {force} = 0 ]; then fresh=1; fi
+fi
+if [ $fresh = 0 ]; then
+  echo "@@changed download"
+  if [ {check} = 0 ]; then
+    dir=$(dirname "$d"); [ -d "$dir" ] || { echo "@@error destination directory $dir does not exist"; exit 1; }
+    t="$dir/.$(basename "$d").pvdl.$$"
+    if command -v curl >/dev/null 2>&1; then {curl} || { echo "@@error download of $shown failed (curl exit $?)"; exit 1; }
+    elif command -v wget >/dev/null 2>&1; then {wget} || { echo "@@error download of $shown failed (wget)"; exit 1; }
+    elif command -v python3 >/dev/null 2>&1; then {python} || { echo "@@error download of $shown failed (python3)"; exit 1; }
+    else echo "@@error no curl, wget or python3 on the host to download with"; exit 1; fi
+    got=$({sum} < "$t"); got=${got%% *}
+    echo "@@got $got"
+    if [ -n "$want" ] && [ "$got" != "$want" ]; then echo "@@error checksum mismatch for $shown: expected {algo}:$want, got {algo}:$got"; exit 1; fi
+    if [ -f "$d" ] && cmp -s "$t" "$d"; then echo "@@same 1"; rm -f "$t"; else mv -f "$t" "$d" || exit 1; fi
+  fi
+fi
+if [ -e "$d" ]; then {attrs}; fi
+"""
 
 
 _PORT_FN = r"""

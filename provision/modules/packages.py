@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any
 
 from provision.modules.base import (
@@ -22,13 +23,59 @@ from provision.modules.base import (
     ModuleFailure,
     ModuleResult,
     TaskContext,
-    q,
-    qpath,
     register,
 )
 from provision.modules.files import parse_report
+from provision.shell import Raw, argv, path, sh
 
 _APT_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(:[a-z0-9]+)?([=][A-Za-z0-9.+~:\-]+)?$")
+
+# dpkg asks, apt-get changes; every value below is one quoted word (provision.shell.sh)
+_APT_SCRIPT = r"""
+export DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a
+if ! command -v apt-get >/dev/null 2>&1; then echo "@@error apt-get not found: this host does not use apt"; exit 1; fi
+if [ "$(id -u)" != 0 ]; then echo "@@error apt needs root: connect as root or set become: yes (passwordless sudo)"; exit 1; fi
+state={state}; check={check}
+want_update={want_update}; valid={valid}
+lists=/var/lib/apt/lists
+age=999999999
+if [ -d $lists ] && [ -n "$(ls $lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' | head -1)" ]; then
+  age=$(( $(date +%s) - $(stat -c %Y $lists) ))
+fi
+pv_update() {
+  echo "@@updated 1"
+  [ $check = 1 ] && return 0
+  apt-get update -q -o {lock_timeout} >/tmp/.pv_apt_update.$$ 2>&1 || { echo "@@error apt-get update failed: $(tail -3 /tmp/.pv_apt_update.$$ | tr '\n' ' ')"; rm -f /tmp/.pv_apt_update.$$; exit 1; }
+  rm -f /tmp/.pv_apt_update.$$
+}
+if [ $want_update = 1 ] && { [ $valid = 0 ] || [ $age -gt $valid ]; }; then pv_update; updated=1; else updated=0; fi
+todo=""
+for spec in {names}; do
+  name=${spec%%=*}; ver=""; [ "$name" != "$spec" ] && ver=${spec#*=}
+  cur=$(dpkg-query -W -f='${Status}|${Version}' "$name" 2>/dev/null)
+  case "$cur" in *"install ok installed"*) have=${cur#*|} ;; *) have="" ;; esac
+  case $state in
+    present) if [ -z "$have" ] || { [ -n "$ver" ] && [ "$have" != "$ver" ]; }; then todo="$todo $spec"; fi ;;
+    absent) if [ -n "$have" ] || dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q config-files; then todo="$todo $name"; fi ;;
+    latest)
+      if [ -z "$have" ]; then todo="$todo $name"; else
+        cand=$(apt-cache policy "$name" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+        [ -n "$cand" ] && [ "$cand" != "(none)" ] && [ "$cand" != "$have" ] && todo="$todo $name"
+      fi ;;
+  esac
+done
+if [ -n "$todo" ] && [ $state != absent ] && [ $updated = 0 ]; then
+  # install what is missing; refresh the lists first only if some package has no candidate
+  for spec in $todo; do
+    cand=$(apt-cache policy "${spec%%=*}" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+    if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then pv_update; updated=1; break; fi
+  done
+fi
+[ -z "$todo" ] && exit 0
+echo "@@changed$todo"
+[ $check = 1 ] && exit 0
+if [ $state = absent ]; then apt-get {apt_opts} {remove} $todo; else apt-get {apt_opts} install $todo; fi
+"""
 
 
 @register
@@ -59,61 +106,22 @@ class Apt(Module):
         state = {"installed": "present", "removed": "absent"}.get(args["state"], args["state"])
         names = [str(n) for n in args.get("name") or []]
         check = 1 if ctx.check_mode else 0
-        recommends = ""
+        apt_opts = ["-y", "-q", "-o", f"DPkg::Lock::Timeout={int(args['lock_timeout'])}",
+                    "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
         if args.get("install_recommends") is not None:
-            recommends = (
-                f"-o APT::Install-Recommends={'true' if args['install_recommends'] else 'false'}"
-            )
-        apt_opts = (
-            f"-y -q -o DPkg::Lock::Timeout={int(args['lock_timeout'])} "
-            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold " + recommends
+            flag = "true" if args["install_recommends"] else "false"
+            apt_opts += ["-o", f"APT::Install-Recommends={flag}"]
+        script = sh(
+            _APT_SCRIPT,
+            state=state,
+            check=str(check),
+            want_update="1" if args["update_cache"] else "0",
+            valid=str(int(args["cache_valid_time"])),
+            lock_timeout=f"DPkg::Lock::Timeout={int(args['lock_timeout'])}",
+            names=names,
+            apt_opts=apt_opts,
+            remove="purge" if args["purge"] else "remove",
         )
-        remove = "purge" if args["purge"] else "remove"
-        script = f"""
-export DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a
-if ! command -v apt-get >/dev/null 2>&1; then echo "@@error apt-get not found: this host does not use apt"; exit 1; fi
-if [ "$(id -u)" != 0 ]; then echo "@@error apt needs root: connect as root or set become: yes (passwordless sudo)"; exit 1; fi
-state={q(state)}; check={check}
-want_update={1 if args["update_cache"] else 0}; valid={int(args["cache_valid_time"])}
-lists=/var/lib/apt/lists
-age=999999999
-if [ -d $lists ] && [ -n "$(ls $lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' | head -1)" ]; then
-  age=$(( $(date +%s) - $(stat -c %Y $lists) ))
-fi
-pv_update() {{
-  echo "@@updated 1"
-  [ $check = 1 ] && return 0
-  apt-get update -q -o DPkg::Lock::Timeout={int(args["lock_timeout"])} >/tmp/.pv_apt_update.$$ 2>&1 || {{ echo "@@error apt-get update failed: $(tail -3 /tmp/.pv_apt_update.$$ | tr '\\n' ' ')"; rm -f /tmp/.pv_apt_update.$$; exit 1; }}
-  rm -f /tmp/.pv_apt_update.$$
-}}
-if [ $want_update = 1 ] && {{ [ $valid = 0 ] || [ $age -gt $valid ]; }}; then pv_update; updated=1; else updated=0; fi
-todo=""
-for spec in {" ".join(q(n) for n in names)}; do
-  name=${{spec%%=*}}; ver=""; [ "$name" != "$spec" ] && ver=${{spec#*=}}
-  cur=$(dpkg-query -W -f='${{Status}}|${{Version}}' "$name" 2>/dev/null)
-  case "$cur" in *"install ok installed"*) have=${{cur#*|}} ;; *) have="" ;; esac
-  case $state in
-    present) if [ -z "$have" ] || {{ [ -n "$ver" ] && [ "$have" != "$ver" ]; }}; then todo="$todo $spec"; fi ;;
-    absent) if [ -n "$have" ] || dpkg-query -W -f='${{Status}}' "$name" 2>/dev/null | grep -q config-files; then todo="$todo $name"; fi ;;
-    latest)
-      if [ -z "$have" ]; then todo="$todo $name"; else
-        cand=$(apt-cache policy "$name" 2>/dev/null | sed -n 's/^ *Candidate: //p')
-        [ -n "$cand" ] && [ "$cand" != "(none)" ] && [ "$cand" != "$have" ] && todo="$todo $name"
-      fi ;;
-  esac
-done
-if [ -n "$todo" ] && [ $state != absent ] && [ $updated = 0 ]; then
-  # install what is missing; refresh the lists first only if some package has no candidate
-  for spec in $todo; do
-    cand=$(apt-cache policy "${{spec%%=*}}" 2>/dev/null | sed -n 's/^ *Candidate: //p')
-    if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then pv_update; updated=1; break; fi
-  done
-fi
-[ -z "$todo" ] && exit 0
-echo "@@changed$todo"
-[ $check = 1 ] && exit 0
-if [ $state = absent ]; then apt-get {apt_opts} {remove} $todo; else apt-get {apt_opts} install $todo; fi
-"""
         result = ctx.run(script)
         report = parse_report(result.stdout)
         if report.errors:
@@ -144,7 +152,7 @@ if [ $state = absent ]; then apt-get {apt_opts} {remove} $todo; else apt-get {ap
 
 # Runs on the host's Python (3.8+); request on stdin. Prints one JSON line.
 _PIP_SCRIPT = r"""
-import json, subprocess, sys
+import json, os, subprocess, sys
 req = json.loads(sys.stdin.readline())
 try:
     from packaging.requirements import Requirement
@@ -184,15 +192,17 @@ for spec in req["names"]:
         todo.append(spec)
 out = {"todo": todo, "have": have, "python": sys.executable}
 cmd = None
+pip_env = {}
 if state == "absent" and todo:
     cmd = [sys.executable, "-m", "pip", "uninstall", "-y"] + todo
 elif req["requirements"] or todo:
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
     if state == "latest": cmd.append("-U")
     if state == "forcereinstall": cmd.append("--force-reinstall")
+    # index URLs may carry credentials: pip reads them from its environment, not argv (ps)
     if req["index_url"]: cmd += ["--index-url", req["index_url"]]
-    for u in req["extra_index_url"]: cmd += ["--extra-index-url", u]
-    for u in req["find_links"]: cmd += ["--find-links", u]
+    if req["extra_index_url"]: pip_env["PIP_EXTRA_INDEX_URL"] = " ".join(req["extra_index_url"])
+    if req["find_links"]: pip_env["PIP_FIND_LINKS"] = " ".join(req["find_links"])
     if req["break_system_packages"]: cmd.append("--break-system-packages")
     cmd += req["extra_args"]
     if req["requirements"]: cmd += ["-r", req["requirements"]]
@@ -205,7 +215,7 @@ if req["check"]:
         out["would_run"] = bool(todo)
         print(json.dumps(out)); sys.exit(0)
     cmd.insert(cmd.index("install") + 1, "--dry-run")  # latest / requirements: ask pip
-p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=req["chdir"] or None)
+p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=req["chdir"] or None, env=dict(os.environ, **pip_env))
 err = p.stderr.decode("utf-8", "replace")
 if req["check"] and p.returncode != 0 and "no such option" in err:
     out["would_run"] = True  # pip older than 22.2 has no --dry-run: assume it would change
@@ -248,8 +258,6 @@ class Pip(Module):
         return []
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        import shlex
-
         args = ctx.args
         names = [str(n) for n in args.get("name") or []]
         if args.get("version"):
@@ -268,36 +276,41 @@ class Pip(Module):
             "check": ctx.check_mode,
         }
         venv = args.get("virtualenv")
-        prefix = ""
+        # the interpreter is a value: it lives in "$py" and is only ever expanded
         if venv:
-            python = '"$v"/bin/python'
-            make = (
-                args.get("virtualenv_command")
-                or f"{q(args.get('virtualenv_python') or 'python3')} -m venv"
-            )
-            site = (
-                " --system-site-packages"
-                if args["virtualenv_site_packages"] and not args.get("virtualenv_command")
-                else ""
-            )
-            prefix = (
-                f"v={qpath(venv)}\n"
-                'if [ ! -x "$v/bin/python" ]; then echo "@@changed venv"; '
-                + (
-                    'echo "@@new 1"; exit 0; '
-                    if ctx.check_mode
-                    else f"{make}{site} \"$v\" >/dev/null 2>/tmp/.pv_venv.$$ || {{ echo \"@@error creating venv $v failed: $(tail -2 /tmp/.pv_venv.$$ | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; exit 1; }}; rm -f /tmp/.pv_venv.$$; "
+            if args.get("virtualenv_command"):  # a command line, split into words (no shell)
+                make = argv(shlex.split(args["virtualenv_command"]))
+            else:
+                make = sh("{py} -m venv", py=args.get("virtualenv_python") or "python3")
+                if args["virtualenv_site_packages"]:
+                    make = Raw(make + " --system-site-packages")
+            create = (
+                Raw('echo "@@new 1"; exit 0; ')
+                if ctx.check_mode
+                else sh(
+                    '{make} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || { echo "@@error creating venv $v failed: '
+                    "$(tail -2 /tmp/.pv_venv.$$ | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; "
+                    "exit 1; }; rm -f /tmp/.pv_venv.$$; ",
+                    make=make,
                 )
-                + "fi\n"
+            )
+            prefix = sh(
+                'v={venv}\nif [ ! -x "$v/bin/python" ]; then echo "@@changed venv"; {create}fi\n'
+                'py="$v"/bin/python\n',
+                venv=path(venv),
+                create=create,
             )
         elif args.get("executable"):
-            python = f'"$(head -1 {qpath(args["executable"])} | sed "s/^#! *//")"'
+            prefix = sh(
+                'py="$(head -1 {exe} | sed "s/^#! *//")"\n', exe=path(args["executable"])
+            )
         else:
-            python = q(args.get("python") or ctx.host.python or "python3")
-        script = (
-            prefix
-            + f'command -v {python} >/dev/null 2>&1 || [ -x {python} ] || {{ echo "@@error no Python interpreter {python} on the host"; exit 1; }}\n'
-            + f"exec {python} -c {q(_PIP_SCRIPT)}\n"
+            prefix = sh("py={py}\n", py=args.get("python") or ctx.host.python or "python3")
+        script = prefix + sh(
+            'command -v "$py" >/dev/null 2>&1 || [ -x "$py" ] || '
+            '{ echo "@@error no Python interpreter $py on the host"; exit 1; }\n'
+            'exec "$py" -c {code}\n',
+            code=_PIP_SCRIPT,
         )
         result = ctx.run(script, stdin=(json.dumps(request) + "\n").encode())
         report = parse_report(result.stdout)
@@ -366,25 +379,31 @@ class Venv(Module):
         args = ctx.args
         check = ctx.check_mode
         if args["state"] == "absent":
-            script = (
-                f"v={qpath(args['path'])}\n"
+            script = sh(
+                'v={venv}\n'
                 'if [ -e "$v" ]; then if [ ! -f "$v/pyvenv.cfg" ]; then echo "@@error $v is not a venv (no pyvenv.cfg); not removing it"; exit 1; fi; '
-                'echo "@@changed removed"; ' + (":" if check else 'rm -rf -- "$v"') + "; fi\n"
+                'echo "@@changed removed"; {remove}; fi\n',
+                venv=path(args["path"]),
+                remove=Raw(":" if check else 'rm -rf -- "$v"'),
             )
         else:
-            site = " --system-site-packages" if args["system_site_packages"] else ""
-            script = (
-                f"v={qpath(args['path'])}; py={q(args['python'])}\n"
+            site = ["--system-site-packages"] if args["system_site_packages"] else []
+            script = sh(
+                "v={venv}; py={py}\n"
                 'command -v "$py" >/dev/null 2>&1 || { echo "@@error no interpreter $py on the host"; exit 1; }\n'
                 'if [ -x "$v/bin/python" ] && "$v/bin/python" -c "" 2>/dev/null; then exit 0; fi\n'
                 'if [ -e "$v" ] && [ ! -f "$v/pyvenv.cfg" ] && [ -n "$(ls -A "$v" 2>/dev/null)" ]; then echo "@@error $v exists and is not a venv"; exit 1; fi\n'
-                'echo "@@changed created"\n'
-                + (
-                    "exit 0\n"
-                    if check
-                    else f'"$py" -m venv{site} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || {{ echo "@@error $py -m venv failed: $(tail -2 /tmp/.pv_venv.$$ | tr \'\\n\' \' \') (on Debian/Ubuntu: apt-get install python3-venv)"; rm -f /tmp/.pv_venv.$$; exit 1; }}\n'
-                    "rm -f /tmp/.pv_venv.$$\n"
-                )
+                'echo "@@changed created"\n{create}',
+                venv=path(args["path"]),
+                py=args["python"],
+                create=Raw("exit 0\n")
+                if check
+                else sh(
+                    '"$py" -m venv {site} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || { echo "@@error $py -m venv failed: '
+                    "$(tail -2 /tmp/.pv_venv.$$ | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; "
+                    "rm -f /tmp/.pv_venv.$$; exit 1; }\nrm -f /tmp/.pv_venv.$$\n",
+                    site=site,
+                ),
             )
         result = ctx.run(script)
         report = parse_report(result.stdout)

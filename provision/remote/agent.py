@@ -32,6 +32,9 @@ from typing import IO, Any
 
 from provision.connection.base import Connection
 from provision.errors import AgentError
+from provision.remote.become import Become, wanted_by_host
+from provision.shell import Raw, sh
+from provision.shell import path as shell_path
 
 log = logging.getLogger("provision.agent")
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -47,6 +50,22 @@ _MAIN = (
     b"sys.exit(main())\n"
 )
 EventCallback = Callable[[dict[str, Any]], None]
+# A deadline on every agent call (seconds), overridable per call with `timeout=`. `stage` streams
+# a dataset of any size: it is bounded by silence instead (the agent speaks every second), and so
+# is every call by IDLE_TIMEOUT_S; a dead link is caught sooner by the SSH keepalive watchdog.
+DEADLINES: dict[str, float | None] = {
+    "ping": 60,
+    "facts": 180,
+    "health": 300,
+    "dataset_status": 180,
+    "verify_dataset": 6 * 3600,
+    "verify_torch": 900,
+    "bench": 2 * 3600,
+    "stage": None,
+}
+DEFAULT_DEADLINE_S = 3600.0  # commands added later without an entry
+IDLE_TIMEOUT_S = 900.0
+UPLOAD_TIMEOUT_S = 300.0
 
 # Runs on the host's Python (3.8+), zip bytes on stdin, the target folder as argv[1]. Unpacked
 # under a temp name and renamed, so a half-written agent is never run; when a parallel upload
@@ -128,6 +147,17 @@ class Agent:
         default = sys.executable if host.local else "python3"
         self.python = python or host.python or default
         self.uploads = 0
+        # a play's/task's `become` (the runner sets it per task); --become / ansible_become also apply
+        self.become: bool | None = None
+        self._become: Become | None = None
+
+    def becoming(self) -> Become | None:
+        """How agent commands run as root here (probed once), or None when become is not asked for."""
+        if not (self.become or wanted_by_host(self.connection)):
+            return None
+        if self._become is None:
+            self._become = Become.probe(self.connection)
+        return self._become
 
     @property
     def remote_path(self) -> str:
@@ -138,30 +168,54 @@ class Agent:
         return '"$HOME"/.cache/provision/' + f"agent-{agent_digest()}"
 
     def _command(self, command: str, python: str) -> str:
-        import shlex
-
-        path = self._dir_expr()
-        py = shlex.quote(python)
-        flags = "-S " if command in NO_SITE_COMMANDS else ""
-        return (
-            f"command -v {py} >/dev/null 2>&1 || exit {_MISSING_PYTHON}; "
-            f"test -r {path}/__main__.py || exit {_MISSING_AGENT}; "
-            f"exec {py} {flags}{path}/__main__.py {shlex.quote(command)}"
+        return sh(
+            "command -v {py} >/dev/null 2>&1 || exit {no_python}; "
+            "test -r {main} || exit {no_agent}; "
+            "exec {py} {flags} {main} {command}",
+            py=python,
+            no_python=str(_MISSING_PYTHON),
+            no_agent=str(_MISSING_AGENT),
+            main=Raw(self._dir_expr() + "/__main__.py"),
+            flags=["-S"] if command in NO_SITE_COMMANDS else [],
+            command=command,
         )
+
+    def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
+        """Write a file where the agent will read it: under become, as root (so `~` is root's
+        home), else as the login user (Connection.put). Atomic: temp name, then rename."""
+        become = self.becoming()
+        if become is None or become.mode == "root":
+            self.connection.put(data, remote_path, mode)
+            return
+        target = shell_path(remote_path)
+        command = sh(
+            'mkdir -p "$(dirname {t})" && cat > {t}.tmp-$$ && chmod {mode} {t}.tmp-$$ && mv -f {t}.tmp-$$ {t}',
+            t=target, mode=f"{mode:o}",
+        )  # fmt: skip
+        result = self.connection.run(become.wrap(command), stdin=become.stdin_prefix() + data, timeout=UPLOAD_TIMEOUT_S)
+        become.check_rejected(self.connection.host.name, result.stderr)
+        if not result.ok:
+            raise AgentError(self.connection.host.name, f"writing {remote_path} as root failed: {result.stderr.strip()}")
 
     def upload(self, python: str | None = None) -> None:
         """Send the zipapp on stdin and unpack it on the host in the same round trip."""
-        import shlex
-
         data, digest = agent_zipapp()
         host = self.connection.host.name
         log.info("%s: uploading agent %s (%d bytes)", host, digest, len(data))
-        py = shlex.quote(python or self.python)
-        target = self._dir_expr()
-        result = self.connection.run(
-            f'mkdir -p "$HOME"/.cache/provision && exec {py} -c {shlex.quote(_UNPACK)} {target}',
-            stdin=data,
+        command = sh(
+            'mkdir -p "$HOME"/.cache/provision && exec {py} -c {code} {target}',
+            py=python or self.python,
+            code=_UNPACK,
+            target=Raw(self._dir_expr()),
         )
+        become = self.becoming()  # as root: into root's cache, where the become calls look
+        result = self.connection.run(
+            become.wrap(command) if become else command,
+            stdin=(become.stdin_prefix() if become else b"") + data,
+            timeout=UPLOAD_TIMEOUT_S,
+        )
+        if become:
+            become.check_rejected(host, result.stderr)
         if not result.ok:
             detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[-1]
             raise AgentError(host, f"could not unpack the agent into {self.remote_path}: {detail}")
@@ -176,10 +230,25 @@ class Agent:
         on_event: EventCallback | None = None,
         python: str | None = None,
         timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Run one agent command; returns its result data or raises AgentError with its message."""
-        host = self.connection.host.name
+        """Run one agent command; returns its result data or raises AgentError with its message.
+
+        `timeout`: deadline for the whole call (default DEADLINES[command]); `idle_timeout`: the
+        longest silence (default IDLE_TIMEOUT_S). Past either, the agent's process group on the
+        host is ended and AgentError says so."""
+        conn = self.connection
+        if conn.doing is None:
+            conn.doing = f"agent {command}"
+            try:
+                return self.call(command, request, payload=payload, on_event=on_event, python=python,
+                                 timeout=timeout, idle_timeout=idle_timeout)
+            finally:
+                conn.doing = None
+        host = conn.host.name
         py = python or self.python
+        deadline = timeout if timeout is not None else DEADLINES.get(command, DEFAULT_DEADLINE_S)
+        idle = idle_timeout if idle_timeout is not None else IDLE_TIMEOUT_S
         for attempt in range(2):
             outcome: dict[str, Any] = {}
 
@@ -201,12 +270,19 @@ class Agent:
                     log.info("%s: %s", host, event.get("message"))
 
             request_line = (json.dumps(request or {}) + "\n").encode()
+            become = self.becoming()
+            text = self._command(command, py)
+            if become:  # the sudo password (when one is needed) goes first on stdin
+                text, request_line = become.wrap(text), become.stdin_prefix() + request_line
             result = self.connection.stream(
-                self._command(command, py),
+                text,
                 source=_prepend(request_line, payload),
                 on_stdout_line=handle,
-                timeout=timeout,
+                timeout=deadline,
+                idle_timeout=idle,
             )
+            if become:
+                become.check_rejected(host, result.stderr)
             if result.exit_code == _MISSING_AGENT and attempt == 0:
                 self.upload(py)
                 continue
@@ -225,6 +301,10 @@ class Agent:
                 err.kind = outcome.get("kind")  # type: ignore[attr-defined]
                 raise err
             detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[-1]
+            if result.exit_code == 124:
+                raise AgentError(host, f"agent {command}: {detail.removeprefix('provision: ')}")
+            if result.exit_code >= 128 and result.exit_code != 255:
+                detail = f"killed by signal {result.exit_code - 128}" + (f"; {detail}" if result.stderr.strip() else "")
             raise AgentError(host, f"agent {command} gave no result ({detail})")
         raise AgentError(host, "agent upload did not take")  # pragma: no cover
 

@@ -3,7 +3,6 @@ with its fix. Shared by `provision check HOST`, the `compat_check` module and re
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,6 +16,7 @@ from provision.compat import (
     result_document,
 )
 from provision.errors import AgentError
+from provision.shell import argv
 
 OK, WARN, BROKEN = "OK", "WARN", "BROKEN"
 
@@ -107,7 +107,7 @@ def check_host(
     installed = bool(verify and verify.get("installed"))
     works = installed and not problems
     pip = (
-        shlex.join(result.pip_command(python))
+        str(argv(result.pip_command(python)))
         if isinstance(result, InstallPlan) and result.pip_args
         else ""
     )

@@ -538,6 +538,8 @@ def low_matmul_peak(doc: dict[str, Any]) -> Finding | None:
 
 @rule
 def disk_nearly_full(doc: dict[str, Any]) -> Finding | None:
+    """Judged by percent of the disk and by what is about to be written there (the staged
+    datasets), not by a fixed size: a 20 GiB disk that is all free is not "nearly full"."""
     dd = get(doc, "facts.data_dir") or {}
     free, total = dd.get("free_bytes"), dd.get("total_bytes")
     if free is None:
@@ -548,15 +550,32 @@ def disk_nearly_full(doc: dict[str, Any]) -> Finding | None:
             return None
         free, total = data["free_gb"] * 1e9, (data.get("total_gb") or 0) * 1e9 or None
         dd = {"path": data.get("path")}
+    need = _bytes_to_write(doc)
     low_fraction = bool(total) and free < DISK_WARN_FRACTION * total
-    if free >= DISK_WARN_BYTES and not low_fraction:
+    short = free < need
+    # with no size known, only the absolute floor can judge
+    unknown_and_low = not total and free < DISK_WARN_BYTES
+    if not (low_fraction or short or unknown_and_low):
         return None
+    critical = short or (free < DISK_CRITICAL_BYTES and (low_fraction or not total))
+    share = f" ({100 * free / total:.0f}%)" if total else ""
     return Finding(
         "disk_nearly_full",
-        "critical" if free < DISK_CRITICAL_BYTES else "warn",
-        f"Data disk nearly full: {free / 2**30:.1f} GiB free",
+        "critical" if critical else "warn",
+        f"Data disk nearly full: {free / 2**30:.1f} GiB free{share}",
         f"{dd.get('path')}: {free / 2**30:.1f} GiB free"
-        + (f" of {total / 2**30:.0f} GiB ({100 * free / total:.0f}%)" if total else ""),
+        + (f" of {total / 2**30:.0f} GiB ({100 * free / total:.0f}%)" if total else "")
+        + (f"; the staged datasets take {need / 2**30:.1f} GiB" if need else ""),
         "free space (old checkpoints, pip/HF caches: pip cache purge, ~/.cache/huggingface) or "
         "rent a larger data disk before staging data or writing checkpoints",
     )
+
+
+def _bytes_to_write(doc: dict[str, Any]) -> float:
+    """What staging writes to the data disk: the datasets' LMDB sizes (0 when none is known)."""
+    total = 0.0
+    for ds in doc.get("datasets") or []:
+        size = ds.get("bytes") if isinstance(ds, dict) else None
+        if isinstance(size, (int, float)) and size > 0:
+            total += float(size)
+    return total

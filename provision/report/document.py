@@ -231,11 +231,12 @@ def write_report(doc: dict[str, Any], out_dir: str | Path) -> dict[str, str]:
         "markdown": base.with_name(base.name + ".md"),
         "html": base.with_name(base.name + ".html"),
     }
-    paths["json"].write_text(
-        json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    paths["markdown"].write_text(render_markdown([doc]), encoding="utf-8")
-    paths["html"].write_text(render_html([doc]), encoding="utf-8")
+    from provision.paths import write_atomic
+
+    # each by temp file + rename: a crash never leaves a truncated JSON for `report --compare`
+    write_atomic(paths["json"], json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
+    write_atomic(paths["markdown"], render_markdown([doc]))
+    write_atomic(paths["html"], render_html([doc]))
     return {k: str(v) for k, v in paths.items()}
 
 

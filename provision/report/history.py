@@ -26,6 +26,13 @@ COMPARED = (
     ("best num_workers", "best_num_workers"),
     ("samples per money", "samples_per_money"),
 )
+# Figures of `provision train` reports, compared with the host's previous train report.
+COMPARED_TRAIN = (
+    ("run seconds", "run_seconds"),
+    ("steps/s", "steps_per_s"),
+    ("data-wait share", "data_wait_fraction"),
+    ("GPU util %", "gpu_util_mean"),
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS reports (
@@ -98,15 +105,22 @@ def record(report: dict[str, Any], path: Path | None = None) -> bool:
         return cur.rowcount == 1
 
 
-def previous(host: str, before: str, path: Path | None = None) -> dict[str, Any] | None:
-    """The latest report for `host` created before `before` (ISO time, UTC), or None."""
+def previous(
+    host: str, before: str, path: Path | None = None, train: bool | None = None
+) -> dict[str, Any] | None:
+    """The latest report for `host` created before `before` (ISO time, UTC), or None. `train`:
+    only `provision train` reports (True) or only benchmark reports (False)."""
     with closing(_db(path)) as conn:
-        row = conn.execute(
+        rows = conn.execute(
             "SELECT document FROM reports WHERE host = ? AND created < ?"
-            " ORDER BY created DESC, id DESC LIMIT 1",
-            (host, utc(before)),
-        ).fetchone()
-    return json.loads(row[0]) if row else None
+            " ORDER BY created DESC, id DESC LIMIT ?",
+            (host, utc(before), 1 if train is None else 500),
+        ).fetchall()
+    for (text,) in rows:
+        doc = json.loads(text)
+        if train is None or isinstance(doc.get("train"), dict) == train:
+            return doc
+    return None
 
 
 def host_series(host: str, path: Path | None = None, limit: int = 20) -> list[dict[str, Any]]:
@@ -128,12 +142,18 @@ def compare(report: dict[str, Any], path: Path | None = None) -> dict[str, Any] 
     from provision.report.document import headline
     from provision.report.render import pct_delta
 
-    prev = previous(report["host"], report["created"], path)
+    is_train = isinstance(report.get("train"), dict)
+    prev = previous(report["host"], report["created"], path, train=is_train)
     if prev is None:
         return None
-    old, new = headline(prev), headline(report)
+    if is_train:  # a job before and after a change
+        from provision.train.report import headline_figures
+
+        old, new, compared = headline_figures(prev), headline_figures(report), COMPARED_TRAIN
+    else:
+        old, new, compared = headline(prev), headline(report), COMPARED
     figures = {}
-    for label, key in COMPARED:
+    for label, key in compared:
         if old[key] is None and new[key] is None:
             continue
         figures[label] = {

@@ -185,7 +185,7 @@ def _overview(doc: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             (
                 "Dataset",
-                f"{ds.get('name') or '?'}: {ds.get('path') or '?'} ({ds.get('format') or '?'}"
+                f"{dataset_name(ds)}: {ds.get('path') or '?'} ({ds.get('format') or '?'}"
                 + (
                     f", {num(ds.get('count') or ds.get('samples'))} samples"
                     if ds.get("count") or ds.get("samples")
@@ -211,6 +211,24 @@ def _overview(doc: dict[str, Any]) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+def dataset_name(ds: dict[str, Any]) -> str:
+    """Its name, else the LMDB's file name without .lmdb (a dataset staged without --name)."""
+    if ds.get("name"):
+        return str(ds["name"])
+    path = str(ds.get("path") or "").rstrip("/")
+    base = path.rsplit("/", 1)[-1]
+    return (base[: -len(".lmdb")] if base.endswith(".lmdb") else base) or "dataset"
+
+
+def diagnosis_headline(findings: list[dict[str, Any]]) -> str:
+    """One console line: the most severe finding (they come sorted) and how many more."""
+    if not findings:
+        return "no findings"
+    first = findings[0]
+    more = len(findings) - 1
+    return f"{first.get('severity')}: {first.get('title')}" + (f" (+{more} more)" if more else "")
 
 
 def _compute_rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -550,11 +568,24 @@ def _context(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None) -> 
     }
 
 
+def _all_train(docs: list[dict[str, Any]]) -> bool:
+    """Reports of `provision train` runs have their own layout (provision/report/train_render.py)."""
+    return bool(docs) and all(isinstance(d.get("train"), dict) for d in docs)
+
+
 def render_markdown(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:
+    if _all_train(docs):
+        from provision.report import train_render
+
+        return train_render.render_markdown(docs, comparisons)
     return _env().get_template("report.md.j2").render(**_context(docs, comparisons))
 
 
 def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:
+    if _all_train(docs):
+        from provision.report import train_render
+
+        return train_render.render_html(docs, comparisons)
     ctx = _context(docs, comparisons)
     ctx["charts"] = [chart_svgs(d) for d in docs]
     return _env().get_template("report.html.j2").render(**ctx)

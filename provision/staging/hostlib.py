@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -100,8 +101,9 @@ def lmdb_package_for(tag: str) -> bytes | None:
     return _local_package_zip(tag) or _downloaded_wheel(tag)
 
 
-def ship_lmdb(connection: Connection, status: dict) -> None:
-    """Upload py-lmdb for the host's Python; HostError naming the fix when impossible."""
+def ship_lmdb(connection: Connection, status: dict, put: Callable[..., None] | None = None) -> None:
+    """Upload py-lmdb for the host's Python; HostError naming the fix when impossible. `put`:
+    the agent's (Agent.put), so that under become it lands in root's home, where the agent looks."""
     py = status.get("python") or {}
     tag = py.get("tag", "")
     host = connection.host.name
@@ -116,4 +118,4 @@ def ship_lmdb(connection: Connection, status: dict) -> None:
         )
     log.info("%s: shipping py-lmdb for %s (%d bytes)", host, tag, len(package))
     remote = os.path.join(PYLIB, f"{tag}.zip")
-    connection.put(package, remote, mode=0o644)
+    (put or connection.put)(package, remote, mode=0o644)

@@ -25,12 +25,14 @@ from provision.errors import AgentError, ConfigError, HostError, UnreachableErro
 from provision.inventory.model import Host
 from provision.parallel import HostOutcome, for_each_host
 from provision.remote.agent import Agent
+from provision.staging.compress import StreamStats, framed_stream
 from provision.staging.hostlib import ship_lmdb
 from provision.staging.source import (
     Broadcast,
     PlanFuture,
     SourceSpec,
     StreamFailure,
+    as_views,
     check_name,
     default_name,
     parse_source,
@@ -85,6 +87,8 @@ class HostStage:
         self.last_event: dict[str, Any] = {}
         self.last_seen = time.monotonic()
         self.t0 = time.monotonic()
+        self.stream_stats = StreamStats()
+        self.compress_alone = True  # False when a broadcast read feeds other hosts too
 
     def _event(self, event: dict[str, Any]) -> None:
         self.last_seen = time.monotonic()
@@ -114,7 +118,7 @@ class HostStage:
         self._event({"phase": "lmdb"})
         status = self.agent.call("dataset_status", self._where())
         if status.get("lmdb") is None:
-            ship_lmdb(self.connection, status)
+            ship_lmdb(self.connection, status, put=getattr(self.agent, "put", None))
             status = self.agent.call("dataset_status", self._where())
             if status.get("lmdb") is None:
                 raise HostError(
@@ -159,14 +163,21 @@ class HostStage:
             if said.get("skip") or said.get("abort"):
                 return
             self.start = int(said.get("start") or 0)
-            yield from prefetch(tar_stream(plan, self.start, failure))
+            zstd = "zstd" in (said.get("codecs") or [])
+            chunks = prefetch(tar_stream(plan, self.start, failure))
+            yield from as_views(framed_stream(chunks, zstd, self.stream_stats))
 
         request["source"] = self._stream_source(plan, "auto")
         result = self._call(request, payload(), failure, on_ready)
         if result.get("skipped"):
             result["bytes"] = plan.manifest.total_bytes
         result.setdefault("warnings", plan.warnings)
+        self._add_compression(result)
         return result
+
+    def _add_compression(self, result: dict[str, Any]) -> None:
+        if self.stream_stats.frames:
+            result["compression"] = self.stream_stats.summary()
 
     def _ensure_agent(self) -> None:
         """Make sure the agent is on the host before a call whose payload waits for `ready`.
@@ -247,7 +258,14 @@ class HostStage:
         if payload is None:
             failure = failure or StreamFailure()
             payload = prefetch(tar_stream(plan, self.start, failure))
-        return self._call(request, payload, failure)
+        # zstd only where this host decodes it and no other host shares the read (each
+        # consumer would compress the same bytes again)
+        zstd = self.compress_alone and "zstd" in (self.status.get("codecs") or [])
+        result = self._call(
+            request, as_views(framed_stream(payload, zstd, self.stream_stats)), failure
+        )
+        self._add_compression(result)
+        return result
 
     # -- shared -----------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
@@ -264,6 +282,7 @@ class HostStage:
     def _stream_source(self, plan: Plan, start: int | str) -> dict[str, Any]:
         return {
             "kind": "stream",
+            "framed": True,  # frames raw or zstd (agent/datasets/framing.py)
             "manifest": plan.manifest.to_wire(),
             "start": start,
             "description": f"{self.request.source.display} (from the controller)",
@@ -296,11 +315,11 @@ class HostStage:
 
         # Over SSH, silence longer than the stall timeout means the link is gone (the agent
         # speaks at least every second); locally there is no link to lose.
-        timeout = None if self.connection.host.local else req.stall_timeout + 15
+        idle = None if self.connection.host.local else req.stall_timeout + 15
         watchdog = None if self.connection.host.local else _Watchdog(self, req.stall_timeout)
         try:
             result = self.agent.call(
-                "stage", request, payload=payload, on_event=on_event, timeout=timeout
+                "stage", request, payload=payload, on_event=on_event, idle_timeout=idle
             )
         except (AgentError, UnreachableError) as exc:
             if failure is not None and failure.error is not None:
@@ -543,6 +562,7 @@ def _shared_feeds(
         # overlaps with encrypting and sending them
         cast = Broadcast(tar_stream(plan, start, failure), len(group))
         for k, hs in enumerate(group):
+            hs.compress_alone = len(group) == 1
             feeds[hs.host] = (cast.consumer(k), failure, _releaser(cast, k))
     return feeds
 

@@ -6,6 +6,9 @@
 - `ssh_options`: ConnectOptions isolated from the user's ssh config (an empty ssh_config file),
   known_hosts policy accept-new into the per-test PROVISION_KNOWN_HOSTS.
 - `connect`: opens an SSHConnection and closes it after the test.
+- `rentals`: one host of every rental-like kind (tests/fleet/kinds.py, tests/fleet/rentals.py)
+  for the whole session, with an inventory, an ssh_config and a CLI runner. Shared: don't change
+  its keys, users or python.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet, FleetError, preflight
+from rentals import Rentals, start_rentals
 
 from provision.connection.base import ConnectOptions
 from provision.connection.ssh import SSHConnection
@@ -84,3 +88,18 @@ def connect(ssh_options: ConnectOptions) -> Iterator[Callable[..., SSHConnection
     finally:
         for conn in opened:
             conn.close()
+
+
+@pytest.fixture(scope="session")
+def rentals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rentals]:
+    reason = preflight()
+    if reason:
+        pytest.skip(f"SSH test fleet unavailable: {reason}")
+    try:
+        started = start_rentals(tmp_path_factory.mktemp("rentals"))
+    except FleetError as exc:
+        pytest.fail(f"could not start the rental-like fleet: {exc}", pytrace=False)
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -42,7 +42,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
+
+import kinds as kinds_mod
 
 SSHD = "/usr/sbin/sshd"
 LOCK_DIR = Path("/run/provision-fleet")
@@ -50,6 +53,8 @@ LOCK_DIR = Path("/run/provision-fleet")
 _SUBNETS = [f"198.{18 + i // 256}.{i % 256}" for i in range(512)]
 _MAX_HOSTS = 200  # .2 .. .201; .254 is the dead address
 _DEAD_OCTET = 254
+_GATEWAY_OCTET = 250  # the shared address of `gateway` hosts
+_JUMP_OCTET = 251  # the jump host's address on the fleet bridge
 _UNOWNED_MAC = "02:00:5e:10:00:fe"  # locally administered, owned by nobody on the bridge
 # The PATH sessions get comes from sshd (no PAM, no ~/.bashrc on the hosts' tmpfs /root);
 # spelled out so a pyenv shim can never come first.
@@ -82,6 +87,10 @@ class FleetHost:
     sshd: subprocess.Popen | None = field(default=None, repr=False)
     host_public_key: str = ""  # "ssh-ed25519 AAAA..."
     password_users: dict[str, str] = field(default_factory=dict, repr=False)
+    kinds: frozenset[str] = frozenset()  # rental-like traits (tests/fleet/kinds.py)
+    rootfs: str = ""  # bullseye: the root filesystem its sshd is chrooted into
+    # login -> sudo password, for the `sudo` kind's user whose sudo asks for one
+    sudo_passwords: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def log_file(self) -> Path:
@@ -101,6 +110,12 @@ class FleetHost:
         )
         fields.update(overrides)
         return Host(**fields)
+
+    def in_host(self, path: str | os.PathLike) -> str:
+        """A file of this host's workdir as the host sees it (chrooted hosts mount it at /fleet)."""
+        if self.rootfs:
+            return "/fleet/" + Path(path).relative_to(self.workdir).as_posix()
+        return str(path)
 
     def known_hosts_line(self) -> str:
         name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"
@@ -140,6 +155,28 @@ def _ed25519_keypair() -> tuple[bytes, str, str]:
     blob = base64.b64decode(public.split()[1])
     fingerprint = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
     return private, public, fingerprint
+
+
+def _encrypted_keypair(path: Path, passphrase: str) -> str:
+    """An OpenSSH ed25519 key encrypted with `passphrase` (bcrypt KDF, as ssh-keygen -N does);
+    returns its public line."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.BestAvailableEncryption(passphrase.encode()),
+    )
+    _write_private(path, private)
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    Path(f"{path}.pub").write_text(public + "\n")
+    return public
 
 
 def generate_keypair(path: str | os.PathLike) -> str:
@@ -225,6 +262,8 @@ def cleanup_stale() -> list[str]:
         if _pid_alive(int(info.get("pid", 0))):
             continue
         _remove_network(info["rid"], info.get("netns", []))
+        if info.get("route"):
+            _run(["ip", "route", "del", *info["route"].split()], check=False)
         shutil.rmtree(info.get("workdir", "/nonexistent"), ignore_errors=True)
         lock.unlink(missing_ok=True)
         cleaned.append(info["rid"])
@@ -263,10 +302,20 @@ class Fleet:
         ssd_size: str = "4g",
         root_size: str = "1g",
         start_timeout: float = 30.0,
+        # rental-like hosts (tests/fleet/kinds.py): one kind for all, or one (set) per host
+        kinds: str | Iterable[str | Iterable[str]] | None = None,
     ) -> None:
         if not 1 <= size <= _MAX_HOSTS:
             raise ValueError(f"fleet size must be 1..{_MAX_HOSTS}, got {size}")
         self.size = size
+        self.kinds = kinds_mod.parse_kinds(kinds, size)
+        self.jump: FleetHost | None = None  # the jump host, when a host is `behind-jump`
+        self.jump_key_file = ""  # the only key the jump host authorizes
+        self.passphrase_key_file = ""  # authorized everywhere; encrypted with key_passphrase
+        self.key_passphrase = ""
+        self.inner_subnet = ""  # behind-jump hosts' link: no route to it from here
+        self._inner_lock: Path | None = None
+        self._torch_prefix: tuple[str, str] | None = None  # (base prefix, site-packages)
         self.ssd_size = ssd_size
         self.root_size = root_size
         self.start_timeout = start_timeout
@@ -313,9 +362,9 @@ class Fleet:
             self._make_keys()
             self._make_network()
             self._start_keepers()
-            for host in self.hosts:
+            for host in self._all_hosts():
                 self._spawn_sshd(host)
-            self._wait_ready(self.hosts)
+            self._wait_ready(self._all_hosts())
         except BaseException:
             self.stop()
             raise
@@ -352,15 +401,42 @@ class Fleet:
                     fh,
                 )
             self._lock = lock
+            if any("behind-jump" in k for k in self.kinds):
+                self._claim_inner_subnet(used | {subnet})
             return
         raise FleetError("no free /24 in 198.18.0.0/15 for a test fleet (all 512 taken?)")
+
+    def _claim_inner_subnet(self, used: set[str]) -> None:
+        """A second /24 for the jump host's inner link (its lock names the same run)."""
+        assert self._lock is not None
+        info = self._lock.read_text()
+        first = (os.getpid() * 104729) % len(_SUBNETS)
+        for step in range(len(_SUBNETS)):
+            subnet = _SUBNETS[(first + step) % len(_SUBNETS)]
+            if subnet in used:
+                continue
+            lock = LOCK_DIR / f"{subnet}.json"
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as fh:
+                json.dump({**json.loads(info), "route": f"unreachable {subnet}.0/24"}, fh)
+            self.inner_subnet, self._inner_lock = subnet, lock
+            return
+        raise FleetError("no second free /24 in 198.18.0.0/15 for the jump host's inner link")
 
     def _make_keys(self) -> None:
         private, self.public_key, _ = _ed25519_keypair()
         self.key_file = str(self.workdir / "id_ed25519")
         _write_private(Path(self.key_file), private)
         (self.workdir / "id_ed25519.pub").write_text(self.public_key + "\n")
+        self.passphrase_key_file = str(self.workdir / "id_passphrase")
+        self.key_passphrase = "fleet-" + secrets.token_hex(8)
+        self._passphrase_public = _encrypted_keypair(Path(self.passphrase_key_file), self.key_passphrase)
+        gateway_ports = iter(range(kinds_mod.GATEWAY_FIRST_PORT, kinds_mod.GATEWAY_FIRST_PORT + _MAX_HOSTS))
         for i in range(1, self.size + 1):
+            traits = self.kinds[i - 1]
             hostdir = self.workdir / f"gpu{i}"
             hostdir.mkdir(mode=0o700)
             host = FleetHost(
@@ -372,10 +448,36 @@ class Fleet:
                 netns=f"pf-{self.rid}-gpu{i}",
                 veth=f"pf{self.rid}h{i}",
                 workdir=hostdir,
+                kinds=traits,
             )
+            if "gateway" in traits:  # one address, a port per instance, one network namespace
+                host.address, host.port = f"{self.subnet}.{_GATEWAY_OCTET}", next(gateway_ports)
+                host.netns, host.veth = f"pf-{self.rid}-gw", f"pf{self.rid}hgw"
+            if "behind-jump" in traits:
+                host.address, host.veth = f"{self.inner_subnet}.{i + 1}", ""
+            if "sudo" in traits:
+                host.user = kinds_mod.SUDO_NOPASSWD_USER
+                host.sudo_passwords[kinds_mod.SUDO_PASSWORD_USER] = "sudo-" + secrets.token_hex(6)
+            if "bullseye" in traits:
+                host.rootfs = str(kinds_mod.bullseye_rootfs())
             self._new_host_key(host)
             self._write_sshd_config(host)
             self.hosts.append(host)
+        if any("behind-jump" in h.kinds for h in self.hosts):
+            private, self._jump_public, _ = _ed25519_keypair()
+            self.jump_key_file = str(self.workdir / "id_jump")
+            _write_private(Path(self.jump_key_file), private)
+            jumpdir = self.workdir / "jump"
+            jumpdir.mkdir(mode=0o700)
+            self.jump = FleetHost(
+                name="jump", index=0, address=f"{self.subnet}.{_JUMP_OCTET}",
+                key_file=self.jump_key_file, host_key_fingerprint="",
+                netns=f"pf-{self.rid}-jump", veth=f"pf{self.rid}hj", workdir=jumpdir,
+            )  # fmt: skip
+            self._new_host_key(self.jump)
+            self._write_sshd_config(self.jump)
+        if any("conda" in h.kinds for h in self.hosts):
+            self._torch_prefix = kinds_mod.torch_prefix()
 
     def _new_host_key(self, host: FleetHost) -> None:
         private, public, fingerprint = _ed25519_keypair()
@@ -388,9 +490,9 @@ class Fleet:
         self, host: FleetHost, *, password: bool = False, root_password: bool = False
     ) -> None:
         lines = [
-            "Port 22",
+            f"Port {host.port}",
             "ListenAddress 0.0.0.0",
-            f"HostKey {host.workdir / 'ssh_host_ed25519_key'}",
+            f"HostKey {host.in_host(host.workdir / 'ssh_host_ed25519_key')}",
             "PidFile none",
             f"PermitRootLogin {'yes' if root_password else 'prohibit-password'}",
             "PubkeyAuthentication yes",
@@ -416,42 +518,120 @@ class Fleet:
             f"addr add {self.controller_address}/24 dev {br}",
             f"link set {br} up",
         ]
-        for host in self.hosts:
+        wired = set()
+        for host in [*self.hosts, *([self.jump] if self.jump else [])]:
+            if host.netns in wired:
+                continue  # gateway hosts share one namespace and one link
+            wired.add(host.netns)
+            batch.append(f"netns add {host.netns}")
+            if host.veth:
+                batch += [
+                    f"link add {host.veth} type veth peer name eth0 netns {host.netns}",
+                    f"link set {host.veth} master {br} up",
+                ]
+        if self.jump:  # inner links: jump host <-> each host behind it, nothing on this side
             batch += [
-                f"netns add {host.netns}",
-                f"link add {host.veth} type veth peer name eth0 netns {host.netns}",
-                f"link set {host.veth} master {br} up",
-            ]
+                f"link add j{h.index} netns {self.jump.netns} type veth peer name eth0 netns {h.netns}"
+                for h in self.hosts if "behind-jump" in h.kinds
+            ]  # fmt: skip
         _run(["ip", "-batch", "-"], input="\n".join(batch) + "\n")
+        if self.jump:  # "no route to host" at once here, not a connect leaving by the default route
+            _run(["ip", "route", "add", "unreachable", f"{self.inner_subnet}.0/24"])
+        gateway = next((h for h in self.hosts if "gateway" in h.kinds), None)
+        if gateway:
+            ns = ["ip", "-n", gateway.netns]
+            _run([*ns, "addr", "add", f"{gateway.address}/24", "dev", "eth0"])
+            _run([*ns, "link", "set", "eth0", "up"])
+            _run([*ns, "link", "set", "lo", "up"])
+            _run([*ns, "route", "add", "default", "via", self.controller_address])
 
     def _keeper_script(self, host: FleetHost) -> str:
         q = shlex.quote
-        pub = q(self.public_key)
-        return "\n".join(
-            [
-                "set -e",
-                f"hostname {host.name}",
-                "ip link set lo up",
+        traits = host.kinds
+        if host is self.jump:
+            keys = [self._jump_public]
+        else:
+            keys = [self.public_key, self._passphrase_public]
+        lines = ["set -e", f"hostname {host.name}", "ip link set lo up"]
+        if "behind-jump" in traits:
+            lines += [
+                f"ip addr add {host.address}/24 dev eth0",
+                "ip link set eth0 up",
+                f"ip route add default via {self.inner_subnet}.1",
+            ]
+        elif "gateway" not in traits:  # the gateway's shared namespace is set up once, in _make_network
+            lines += [
                 f"ip addr add {host.address}/24 dev eth0",
                 "ip link set eth0 up",
                 f"ip route add default via {self.controller_address}",
-                # a host of its own: nothing of the controller's /root (pyenv, ~/.ssh) shows through
-                f"mount -t tmpfs -o mode=700,size={self.root_size} fleet-root /root",
-                "mkdir -m 700 /root/.ssh /root/autodl-tmp",
-                f"printf '%s\\n' {pub} > /root/.ssh/authorized_keys",
-                "chmod 600 /root/.ssh/authorized_keys",
-                f"mount -t tmpfs -o mode=755,size={self.ssd_size} fleet-ssd /root/autodl-tmp",
-                "mount -t tmpfs -o mode=1777,size=1g fleet-tmp /tmp",
-                "mount -t tmpfs -o mode=755,size=64m fleet-run /run",
-                "mkdir -m 755 /run/sshd",  # sshd's privilege separation directory
-                "mount -t tmpfs -o mode=755,size=256m fleet-home /home",
-                "echo ready",
-                "exec sleep infinity",
             ]
-        )
+        if host is self.jump:
+            inner = [h for h in self.hosts if "behind-jump" in h.kinds]
+            lines += ["ip link add inner type bridge", f"ip addr add {self.inner_subnet}.1/24 dev inner",
+                      "ip link set inner up"]  # fmt: skip
+            lines += [f"ip link set j{h.index} master inner up" for h in inner]
+        # this machine's torch for the conda kind: staged before /root is covered, mounted back after
+        binds: list[str] = []
+        if "conda" in traits and self._torch_prefix:
+            python, site = self._torch_prefix
+            prefix = str(Path(python).parent.parent)
+            binds = [prefix] + ([site] if not site.startswith(prefix + "/") else [])
+            binds = [b for b in binds if kinds_mod.hidden_by_host(b)]
+        for n, path in enumerate(binds):
+            stage = host.workdir / f"bind{n}"
+            stage.mkdir(exist_ok=True)
+            lines.append(f"mount --bind {q(path)} {q(str(stage))}")
+        root = ""  # the host's / as this machine sees it ("" = this machine's own /)
+        if host.rootfs:
+            root = str(host.workdir / "root")
+            ovl = host.workdir / "ovl"
+            (host.workdir / "root").mkdir(exist_ok=True)
+            ovl.mkdir(exist_ok=True)
+            # writes land in a tmpfs, never in the cached root filesystem
+            lines += [
+                f"mount -t tmpfs -o size=512m fleet-ovl {ovl}",
+                f"mkdir {ovl}/upper {ovl}/work",
+                f"mount -t overlay fleet-rootfs -o lowerdir={q(host.rootfs)},upperdir={ovl}/upper,"
+                f"workdir={ovl}/work {root}",
+                f"mount -t proc proc {root}/proc",
+                f"mount --rbind /dev {root}/dev",
+                f"mount --rbind /sys {root}/sys",
+                f"mkdir -p {root}/fleet",
+                f"mount --bind {host.workdir} {root}/fleet",
+            ]
+        lines += [
+            # a host of its own: nothing of the controller's /root (pyenv, ~/.ssh) shows through
+            f"mount -t tmpfs -o mode=700,size={self.root_size} fleet-root {root}/root",
+            f"mkdir -m 700 {root}/root/.ssh {root}/root/autodl-tmp",
+            f"printf '%s\\n' {' '.join(q(k) for k in keys)} > {root}/root/.ssh/authorized_keys",
+            f"chmod 600 {root}/root/.ssh/authorized_keys",
+            f"mount -t tmpfs -o mode=755,size={self.ssd_size} fleet-ssd {root}/root/autodl-tmp",
+            f"mount -t tmpfs -o mode=1777,size=1g fleet-tmp {root}/tmp",
+            f"mount -t tmpfs -o mode=755,size=64m fleet-run {root}/run",
+            f"mkdir -m 755 {root}/run/sshd",  # sshd's privilege separation directory
+            f"mount -t tmpfs -o mode=755,size={self.root_size} fleet-home {root}/home",
+        ]
+        for n, path in enumerate(binds):
+            lines += [f"mkdir -p {q(path)}", f"mount --bind {q(str(host.workdir / f'bind{n}'))} {q(path)}"]
+        if "noisy" in traits:
+            rc = q(kinds_mod.noisy_rc())
+            lines += [f"printf '%s' {rc} > {root}/root/.bashrc", f"printf '%s' {rc} > {root}/root/.profile"]
+        if "conda" in traits and self._torch_prefix:
+            python, site = self._torch_prefix
+            lines.append(f"sh -c {q(kinds_mod.conda_script(python, site))}")
+            if "nopython" not in traits:  # else: installed, never initialised (not on PATH)
+                # `conda init` puts the base env first on PATH for every (ssh) bash
+                lines.append(f"echo 'export PATH={kinds_mod.CONDA_PREFIX}/bin:$PATH' >> {root}/root/.bashrc")
+        # no DNS from here: a resolver that fails at once, so `sudo: unable to resolve host` is
+        # printed without a resolver timeout first (as on a rental whose /etc/hosts lacks its name)
+        (host.workdir / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+        lines.append(f"mount --bind {host.workdir / 'resolv.conf'} {root}/etc/resolv.conf")
+        lines.append("echo ready")
+        lines.append(f"exec chroot {root} sleep infinity" if root else "exec sleep infinity")
+        return "\n".join(lines)
 
     def _start_keepers(self) -> None:
-        for host in self.hosts:
+        for host in self._all_hosts():
             host.keeper = subprocess.Popen(
                 [
                     "ip",
@@ -472,7 +652,7 @@ class Fleet:
                 stderr=subprocess.PIPE,
                 preexec_fn=_pdeathsig,
             )
-        for host in self.hosts:
+        for host in self._all_hosts():
             assert host.keeper and host.keeper.stdout and host.keeper.stderr
             line = host.keeper.stdout.readline()
             if line.strip() != b"ready":
@@ -486,6 +666,14 @@ class Fleet:
                 )
             host.keeper.stdout.close()
             host.keeper.stderr.close()
+        for host in self.hosts:
+            if "sudo" in host.kinds:
+                self._add_sudo_users(host)
+            if "nopython" in host.kinds:
+                self.remove_python(host)
+
+    def _all_hosts(self) -> list[FleetHost]:
+        return [*self.hosts, *([self.jump] if self.jump else [])]
 
     def _spawn_sshd(self, host: FleetHost) -> None:
         assert host.keeper is not None
@@ -499,12 +687,13 @@ class Fleet:
                     "-n",
                     "-m",
                     "-u",
+                    *(["-r", "-w"] if host.rootfs else []),  # the host's own root filesystem
                     "--",
                     SSHD,
                     "-D",
                     "-e",
                     "-f",
-                    str(host.workdir / "sshd_config"),
+                    host.in_host(host.workdir / "sshd_config"),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -526,11 +715,7 @@ class Fleet:
                         f"{host.name}: sshd exited with {host.sshd.returncode}; its log "
                         f"({host.log_file}):\n{self._log_tail(host)}"
                     )
-                try:
-                    with socket.create_connection((host.address, host.port), timeout=1) as sock:
-                        if not sock.recv(64).startswith(b"SSH-"):
-                            still.append(host)
-                except OSError:
+                if not self._answers(host):
                     still.append(host)
             pending = still
             if pending:
@@ -541,6 +726,61 @@ class Fleet:
                         f"(first: {host.name} {host.address}); sshd log:\n{self._log_tail(host)}"
                     )
                 time.sleep(0.05)
+
+    def _answers(self, host: FleetHost) -> bool:
+        """sshd sent its banner. Hosts behind the jump host are asked from inside their own
+        network (nothing here routes to them)."""
+        if "behind-jump" in host.kinds:
+            probe = f"exec 3<>/dev/tcp/{host.address}/{host.port} && head -c 4 <&3"
+            proc = self.ns_exec(host, ["timeout", "2", "bash", "-c", probe], check=False)
+            return proc.stdout.startswith("SSH-")
+        try:
+            with socket.create_connection((host.address, host.port), timeout=1) as sock:
+                return sock.recv(64).startswith(b"SSH-")
+        except OSError:
+            return False
+
+    def _add_sudo_users(self, host: FleetHost) -> None:
+        """`ubuntu` (passwordless sudo) and `ops` (sudo asks for its password), both logging in
+        with the fleet's keys; private copies of passwd/shadow/group/sudoers, bind-mounted in the
+        host's mount namespace only."""
+        etc = Path(host.rootfs or "/") / "etc"
+        files = {name: host.workdir / name for name in ("passwd", "shadow", "group", "sudoers")}
+        for name, path in files.items():
+            shutil.copyfile(etc / name, path)
+        os.chmod(files["shadow"], 0o600)
+        os.chmod(files["sudoers"], 0o440)
+        passwd = files["passwd"].read_text().splitlines()
+        uids = [int(line.split(":")[2]) for line in passwd if line.count(":") >= 6]
+        uid = max([u for u in uids if 1000 <= u < 60000], default=999)
+        homes = []
+        with open(files["passwd"], "a") as pw, open(files["group"], "a") as gr, open(files["shadow"], "a") as sh:
+            for user in (kinds_mod.SUDO_NOPASSWD_USER, kinds_mod.SUDO_PASSWORD_USER):
+                uid += 1
+                pw.write(f"{user}:x:{uid}:{uid}::/home/{user}:/bin/bash\n")
+                gr.write(f"{user}:x:{uid}:\n")
+                password = host.sudo_passwords.get(user)
+                # "*": no password login, but not "locked" (sshd refuses locked accounts' keys too)
+                hashed = "*" if password is None else _run(
+                    ["openssl", "passwd", "-6", "-stdin"], input=password + "\n").stdout.strip()
+                sh.write(f"{user}:{hashed}:19000:0:99999:7:::\n")
+                homes.append((user, uid))
+        with open(files["sudoers"], "a") as fh:
+            fh.write(kinds_mod.sudoers_lines())
+        keys = shlex.quote(f"{self.public_key}\n{self._passphrase_public}\n")
+        rc = shlex.quote(kinds_mod.noisy_rc() if "noisy" in host.kinds else "")
+        script = ["set -e"]
+        script += [f"mount --bind {host.in_host(files[n])} /etc/{n}" for n in files]
+        for user, uid in homes:
+            home = f"/home/{user}"
+            script += [
+                f"mkdir -p -m 700 {home}/.ssh",
+                f"printf '%s' {keys} > {home}/.ssh/authorized_keys",
+                f"printf '%s' {rc} > {home}/.bashrc",
+                f"cp {home}/.bashrc {home}/.profile",
+                f"chown -R {uid}:{uid} {home} && chmod 700 {home}",
+            ]
+        self.ns_exec(host, "\n".join(script))
 
     @staticmethod
     def _log_tail(host: FleetHost, lines: int = 20) -> str:
@@ -555,7 +795,7 @@ class Fleet:
             if self._stopped:
                 return
             self._stopped = True
-        procs = [p for h in self.hosts for p in (h.sshd, h.keeper) if p is not None]
+        procs = [p for h in self._all_hosts() for p in (h.sshd, h.keeper) if p is not None]
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -563,17 +803,20 @@ class Fleet:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         if self.rid:
-            _remove_network(self.rid, [h.netns for h in self.hosts])
+            _remove_network(self.rid, [h.netns for h in self._all_hosts()])
+        if self.jump and self.inner_subnet:
+            _run(["ip", "route", "del", "unreachable", f"{self.inner_subnet}.0/24"], check=False)
         if self.workdir != Path() and self.workdir.is_dir():
             shutil.rmtree(self.workdir, ignore_errors=True)
-        if self._lock is not None:
-            self._lock.unlink(missing_ok=True)
+        for lock in (self._lock, self._inner_lock):
+            if lock is not None:
+                lock.unlink(missing_ok=True)
         with contextlib.suppress(ValueError):
             atexit.unregister(self.stop)
 
     # -- helpers for tests -------------------------------------------------------------------
     def host(self, name: str) -> FleetHost:
-        for host in self.hosts:
+        for host in self._all_hosts():
             if host.name == name:
                 return host
         raise KeyError(f"no fleet host {name!r}; have {', '.join(h.name for h in self.hosts)}")
@@ -622,7 +865,23 @@ class Fleet:
     def write_known_hosts(self, path: str | os.PathLike) -> Path:
         """A known_hosts file with every host's current key (for `strict` tests)."""
         path = Path(path)
-        path.write_text("".join(h.known_hosts_line() for h in self.hosts))
+        path.write_text("".join(h.known_hosts_line() for h in self._all_hosts()))
+        return path
+
+    def write_ssh_config(self, path: str | os.PathLike, *, proxy_jump: bool = True) -> Path:
+        """An ssh_config: alias `jump` (with its own key) and, with `proxy_jump`, every host
+        behind it under its name with `ProxyJump jump`, as a user would write it."""
+        lines = []
+        if self.jump:
+            lines += ["Host jump", f"  HostName {self.jump.address}", "  User root",
+                      f"  IdentityFile {self.jump_key_file}", ""]  # fmt: skip
+            if proxy_jump:
+                for h in self.hosts:
+                    if "behind-jump" in h.kinds:
+                        lines += [f"Host {h.name}", f"  HostName {h.address}", f"  User {h.user}",
+                                  f"  IdentityFile {h.key_file}", "  ProxyJump jump", ""]  # fmt: skip
+        path = Path(path)
+        path.write_text("\n".join(lines) + "\n")
         return path
 
     def ns_exec(
@@ -636,7 +895,8 @@ class Fleet:
         host = self.host(host) if isinstance(host, str) else host
         assert host.keeper is not None
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        full = ["nsenter", "-t", str(host.keeper.pid), "-n", "-m", "-u", "--", *argv]
+        chroot = ["-r", "-w"] if host.rootfs else []  # inside the host's own root filesystem
+        full = ["nsenter", "-t", str(host.keeper.pid), "-n", "-m", "-u", *chroot, "--", *argv]
         proc = subprocess.run(
             full, input=input, capture_output=True, text=True, env={"PATH": SESSION_PATH}
         )

@@ -13,7 +13,11 @@ the wheel is missing), `auth` demands HTTP basic credentials, `delay` makes ever
 test can prove a credential never reached `ps` while pip was fetching.
 
 The wheelhouse is the REAL torch 2.13.0 CPU wheel and its Linux x86_64 dependencies, fetched once
-with `pip download` (this machine's find-links hold torch) into a cache outside the repo.
+with `pip download` (this machine's find-links hold torch) into a cache outside the repo. It is
+also the **lagging index** of issue 9: it holds torch 2.13.0 only, while the compatibility table
+knows 2.14.0, like a mirror days behind or a private index with one version. For tests that only
+ask what an index lists (no install), `lagging_torch_index_dir` makes a tiny stand-in with the same
+torch file names and no 190 MB download.
 """
 
 from __future__ import annotations
@@ -387,6 +391,17 @@ def torch_wheelhouse() -> Path:
             sha256_of(root / name)
         manifest.write_text(json.dumps(names))
         return root
+
+
+def lagging_torch_index_dir(directory: Path) -> Path:
+    """Tiny wheels under torch's real 2.13.0 CPU file name (and an older 2.12.1): an index that
+    lags behind the newest known torch, for listing and planning tests. Not installable as torch
+    (each is a one-module stub), so only tests that never pip-install from it may use it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for version in ("2.13.0+cpu", "2.12.1+cpu"):
+        stub = build_wheel(directory, "torch", version)
+        stub.rename(directory / f"torch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl")
+    return directory
 
 
 def small_wheelhouse(directory: Path) -> Path:

@@ -146,7 +146,9 @@ def test_connect_options_carry_every_option(monkeypatch):
     )
     defaults = connect_options(parser.parse_args([]))
     assert (defaults.known_hosts, defaults.connect_timeout, args.forks) == ("accept-new", 10.0, 4)
-    assert parser.parse_args([]).forks == 32
+    unset = parser.parse_args([])
+    connect_options(unset)
+    assert unset.forks == 32  # no ansible.cfg forks (conftest points ANSIBLE_CONFIG at an empty file)
 
 
 # -- the --json contract -------------------------------------------------------------------------

@@ -24,6 +24,12 @@ REPO = Path(__file__).resolve().parents[2]
 HOSTILE = [*HOSTILE_NAMES, LONG_NAME]
 
 
+def _real_home() -> str:
+    """This machine's home (tests run with a temporary HOME, tests/conftest.py)."""
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_dir
+
 def test_tar_stream_round_trips_hostile_names_and_tarfile_agrees() -> None:
     parts = []
     for name in HOSTILE:
@@ -147,7 +153,7 @@ def test_agent_dataset_code_parses_as_python_3_8(path: Path) -> None:
 def _python38() -> str | None:
     for cand in (
         shutil.which("python3.8"),
-        os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8"),
+        os.path.join(_real_home(), ".pyenv/versions/3.8.18/bin/python3.8"),
     ):
         if cand and os.path.exists(cand):
             probe = subprocess.run([cand, "-c", "import lmdb"], capture_output=True)

@@ -120,10 +120,11 @@ def test_template_file_errors_name_file_and_line() -> None:
 
 def test_shell_rendering_separates_values_from_code() -> None:
     tpl = T.render_shell(
-        "echo {{ a }} '{{ b }}' {{ 'lit' }} {{ c | safe }}",
+        "echo {{ a }} '{{ b }}' {{ 'lit' }} {{ a | safe }} {{ c | shell_code }}",
         {"a": "$(id)", "b": "o'b", "c": "| cat"},
     )
-    assert tpl.values == ["$(id)", "o'b", "lit"]  # | safe: inserted as code on purpose
+    # | shell_code: inserted as code on purpose; | safe (Markup) is data like any value
+    assert tpl.values == ["$(id)", "o'b", "lit", "$(id)"]
     assert "$(id)" not in tpl.text and "o'b" not in tpl.text
     assert tpl.text.endswith("| cat")
     with pytest.raises(UndefinedVariableError):

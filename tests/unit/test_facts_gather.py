@@ -18,10 +18,16 @@ from provision.agent.facts import cpu, mounts
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _real_home() -> str:
+    """This machine's home (tests run with a temporary HOME, tests/conftest.py)."""
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_dir
+
 def interpreters():
     found = [sys.executable]
     candidates = ["/usr/bin/python3"] + sorted(
-        glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3"))
+        glob.glob(os.path.join(_real_home(), ".pyenv/versions/3.8*/bin/python3"))
     )
     for path in candidates:
         if os.access(path, os.X_OK) and os.path.realpath(path) not in map(os.path.realpath, found):

@@ -11,7 +11,7 @@ import pytest
 
 from provision.connection.local import LocalConnection
 from provision.errors import ConfigError
-from provision.install.installer import InstallOptions, probe_indexes, requirements_for
+from provision.install.installer import InstallOptions, requirements_for
 from provision.install.lockfile import (
     Lock,
     LockedPackage,
@@ -27,7 +27,6 @@ from provision.install.mirrors import (
     build_index_config,
     index_kind,
     mask_url,
-    probe_target,
     secrets_of,
     torch_index_candidates,
     url_kind,
@@ -233,33 +232,6 @@ def test_platform_tags_follow_glibc() -> None:
         not in PythonInfo("python3", "3.8.10", "x86_64", "2.27").platform_tags()
     )
     assert PythonInfo("python3", "3.11.2", "x86_64", None).abi == "cp311"
-
-
-# -- probing from the host -----------------------------------------------------------------------
-
-
-def test_probe_picks_the_first_index_that_lists_the_planned_wheel(tmp_path: Path) -> None:
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    build_wheel(tmp_path / "a", "torch", "2.12.0")  # a stale mirror: torch, but not the planned one
-    build_wheel(tmp_path / "b", "torch", "2.13.0")
-    (tmp_path / "b" / "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl").write_bytes(
-        (tmp_path / "b" / "torch-2.13.0-py3-none-any.whl").read_bytes()
-    )
-    with PackageIndex(tmp_path / "a") as stale, PackageIndex(tmp_path / "b") as good:
-        with PackageIndex(tmp_path / "a") as closed:
-            dead = closed.url
-        targets = [
-            probe_target(u, "index", "2.13.0", "cpu")
-            for u in (dead, stale.url, good.url, stale.url)
-        ]
-        answers = probe_indexes(
-            LocalConnection(), "/usr/bin/python3", targets, IndexOptions(probe_timeout=5)
-        )
-        assert [a["ok"] for a in answers] == [False, False, True]  # stops at the first good one
-        assert "Connection refused" in answers[0]["detail"] or "URLError" in answers[0]["detail"]
-        assert "does not list the planned wheel" in answers[1]["detail"]
-        assert good.requests == ["GET /simple/torch/ 200"]
 
 
 # -- lock files ----------------------------------------------------------------------------------
@@ -530,7 +502,9 @@ def test_cli_offline_lock_against_the_test_index(tmp_path: Path) -> None:
             cwd=tmp_path,
         )
         assert run.returncode == 2 and not (tmp_path / "g.lock").exists()
-        assert "served torch 2.13.0+cpu, but this host needs the cu1" in run.stderr
+        # the index is asked first: what it has is named, before pip resolves anything
+        assert "fits this host, but " + index.url in run.stderr
+        assert "has no build that fits (it has torch 2.13.0+cpu)" in run.stderr
 
 
 def test_cli_options_over_the_project_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

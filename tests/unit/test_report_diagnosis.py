@@ -275,6 +275,28 @@ def test_disk_nearly_full(free, severity):
         assert f["evidence"].startswith(f"/data: {free / GiB:.1f} GiB free of 1800 GiB")
 
 
+def test_a_small_disk_that_is_all_free_is_not_nearly_full():
+    facts = h100_facts()
+    facts["data_dir"].update(free_bytes=20 * GiB, total_bytes=20 * GiB)
+    small = [{"name": "mini", "path": "/data/datasets/mini.lmdb", "format": "lmdb", "bytes": GiB}]
+    assert "disk_nearly_full" not in findings(h100_report(facts=facts, datasets=small))
+    # 4 % free of that disk is nearly full, whatever the GiB
+    facts["data_dir"].update(free_bytes=GiB * 8 // 10)
+    f = findings(h100_report(facts=facts, datasets=[]))["disk_nearly_full"]
+    assert f["severity"] == "critical" and "(4%)" in f["title"]
+
+
+def test_what_is_about_to_be_written_decides_too():
+    facts = h100_facts()
+    facts["data_dir"].update(free_bytes=200 * GiB, total_bytes=1000 * GiB)  # 20 % free
+    big = [{"name": "imagenet", "path": "/data/datasets/imagenet.lmdb", "format": "lmdb", "bytes": 300 * GiB}]
+    f = findings(h100_report(facts=facts, datasets=big))["disk_nearly_full"]
+    assert f["severity"] == "critical"
+    assert "the staged datasets take 300.0 GiB" in f["evidence"]
+    fits = [dict(big[0], bytes=50 * GiB)]
+    assert "disk_nearly_full" not in findings(h100_report(facts=facts, datasets=fits))
+
+
 def test_disk_from_the_bench_storage_when_facts_are_missing():
     bench = h100_bench()
     bench["storage"]["dirs"][0].update(free_gb=3.0, total_gb=500.0)

@@ -111,6 +111,25 @@ def test_console_shows_overview_findings_and_rankings(gpu_doc):
     assert "Host ↔ GPU copies" in text  # detail tables with -v
 
 
+def test_a_dataset_staged_without_a_name_is_named_by_its_lmdb():
+    doc = h100_report(datasets=[{"path": "/root/autodl-tmp/datasets/imagenet-mini.lmdb",
+                                 "format": "lmdb", "count": 3000}])  # fmt: skip
+    md = render_markdown([doc])
+    assert "| Dataset | imagenet-mini: /root/autodl-tmp/datasets/imagenet-mini.lmdb (lmdb, " in md
+    assert "?: /root" not in md
+
+
+def test_the_diagnosis_headline_is_the_most_severe_finding():
+    from provision.report.render import diagnosis_headline
+
+    doc = h100_report(bench=h100_bench(throttle_rows=30))
+    first = doc["diagnosis"][0]
+    line = diagnosis_headline(doc["diagnosis"])
+    assert line.startswith(f"{first['severity']}: {first['title']}")
+    assert line.endswith(f"(+{len(doc['diagnosis']) - 1} more)") or len(doc["diagnosis"]) == 1
+    assert diagnosis_headline([]) == "no findings"
+
+
 # -- HTML ----------------------------------------------------------------------------------------
 
 

@@ -143,6 +143,11 @@ def test_up_localhost_keeps_the_working_torch_stages_benches_and_reports(
     assert bench["amp"]["speedup"] > 0
     assert bench["dataloader"]["best_num_workers"] in bench["dataloader"]["num_workers_tried"]
     assert isinstance(report["diagnosis"], list)
+    # the console (not a terminal here) says where the report is and what it found first
+    assert f"localhost: report {paths['html']} (JSON: {paths['json']})" in run.stderr
+    first = report["diagnosis"][0] if report["diagnosis"] else None
+    headline = f"{first['severity']}: {first['title']}" if first else "no findings"
+    assert f"localhost: diagnosis: {headline}" in run.stderr
     # base setup wrote into the temp HOME and the data dir, nowhere else
     assert (box.home / ".provision_env").is_file()
     assert "provision_env" in (box.home / ".bashrc").read_text()

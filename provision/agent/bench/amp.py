@@ -17,6 +17,7 @@ from provision.agent.bench.common import (
     sig,
 )
 from provision.agent.bench.timing import measure as timed
+from provision.agent.bench.timing import median, time_once, wall_times
 
 
 def precisions(torch, on_gpu):
@@ -93,21 +94,27 @@ def _run_mode(torch, spec, base_model, device, mode, min_run_time, batch, quick=
     name, dtype, needs_scaler = mode
     probe = MemoryProbe(torch, device)
     probe.start()
+    from provision.agent.bench.models import make_optimizer
+
     model = copy.deepcopy(base_model).to(device).train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    optimizer = make_optimizer(model.parameters(), probe.on_gpu, lr=0.01, momentum=0.9)
     inputs, targets = spec.make_batch(batch, device)
     scaler = make_scaler(torch) if needs_scaler else None
     device_type = "cuda" if str(device).startswith("cuda") else "cpu"
     step = train_step(torch, spec, model, optimizer, inputs, targets, device_type, dtype, scaler)
     # The priming step already ran these shapes once; one more warm-up step settles allocator
     # caches (and cuDNN autotuning when enabled).
-    t = timed(torch, step, device=device, warmup=1 if quick else 2, min_run_time=min_run_time)
+    if quick:
+        median_s, repeats = _quick_timing(torch, step, device, min_run_time)
+    else:
+        t = timed(torch, step, device=device, warmup=2, min_run_time=min_run_time)
+        median_s, repeats = t.median_s, t.repeats
     peak = probe.peak_bytes()
     del model, optimizer, inputs, targets, step
     out = {
-        "samples_per_s": sig(batch / t.median_s),
-        "step_ms": round(t.median_s * 1e3, 3),
-        "repeats": t.repeats,
+        "samples_per_s": sig(batch / median_s),
+        "step_ms": round(median_s * 1e3, 3),
+        "repeats": repeats,
         "peak_memory_mb": mb(peak),
     }
     if scaler is not None:
@@ -115,14 +122,30 @@ def _run_mode(torch, spec, base_model, device, mode, min_run_time, batch, quick=
     return out
 
 
+def _quick_timing(torch, step, device, min_run_time):
+    """(median seconds, repeats) for a quick run. The warm-up step is timed: where one step
+    already takes longer than min_run_time (emulated bf16 on a CPU without bf16 units, a big
+    model on a small CPU), two more steps say all the quick run can say; otherwise the usual
+    Timer runs. Every figure is still a synchronized median of repeats after a warm-up."""
+    first = time_once(torch, step, device)
+    if first < min_run_time:
+        t = timed(torch, step, device=device, warmup=0, min_run_time=min_run_time)
+        return t.median_s, t.repeats
+    sync = (lambda: torch.cuda.synchronize(device)) if str(device).startswith("cuda") else None
+    times = wall_times(step, repeats=2, warmup=0, sync=sync)
+    return median(times), len(times)
+
+
 def _prime(torch, spec, base_model, device, modes):
     """One tiny step per precision first: library set-up (oneDNN/cuBLAS workspaces, thread
     pools) happens once per process and would otherwise land in the first mode's peak memory."""
+    from provision.agent.bench.models import make_optimizer
+
     device_type = "cuda" if str(device).startswith("cuda") else "cpu"
     for _name, dtype, needs_scaler in modes:
         try:
             model = copy.deepcopy(base_model).to(device).train()
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            optimizer = make_optimizer(model.parameters(), device_type == "cuda", lr=0.01)
             inputs, targets = spec.make_batch(2, device)
             scaler = make_scaler(torch) if needs_scaler else None
             train_step(torch, spec, model, optimizer, inputs, targets, device_type, dtype, scaler)()

@@ -66,6 +66,44 @@ def effective_cores():
     return max(1, cores)
 
 
+def _cpu_times(stat="/proc/stat"):
+    """(busy, total) jiffies of all CPUs from the first line of /proc/stat, or None."""
+    try:
+        with open(stat) as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 4:
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already in user
+    return total - idle, total
+
+
+def busy_cores(interval=0.3, stat="/proc/stat", sleep=None):
+    """How many cores other work keeps busy, measured over `interval` seconds while this
+    process sleeps: on a shared or noisy host that many are not really ours. None if unknown."""
+    import time
+
+    before = _cpu_times(stat)
+    (sleep or time.sleep)(interval)
+    after = _cpu_times(stat)
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    share = (after[0] - before[0]) / float(after[1] - before[1])
+    return share * (os.cpu_count() or 1)
+
+
+def threads_for_cpu(cores, busy):
+    """torch threads for CPU work: the cores left free by other work (at least one). More
+    threads than free cores make every parallel region wait for a descheduled thread: on a
+    2-core host with the other core busy, a small convnet step took 14x as long with 2 threads
+    as with 1."""
+    if busy is None or busy < 0.5:
+        return cores
+    return max(1, min(cores, int(round(cores - busy))))
+
+
 def _read_int(path):
     try:
         with open(path) as f:

@@ -199,15 +199,17 @@ def _predict_seconds(batch, timings):
 def measure(request, quick, amp_result=None):
     torch = import_torch()
     from provision.agent.bench.amp import MemoryProbe, make_scaler, train_step
-    from provision.agent.bench.models import workloads
+    from provision.agent.bench.models import make_optimizer, workloads
 
     on_gpu = cuda_available(torch)
     device = "cuda:0" if on_gpu else "cpu"
     target = int(request.get("target_batch") or 256)
     best = (amp_result or {}).get("best_dtype") or ("fp16" if on_gpu else "bf16")
+    if (amp_result or {}).get("speedup") is not None and amp_result["speedup"] < 1.0:
+        best = "fp32"  # AMP slower than fp32 here (bf16 emulated on this CPU): nobody trains so
     dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}.get(best)
     image_size = (amp_result or {}).get("image_size")
-    per_workload_s = (10.0 if quick else 45.0) if on_gpu else (3.0 if quick else 20.0)
+    per_workload_s = (10.0 if quick else 45.0) if on_gpu else (1.5 if quick else 20.0)
     out = {"device": device, "dtype": best, "target_batch": target, "models": {}}
     budget = None
     if not on_gpu:
@@ -220,7 +222,7 @@ def measure(request, quick, amp_result=None):
         )
     for spec in workloads(on_gpu, quick, image_size):
         model = spec.build().to(device).train()
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        optimizer = make_optimizer(model.parameters(), on_gpu, lr=0.01, momentum=0.9)
         scaler = make_scaler(torch) if (on_gpu and best == "fp16") else None
         peaks = []  # (batch, peak bytes) of the tries that ran
         probe = MemoryProbe(torch, device)

@@ -11,7 +11,13 @@ import sys
 import time
 import traceback
 
-from provision.agent.bench.common import Skip, cuda_available, effective_cores
+from provision.agent.bench.common import (
+    Skip,
+    busy_cores,
+    cuda_available,
+    effective_cores,
+    threads_for_cpu,
+)
 
 SCHEMA_VERSION = 1
 SECTIONS = (
@@ -124,6 +130,26 @@ def host_info(torch):
     return info
 
 
+def _fit_cpu_threads(torch, request):
+    """On a CPU-only host, use only the cores other work leaves free (request "threads" wins).
+    Returns a note for the result when the thread count was changed, else None."""
+    if torch is None or cuda_available(torch):
+        return None
+    if request.get("threads"):
+        torch.set_num_threads(int(request["threads"]))
+        return "threads=%d as requested" % int(request["threads"])
+    cores = effective_cores()
+    busy = busy_cores()
+    threads = threads_for_cpu(cores, busy)
+    if threads >= torch.get_num_threads():
+        return None
+    torch.set_num_threads(threads)
+    return (
+        "other work kept %.1f of %d cores busy when the bench started: torch runs %d thread(s), "
+        "so the figures are this host's share, not its whole CPU" % (busy, cores, threads)
+    )
+
+
 def run(request, ctx):
     """Agent entry point: request as in docs/bench.md -> the bench result document."""
     from provision.agent.bench.sampler import Sampler
@@ -136,6 +162,7 @@ def run(request, ctx):
         import torch
     except Exception:
         torch = None
+    threads_note = _fit_cpu_threads(torch, request)
     sampler = Sampler(float(request.get("sample_interval_s") or (0.5 if quick else 1.0)), torch)
     sampler.start()
     results = {}
@@ -166,6 +193,8 @@ def run(request, ctx):
         "host": host_info(torch),
         "sections": wanted,
     }
+    if threads_note:
+        out["host"]["threads_note"] = threads_note
     for name in SECTIONS:
         if name in results:
             out[name] = results[name]

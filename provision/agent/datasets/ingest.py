@@ -11,21 +11,24 @@ committed count on. If the partial moved further meanwhile (the previous agent c
 samples after the status call), the surplus at the head of the stream is read and dropped.
 """
 
+import collections
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import pkgutil
 import threading
 import time
 
-from provision.agent.datasets import lmdb_writer, reader, tarstream
+from provision.agent.datasets import framing, lmdb_writer, reader, tarstream
 from provision.agent.datasets.deps import MissingDependency, import_lmdb, lmdb_version, python_info
 from provision.agent.datasets.lmdb_writer import DiskFullError, StageError
 from provision.agent.datasets.manifest import Manifest
 from provision.agent.datasets.sources import open_source
 
 QUEUE_BYTES = 64 * 1024 * 1024
+RUN_BYTES = 4 * 1024 * 1024  # what the writer takes from the queue at a time
 PROGRESS_INTERVAL = 0.5
 DEFAULT_STALL = 120.0
 READER_MODULE = "provision_lmdb.py"
@@ -255,14 +258,16 @@ class Emitter(object):
 
 
 class BoundedQueue(object):
-    """FIFO bounded in bytes (one oversized item is let in alone)."""
+    """FIFO bounded in bytes (one oversized item is let in alone); the writer takes items in
+    runs (get_many), so the two threads meet once per run, not once per sample."""
 
     def __init__(self, limit=QUEUE_BYTES):
         self.limit = limit
-        self.items = []
+        self.items = collections.deque()
         self.size = 0
         self.cond = threading.Condition()
         self.closed = False
+        self.waiting = False  # the writer waits for items: wake it on the next put
 
     def put(self, item, nbytes):
         with self.cond:
@@ -272,20 +277,36 @@ class BoundedQueue(object):
                 raise StageError("writer stopped")
             self.items.append((item, nbytes))
             self.size += nbytes
-            self.cond.notify_all()
+            if self.waiting:
+                self.cond.notify_all()
 
-    def get(self, timeout):
+    def get_many(self, timeout, max_bytes=RUN_BYTES):
+        """([items], timed_out): every queued item up to about `max_bytes`, waiting up to
+        `timeout` seconds for the first."""
         with self.cond:
             deadline = time.monotonic() + timeout
             while not self.items:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return None, True
-                self.cond.wait(left)
-            item, nbytes = self.items.pop(0)
-            self.size -= nbytes
-            self.cond.notify_all()
-            return item, False
+                    return [], True
+                self.waiting = True
+                try:
+                    self.cond.wait(left)
+                finally:
+                    self.waiting = False
+            out = []
+            taken = 0
+            while self.items and (not out or taken < max_bytes):
+                item, nbytes = self.items.popleft()
+                out.append(item)
+                taken += nbytes
+            self.size -= taken
+            self.cond.notify_all()  # room for the reader
+            return out, False
+
+    def get(self, timeout):
+        items, timed_out = self.get_many(timeout, max_bytes=0)
+        return (items[0] if items else None), timed_out
 
     def close(self):
         with self.cond:
@@ -297,10 +318,12 @@ _DONE = ("done",)
 
 
 def _produce(items, queue):
-    """Reader thread: move (index, relpath, data) from the source into the queue."""
+    """Reader thread: (index, relpath, data) from the source into the queue, with the data's
+    sha256 (hashlib lets go of the GIL: the hashing overlaps with the writer's puts)."""
+    sha256 = hashlib.sha256
     try:
-        for item in items:
-            queue.put(item, len(item[2]))
+        for i, relpath, data in items:
+            queue.put((i, relpath, data, sha256(data).digest()), len(data))
         queue.put(_DONE, 0)
     except BaseException as exc:  # handed to the writer, which reports it after committing
         try:
@@ -309,8 +332,9 @@ def _produce(items, queue):
             pass
 
 
-def stream_items(stdin, manifest, first):
-    """(index, relpath, data) from the controller's tar stream, the first sample being `first`."""
+def stream_items(stdin, manifest, first, frames=None):
+    """(index, relpath, data) from the controller's tar stream, the first sample being `first`;
+    read through `frames` (a framing.FrameReader over stdin) when the stream is framed."""
     try:
         fcntl.fcntl(stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer wake-ups per MB
     except Exception:
@@ -318,7 +342,7 @@ def stream_items(stdin, manifest, first):
     i = first
     n = len(manifest)
     try:
-        for name, data in tarstream.read_members(stdin):
+        for name, data in tarstream.read_members(frames if frames is not None else stdin):
             if i >= n:
                 raise StageError("the stream holds more than the %d samples of the manifest" % n)
             if name != manifest.paths[i]:
@@ -328,7 +352,7 @@ def stream_items(stdin, manifest, first):
                 )
             yield i, name, data
             i += 1
-    except tarstream.StreamTruncated as exc:
+    except (tarstream.StreamTruncated, framing.FramesTruncated) as exc:
         raise StreamEnded("the stream ended at sample %d of %d (%s)" % (i, n, exc)) from None
 
 
@@ -345,23 +369,32 @@ def run_pipeline(queue, writer, manifest, progress, stall_timeout, skip_until=0)
     Items with an index below `skip_until` are already committed (a resume that overlapped the
     previous run's last commit) and are dropped.
     """
+    label = manifest.label
     try:
-        while True:
-            item, timed_out = queue.get(stall_timeout)
+        done = False
+        while not done:
+            items, timed_out = queue.get_many(stall_timeout)
             if timed_out:
                 raise StreamEnded(
                     "no data for %ds after sample %d of %d: the connection looks lost"
                     % (stall_timeout, writer.next_index, len(manifest))
                 )
-            if item is _DONE:
-                break
-            if item[0] == "error":
-                raise item[1]
-            i, relpath, data = item
-            if i < skip_until:
-                continue
-            writer.add(i, relpath, manifest.label(i), data)
-            progress.add(1, len(data))
+            run = []
+            failure = None
+            for item in items:
+                if item is _DONE:
+                    done = True
+                    break
+                if item[0] == "error":
+                    failure = item[1]
+                    break
+                if item[0] >= skip_until:
+                    run.append(item)
+            if run:
+                writer.add_many(run, label)
+                progress.add(len(run), sum(len(item[2]) for item in run))
+            if failure is not None:
+                raise failure
     finally:
         queue.close()
     if writer.next_index != len(manifest):
@@ -681,6 +714,7 @@ def status(request, ctx):
         "python": python_info(),
         "lmdb": lmdb_version(),
         "free_bytes": free_bytes(os.path.dirname(path)),
+        "codecs": framing.codecs(),
         "final": None,
         "partial": None,
         "up_to_date": False,
@@ -755,10 +789,13 @@ def _stage(request, emit, log, stdin):
             # "auto": this side picks the resume point and tells the controller, which waits
             # for that `ready` event before it streams (one round trip instead of two)
             auto = source.get("start") == "auto"
-            return build(
+            # framed: frames raw or zstd, the controller's choice per frame (framing.py); the
+            # codecs this host decodes go back in `ready` (or came from dataset_status)
+            frames = framing.FrameReader(stdin) if source.get("framed") else None
+            result = build(
                 path,
                 manifest,
-                lambda first: stream_items(stdin, manifest, first),
+                lambda first: stream_items(stdin, manifest, first, frames),
                 source.get("description") or "controller stream",
                 emit,
                 log,
@@ -767,8 +804,16 @@ def _stage(request, emit, log, stdin):
                 stall_timeout=stall,
                 start=None if auto else int(source.get("start") or 0),
                 commit=request.get("commit"),
-                on_ready=(lambda **f: emit(phase="ready", **f)) if auto else None,
+                on_ready=(
+                    (lambda **f: emit(phase="ready", codecs=framing.codecs(), **f))
+                    if auto
+                    else None
+                ),
             )
+            if frames is not None and frames.raw_bytes:
+                result["wire_bytes"] = frames.raw_bytes
+                result["stream_bytes"] = frames.decoded_bytes
+            return result
         if kind == "host":
             return _stage_host_path(path, source, emit, log, verify_, clean, stall)
         if kind == "url":

@@ -35,6 +35,7 @@ class Manifest(object):
         self.classes = list(classes or [])
         self.source = source
         self._fingerprint = None
+        self._estimates = {}  # start -> estimate_lmdb_bytes(start): asked 3 times per stage
 
     def __len__(self):
         return len(self.paths)
@@ -63,6 +64,8 @@ class Manifest(object):
 
     def estimate_lmdb_bytes(self, start=0):
         """Disk the LMDB file will take for samples start.. (an over-estimate, not a guess low)."""
+        if start in self._estimates:
+            return self._estimates[start]
         total = 0
         for i in range(start, len(self.sizes)):
             size = self.sizes[i]
@@ -71,7 +74,9 @@ class Manifest(object):
             else:
                 total += 2 * (size + _PER_SAMPLE_OVERHEAD)  # leaf pages half full, worst case
             total += 2 * (_INDEX_RECORD + len(self.paths[i].encode("utf-8")))
-        return int(total * 1.05) + 256 * 1024  # + meta pages, branch pages, the meta records
+        estimate = int(total * 1.05) + 256 * 1024  # + meta pages, branch pages, the meta records
+        self._estimates[start] = estimate
+        return estimate
 
     # -- wire format ------------------------------------------------------------------------
     def to_wire(self):

@@ -24,21 +24,41 @@ def _octal(value, width):
     return b"\x80" + value.to_bytes(width - 1, "big")
 
 
-def _ustar(name, size, mtime, typeflag):
+def _template(typeflag):
+    """A ustar header with every constant field filled and name, size, mtime left zero."""
     header = bytearray(BLOCK)
-    header[0:100] = name.ljust(100, b"\0")[:100]
     header[100:108] = b"0000644\0"
     header[108:116] = b"0000000\0"
     header[116:124] = b"0000000\0"
-    header[124:136] = _octal(size, 12)
-    header[136:148] = _octal(max(0, int(mtime)), 12)
-    header[148:156] = b"        "
     header[156:157] = typeflag
     header[257:265] = b"ustar\x0000"
     header[265:269] = b"root"
     header[297:301] = b"root"
-    header[148:156] = ("%06o\0 " % sum(header)).encode("ascii")
-    return bytes(header)
+    # the checksum counts its own field as 8 spaces
+    return bytes(header[:124]), bytes(header[156:]), sum(header) + 8 * 32
+
+
+_TEMPLATES = {t: _template(t) for t in (b"0", b"x")}
+
+
+def _ustar(name, size, mtime, typeflag):
+    # Built from a template: summing all 512 bytes per header cost ~15 us, most of the header
+    # time for 8,000 small files; only name, size and mtime vary.
+    head, tail, base = _TEMPLATES[typeflag]
+    name = name[:100]
+    size_f = _octal(size, 12)
+    mtime_f = _octal(max(0, int(mtime)), 12)
+    check = base + sum(name) + sum(size_f) + sum(mtime_f)
+    return b"".join(
+        (
+            name,
+            head[len(name) :],
+            size_f,
+            mtime_f,
+            ("%06o\0 " % check).encode("ascii"),
+            tail,
+        )
+    )
 
 
 def _pax_record(key, value):
@@ -117,6 +137,55 @@ class StreamTruncated(TarFormatError):
     kind = "stream_ended"
 
 
+def _header_sum(block):
+    """The ustar checksum of a header block: every byte, its own field as spaces.
+
+    Only the used fields are summed (zero bytes add nothing): the name up to its last non-NUL,
+    the numeric fields, the type and magic, owner names and the prefix up to its last non-NUL.
+    """
+    return (
+        sum(block[0:100].rstrip(b"\0"))
+        + sum(block[100:148])
+        + 256
+        + sum(block[156:265].rstrip(b"\0"))
+        + sum(block[265:345].rstrip(b"\0"))
+        + sum(block[345:512].rstrip(b"\0"))
+    )
+
+
+class _Reader(object):
+    """Reads a stream in large pieces and hands out exact slices: one read per ~1 MiB instead of
+    two or three per member. Uses read1 where the stream has it, so a pipe's data is handed on
+    as it arrives (read(n) would wait for all n bytes)."""
+
+    def __init__(self, stream, chunk=1 << 20):
+        self.read = getattr(stream, "read1", None) or stream.read
+        self.chunk = chunk
+        self.buf = b""
+        self.pos = 0
+
+    def take(self, n):
+        """Exactly n bytes, or fewer at the end of the stream."""
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos >= n:
+            self.pos = pos + n
+            return buf[pos : pos + n]
+        parts = [buf[pos:]]
+        got = len(buf) - pos
+        self.buf, self.pos = b"", 0
+        while True:
+            more = self.read(max(self.chunk, n - got))
+            if not more:
+                return b"".join(parts)
+            if got + len(more) >= n:
+                cut = n - got
+                parts.append(more[:cut])
+                self.buf, self.pos = more, cut
+                return b"".join(parts) if len(parts) > 1 or parts[0] else parts[-1]
+            parts.append(more)
+            got += len(more)
+
+
 def read_members(stream):
     """(name, data) for each regular file of a tar read sequentially from `stream`.
 
@@ -124,22 +193,25 @@ def read_members(stream):
     Ends normally at the end-of-archive blocks or at EOF on a header boundary.
     """
     pending = {}
+    take = _Reader(stream).take
     while True:
-        block = _read_exact(stream, BLOCK)
+        block = take(BLOCK)
         if not block or block == _ZERO:
             return
         if len(block) < BLOCK:
             raise StreamTruncated("the stream ended inside a tar header")
         stored = _number(block[148:156])
-        check = sum(block[:148]) + 256 + sum(block[156:])
+        check = _header_sum(block)
         if stored != check:
             raise TarFormatError("bad tar header checksum: the stream is not a tar or is corrupt")
         size = _number(block[124:136])
         typeflag = block[156:157]
-        body = _read_exact(stream, size) if size else b""
         pad = -size % BLOCK
-        if len(body) < size or (pad and len(_read_exact(stream, pad)) < pad):
+        body = take(size + pad) if size else b""
+        if len(body) < size + pad:
             raise StreamTruncated("the stream ended inside a member")
+        if pad:
+            body = body[:size]
         if typeflag == b"x":
             pending.update(_parse_pax(body))
             continue

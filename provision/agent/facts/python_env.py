@@ -118,21 +118,40 @@ def _version_in_name(name: str) -> Optional[str]:
 
 
 def conda(env: Dict[str, str], home: str) -> Dict[str, Any]:
-    base = conda_base(env, home)
-    envs = conda_envs(base, home)
+    """Every conda prefix found (the first is `base`), each env with its Python and torch.
+
+    Rental images ship torch in a conda env (AutoDL: /root/miniconda3), so the torch of each env
+    is read from its dist-info metadata (no import: a CUDA torch takes seconds to load)."""
+    prefixes = conda_prefixes(env, home)
+    base = prefixes[0] if prefixes else None
+    active = env.get("CONDA_PREFIX")
+    envs = conda_envs(base, home, extra=prefixes[1:] + ([active] if active else []))
+    for entry in envs:
+        entry["active"] = bool(active) and os.path.realpath(entry["path"]) == os.path.realpath(active)
+        executable = os.path.join(entry["path"], "bin", "python")
+        entry["executable"] = executable if os.access(executable, os.X_OK) else None
+        entry["torch"] = dist_version(site_packages(entry["path"]), "torch")
     channels = []
     for rc in (os.path.join(home, ".condarc"), os.path.join(base, ".condarc") if base else None):
         if rc:
             channels.extend(c for c in condarc_channels(read_text(rc) or "") if c not in channels)
     return {
         "base": base,
-        "active_env": env.get("CONDA_PREFIX"),
+        "prefixes": prefixes,
+        "active_env": active,
         "envs": envs,
         "channels": [mask_url(c) for c in channels],
     }
 
 
 def conda_base(env: Dict[str, str], home: str) -> Optional[str]:
+    found = conda_prefixes(env, home)
+    return found[0] if found else None
+
+
+def conda_prefixes(env: Dict[str, str], home: str) -> List[str]:
+    """conda installations (a `conda-meta/` folder beside `envs/` or `bin/conda`): the one
+    CONDA_EXE / PATH names first, then the usual places, each real folder once."""
     candidates = []
     if env.get("CONDA_EXE"):  # set by `conda init` shells: <base>/bin/conda
         candidates.append(os.path.dirname(os.path.dirname(env["CONDA_EXE"])))
@@ -140,20 +159,28 @@ def conda_base(env: Dict[str, str], home: str) -> Optional[str]:
     if found:
         candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(found))))
     candidates.extend(guess.replace("~", home, 1) for guess in CONDA_BASE_GUESSES)
+    found: List[str] = []
+    seen = set()
     for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if real in seen:
+            continue
         if os.path.isdir(os.path.join(candidate, "conda-meta")) and (
             os.path.isdir(os.path.join(candidate, "envs"))
             or os.path.exists(os.path.join(candidate, "bin", "conda"))
         ):
-            return candidate
-    return None
+            seen.add(real)
+            found.append(candidate)
+    return found
 
 
-def conda_envs(base: Optional[str], home: str) -> List[Dict[str, Any]]:
+def conda_envs(
+    base: Optional[str], home: str, extra: Optional[List[str]] = None
+) -> List[Dict[str, Any]]:
     paths: List[str] = []
-    if base:
-        paths.append(base)
-        paths.extend(list_dir(os.path.join(base, "envs")))
+    for prefix in ([base] if base else []) + list(extra or []):
+        paths.append(prefix)
+        paths.extend(list_dir(os.path.join(prefix, "envs")))
     paths.extend(list_dir(os.path.join(home, ".conda", "envs")))
     listed = read_text(os.path.join(home, ".conda", "environments.txt")) or ""
     paths.extend(line.strip() for line in listed.splitlines() if line.strip())
@@ -172,6 +199,42 @@ def conda_envs(base: Optional[str], home: str) -> List[Dict[str, Any]]:
             }
         )
     return result
+
+
+def site_packages(prefix: str) -> List[str]:
+    """<prefix>/lib/pythonX.Y/site-packages, plus the folders its .pth files add (a path line,
+    not an `import` line): where `import torch` would look, without starting that Python."""
+    found: List[str] = []
+    for lib in list_dir(os.path.join(prefix, "lib"), "python3"):
+        sp = os.path.join(lib, "site-packages")
+        if not os.path.isdir(sp):
+            continue
+        found.append(sp)
+        for pth in list_dir(sp, "", ".pth"):
+            for line in (read_text(pth) or "").splitlines():
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue
+                folder = os.path.normpath(os.path.join(sp, line))
+                if os.path.isdir(folder) and folder not in found:
+                    found.append(folder)
+    return found
+
+
+def dist_version(folders: List[str], project: str) -> Optional[Dict[str, str]]:
+    """{"version", "location"} of an installed distribution, from its dist-info METADATA."""
+    prefix = project.lower().replace("-", "_") + "-"
+    for folder in folders:
+        for info in list_dir(folder, "", ".dist-info"):
+            name = os.path.basename(info)
+            if not name.lower().startswith(prefix):
+                continue
+            for line in (read_text(os.path.join(info, "METADATA")) or "").splitlines():
+                if line.startswith("Version:"):
+                    return {"version": line.split(":", 1)[1].strip(), "location": folder}
+                if not line.strip():
+                    break
+    return None
 
 
 def conda_python_version(prefix: str) -> Optional[str]:

@@ -1,0 +1,122 @@
+"""What watching a job costs it: `provision train`'s sampler and instrumentation vs the same
+training loop run bare, on this machine (localhost: the same agent and supervisor a remote host
+runs).
+
+    python3 benchmarks/train_overhead.py                       # 3 rounds, 1 s sampling
+    python3 benchmarks/train_overhead.py --rounds 5 --steps 400 --interval 0.2
+
+Prints the median step time bare / sampled / sampled+instrumented (rounds interleaved, so
+drifting load hits all three alike), the overhead in % of step time, and the sampler's own CPU
+cost per sample measured in-process (what it takes from the job at any interval: ms per sample
+/ interval). Goal: under 2 % of step time. Needs torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+JOB = r'''
+import json, sys, time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+torch.set_num_threads(1)
+steps = int(sys.argv[1])
+data = TensorDataset(torch.randn(steps * 32, 256), torch.randint(0, 10, (steps * 32,)))
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+times = []
+last = None
+for x, y in DataLoader(data, batch_size=32, num_workers=0):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    now = time.perf_counter()
+    if last is not None:
+        times.append(now - last)
+    last = now
+times = times[len(times) // 10:]  # warm-up out
+print("RESULT " + json.dumps({"step_ms": 1000 * sorted(times)[len(times) // 2], "steps": len(times)}))
+'''
+
+
+def bare(job: Path, steps: int) -> float:
+    out = subprocess.run([sys.executable, str(job), str(steps)], capture_output=True, text=True, check=True).stdout
+    return _result(out)
+
+
+def _result(text: str) -> float:
+    line = next(l for l in text.splitlines() if l.startswith("RESULT "))
+    return float(json.loads(line[7:])["step_ms"])
+
+
+def watched(trainer, code: Path, steps: int, interval: float, instrument: bool) -> float:
+    from provision.train.launch import TrainSpec
+
+    spec = TrainSpec(command=["python", "job.py", str(steps)], code_dir=str(code), python=sys.executable,
+                     instrument=instrument, interval=interval)
+    run = trainer.follow_to_end(trainer.start(spec)["run"]["run_id"])
+    return _result(Path(run["log"]).read_text())
+
+
+def sample_cost(interval_samples: int = 200) -> float:
+    """CPU ms per RunSampler.sample() on a process group of one (this process)."""
+    from provision.agent.train.gpu import GpuProbe
+    from provision.agent.train.sampler import RunSampler
+
+    sampler = RunSampler(os.getpid(), os.getpgid(0), GpuProbe())
+    start = time.process_time()
+    for _ in range(interval_samples):
+        sampler.sample()
+    return 1000 * (time.process_time() - start) / interval_samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--interval", type=float, default=1.0)
+    args = parser.parse_args()
+    from provision.connection.local import LocalConnection
+    from provision.inventory.model import Host
+    from provision.train.launch import HostTrainer
+
+    with tempfile.TemporaryDirectory(prefix="train-overhead-") as tmp:
+        code = Path(tmp) / "code"
+        code.mkdir()
+        job = code / "job.py"
+        job.write_text(JOB)
+        (Path(tmp) / "data").mkdir()
+        host = Host("localhost", local=True, vars={"data_dir": str(Path(tmp) / "data")})
+        rows: dict[str, list[float]] = {"bare": [], "sampled": [], "sampled+instrumented": []}
+        with LocalConnection(host) as conn:
+            trainer = HostTrainer(conn)
+            for r in range(args.rounds):
+                rows["bare"].append(bare(job, args.steps))
+                rows["sampled"].append(watched(trainer, code, args.steps, args.interval, False))
+                rows["sampled+instrumented"].append(watched(trainer, code, args.steps, args.interval, True))
+                print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f} ms" for k, v in rows.items()), file=sys.stderr)
+        cost = sample_cost()
+    base = statistics.median(rows["bare"])
+    print(f"\n{os.cpu_count()} CPUs, {args.steps} steps per run, {args.rounds} rounds, sampling every {args.interval:g} s")
+    print(f"{'':24} {'median step ms':>15} {'vs bare':>9}")
+    for name, values in rows.items():
+        med = statistics.median(values)
+        print(f"{name:24} {med:15.3f} {100 * (med - base) / base:+8.2f}%")
+    print(f"sampler CPU per sample: {cost:.2f} ms -> {100 * cost / 1000 / args.interval:.2f}% of one core "
+          f"at a {args.interval:g} s interval")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,112 @@
+"""Which wheel files an index lists for some projects — runs on the HOST (Python 3.8+, stdlib only).
+
+The host's network is the one pip will use, so the question goes from there: the controller sends
+this file's text to `python3 -c` over the existing connection, the request as one JSON line on
+stdin (credentials included: never in argv), and reads one JSON line back. The controller also
+imports it for --offline and --relay, where this machine is the one that downloads.
+
+    request: {"targets": [{"url": U, "flat": false, "projects": ["torch"]}], "timeout": 5, "budget": 15}
+    answer:  [{"ok": true, "status": 200, "detail": "", "files": {"torch": ["torch-2.13.0+cpu-...whl"]}}]
+
+`flat` is a find-links page (one listing for all projects); otherwise a PEP 503/691 index, asked
+at URL/PROJECT/ (JSON preferred, HTML understood: only file names are taken from either). Every
+GET is bounded by `timeout`, the whole request by `budget`; a page is read up to 64 MiB.
+"""
+
+import base64
+import json
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
+    "text/html;q=0.1"
+)
+MAX_BYTES = 64 << 20
+MAX_FILES = 20000
+
+
+def wheel_names(body, project):
+    """Wheel file names of `project` in a page (HTML anchors, PEP 691 JSON or a flat listing)."""
+    name = re.sub(r"[-_.]+", "[-_.]", re.escape(project.lower()).replace("\\", ""))
+    pattern = re.compile(
+        r"(?<![A-Za-z0-9_.+!-])(" + name + r"-[A-Za-z0-9_.+!-]+?\.whl)(?![A-Za-z0-9_])", re.I
+    )
+    seen = []
+    for found in pattern.findall(unquote(body)):
+        if found not in seen:
+            seen.append(found)
+        if len(seen) >= MAX_FILES:
+            break
+    return seen
+
+
+def _request(url):
+    """A Request for `url`, credentials moved from the URL into a Basic header."""
+    parts = urlsplit(url)
+    headers = {"Accept": ACCEPT, "User-Agent": "provision-index-list"}
+    if "@" in parts.netloc:
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        token = base64.b64encode((unquote(user) + ":" + unquote(password)).encode()).decode()
+        headers["Authorization"] = "Basic " + token
+        url = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    return urllib.request.Request(url, headers=headers)
+
+
+def _get(url, timeout):
+    """(status, body); a 404 is an answer (the index lacks it), other failures raise."""
+    try:
+        with urllib.request.urlopen(_request(url), timeout=timeout) as r:
+            return r.status, r.read(MAX_BYTES).decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return 404, ""
+        raise
+
+
+def list_target(target, deadline, timeout):
+    out = {"ok": False, "status": None, "detail": "", "files": {}}
+    url = target["url"]
+    pages = (
+        [(None, url)]
+        if target.get("flat")
+        else [(p, url.rstrip("/") + "/" + p.lower() + "/") for p in target["projects"]]
+    )
+    try:
+        for project, page in pages:
+            left = deadline - time.time()
+            if left <= 0.2:
+                out["detail"] = "not asked (the time budget was spent)"
+                return out
+            status, body = _get(page, min(timeout, left))
+            if target.get("flat") and status == 404:
+                out["status"], out["detail"] = 404, "HTTP 404: no such listing"
+                return out
+            out["status"] = status
+            for p in [project] if project else target["projects"]:
+                out["files"][p] = wheel_names(body, p)
+        out["ok"] = True
+    except Exception as e:  # the index's failure is the answer; keep it short
+        text = str(getattr(e, "reason", "") or e)
+        out["detail"] = (type(e).__name__ + ": " + text)[:200]
+    return out
+
+
+def list_all(request):
+    deadline = time.time() + float(request.get("budget") or 15)
+    timeout = float(request.get("timeout") or 5)
+    return [list_target(t, deadline, timeout) for t in request.get("targets") or []]
+
+
+def main():
+    request = json.loads(sys.stdin.readline())
+    sys.stdout.write(json.dumps(list_all(request)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

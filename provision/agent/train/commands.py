@@ -1,0 +1,212 @@
+"""The agent commands of `provision train` (registered in provision/agent/protocol.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from provision.agent.train import codesync, idle, procs, rundir, supervisor
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List
+
+FOLLOW_MAX_S = 600.0  # one follow call; the controller calls again while the run goes on
+FOLLOW_POLL_S = 0.25
+AGENT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _data_dir(request: Dict[str, Any]) -> str:
+    data_dir = request.get("data_dir")
+    if not data_dir:
+        raise ValueError("request lacks data_dir")
+    return os.path.expanduser(str(data_dir))
+
+
+def _run_dir(request: Dict[str, Any]) -> str:
+    path = rundir.run_dir(_data_dir(request), str(request.get("run_id")))
+    if not os.path.isdir(path):
+        known = [r.get("run_id") for r in rundir.list_runs(_data_dir(request))][-5:]
+        raise LookupError("no run %r under %s (latest: %s)" % (
+            request.get("run_id"), rundir.runs_root(_data_dir(request)), ", ".join(map(str, known)) or "none"))
+    return path
+
+
+def code_plan(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    """What the code folder already holds: path -> sha256."""
+    dest = os.path.expanduser(str(request["dest"]))
+    return {"dest": dest, "have": codesync.have(dest)}
+
+
+def start(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    """Sync the code from the payload, make the run dir, start the detached supervisor."""
+    data_dir = _data_dir(request)
+    run_id = rundir.check_run_id(str(request["run_id"]))
+    directory = rundir.run_dir(data_dir, run_id)
+    command = [str(a) for a in request.get("command") or []]
+    if not command:
+        raise ValueError("no command to run (give it after --)")
+    python = request.get("python")
+    if python and not os.access(os.path.expanduser(str(python)), os.X_OK):
+        raise ValueError("interpreter %s is not an executable file on this host (--python)" % python)
+    os.makedirs(directory)  # a run id is never reused
+    sync = None
+    code = request.get("code")
+    if code:
+        dest = os.path.expanduser(str(code["dest"]))
+        sync = codesync.apply(dest, ctx.stdin, code["files"], code.get("executable") or [])
+        workdir = request.get("workdir")
+        if not workdir:
+            workdir = os.path.join(directory, "code")
+            codesync.copy_code(dest, workdir)
+    else:
+        workdir = request.get("workdir") or os.path.expanduser("~")
+    workdir = os.path.expanduser(str(workdir))
+    if not os.path.isdir(workdir):
+        raise ValueError("workdir %s does not exist on this host" % workdir)
+    state = {
+        "run_id": run_id, "state": "starting", "created": time.time(), "command": command,
+        "workdir": workdir, "log": os.path.join(directory, rundir.LOG), "python": python,
+        "instrument": bool(request.get("instrument", True)), "interval": float(request.get("interval") or 1.0),
+        "data_dir": data_dir, "stop_when_idle": request.get("stop_when_idle"),
+        "stop_command": request.get("stop_command"), "exit_code": None, "pgid": None,
+        "rank": request.get("rank", 0), "world_size": request.get("world_size", 1),
+        "hosts": request.get("hosts") or [], "label": request.get("label"),
+    }
+    rundir.write_json_atomic(os.path.join(directory, rundir.STATE), state)
+    env = request.get("env") or {}
+    # secrets too: the request came over stdin; 0600 from creation, removed by the supervisor
+    rundir.write_json_atomic(os.path.join(directory, rundir.ENV_FILE), env, mode=0o600)
+    open(os.path.join(directory, rundir.LOG), "ab").close()
+    pid = supervisor.spawn(sys.executable, AGENT_DIR, "run", directory)
+    rundir.update_state(directory, pid=pid)
+    deadline = time.time() + 15.0  # until the command runs (or failed to start)
+    while time.time() < deadline:
+        current = rundir.read_state(directory) or {}
+        if current.get("state") != "starting":
+            break
+        if not rundir.pid_alive(pid):
+            break
+        time.sleep(0.05)
+    current = rundir.current_state(directory) or state
+    return {"run": _public(current), "sync": sync, "run_dir": directory}
+
+
+def _public(state: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(state)
+    now = time.time()
+    out["age_s"] = round(now - float(state.get("created") or now), 1)
+    if state.get("seconds") is None and state.get("started"):
+        out["seconds"] = round((state.get("ended") or now) - state["started"], 3)
+    out.pop("stop_command", None)
+    return out
+
+
+def list_(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    data_dir = _data_dir(request)
+    return {"runs": [_public(s) for s in rundir.list_runs(data_dir)], "root": rundir.runs_root(data_dir)}
+
+
+def status(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    directory = _run_dir(request)
+    state = rundir.current_state(directory) or {}
+    return {"run": _public(state), "tail": rundir.tail_lines(os.path.join(directory, rundir.LOG),
+                                                             int(request.get("lines", 20)))}
+
+
+def follow(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    """Log lines from `offset` as progress events until the run ends (or FOLLOW_MAX_S)."""
+    directory = _run_dir(request)
+    path = os.path.join(directory, rundir.LOG)
+    offset = int(request.get("offset") or 0)
+    limit = min(float(request.get("max_seconds") or FOLLOW_MAX_S), FOLLOW_MAX_S)
+    deadline = time.time() + limit
+    pending = b""
+    ended = False
+    while True:
+        state = rundir.current_state(directory) or {}
+        done = state.get("state") in rundir.ENDED
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(1 << 20)
+        except OSError:
+            data = b""
+        if data:
+            offset += len(data)
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            if lines:
+                ctx.progress(lines=[l.decode("utf-8", "replace") for l in lines], offset=offset - len(pending))
+            if len(data) == 1 << 20:
+                continue
+        if done:
+            if pending:
+                ctx.progress(lines=[pending.decode("utf-8", "replace")], offset=offset)
+                pending = b""
+            ended = True
+            break
+        if time.time() >= deadline:
+            break
+        time.sleep(FOLLOW_POLL_S)
+    return {"run": _public(rundir.current_state(directory) or {}), "offset": offset - len(pending),
+            "ended": ended}
+
+
+def stop(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    directory = _run_dir(request)
+    state = rundir.current_state(directory) or {}
+    if state.get("state") in rundir.ENDED:
+        return {"run": _public(state), "already": True, "ended": {"terminated": [], "killed": [], "left": []}}
+    open(os.path.join(directory, rundir.STOP_MARK), "w").close()
+    exclude = (int(state["pid"]),) if state.get("pid") else ()
+    result = procs.end_processes(state.get("pgid"), str(state["run_id"]), float(request.get("grace", 10)), exclude)
+    deadline = time.time() + 15.0  # the supervisor records the end
+    while time.time() < deadline:
+        current = rundir.current_state(directory) or {}
+        if current.get("state") in rundir.ENDED:
+            break
+        time.sleep(0.1)
+    return {"run": _public(rundir.current_state(directory) or {}), "already": False, "ended": result}
+
+
+def summary(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    from provision.agent.train.summary import summarize
+
+    directory = _run_dir(request)
+    out = summarize(directory, points=int(request.get("points", 120)))
+    out["run"] = _public(out["run"])
+    out["tail"] = rundir.tail_lines(os.path.join(directory, rundir.LOG), int(request.get("lines", 20)))
+    return out
+
+
+def idle_watch(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    """Start (replacing any), cancel or show the host's idle watcher."""
+    data_dir = _data_dir(request)
+    directory = idle.idle_dir(data_dir)
+    os.makedirs(directory, exist_ok=True)
+    current = rundir.read_state(directory) or {}
+    running = rundir.pid_alive(current.get("pid")) and current.get("status") == "watching"
+    action = request.get("action", "start")
+    if action == "status":
+        return {"watcher": current, "running": running}
+    if running:
+        open(os.path.join(directory, idle.CANCEL), "w").close()
+        deadline = time.time() + 10.0
+        while rundir.pid_alive(current.get("pid")) and time.time() < deadline:
+            time.sleep(0.05)
+    if action == "cancel":
+        return {"watcher": rundir.read_state(directory) or {}, "cancelled": running}
+    try:
+        os.unlink(os.path.join(directory, idle.CANCEL))
+    except OSError:
+        pass
+    if not request.get("stop_command"):
+        raise ValueError("no stop_command: set the host's stop_command var")
+    state = {"data_dir": data_dir, "duration": float(request["duration"]),
+             "stop_command": request["stop_command"], "status": "starting", "created": time.time()}
+    rundir.write_json_atomic(os.path.join(directory, rundir.STATE), state)
+    pid = supervisor.spawn(sys.executable, AGENT_DIR, "idle", directory)
+    rundir.update_state(directory, pid=pid)
+    return {"watcher": dict(state, pid=pid, stop_command=None), "running": True, "log": os.path.join(directory, rundir.SUPERVISOR_LOG)}

@@ -1,0 +1,45 @@
+"""`provision attach HOST RUN`: follow a run again (after --detach, a closed laptop, a killed
+`provision`): its last lines, then live until it ends, then findings and the report."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from provision.cli.common import console
+from provision.cli.train import follow_and_finish, on_hosts, report_entries
+from provision.train.launch import HostTrainer
+from provision.train.live import RunView
+
+describe = "follow a training run again until it ends, then diagnose and report it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="HOST")
+    parser.add_argument("run_id", metavar="RUN")
+    parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
+    parser.add_argument("--no-live", action="store_true", help="plain prefixed log lines, no live table")
+
+
+def run(args: argparse.Namespace) -> int:
+    view = RunView(console, live=False if (args.no_live or args.json) else None)
+
+    def work(trainer: HostTrainer) -> dict[str, Any]:
+        status = trainer.status(args.run_id, lines=20)
+        run_state = status["run"]
+        console.print(f"{trainer.host}: run {args.run_id} is {run_state.get('state')}")
+        view.lines(trainer.host, status["tail"])
+        # from the end of the log: the tail is shown, the rest comes live
+        size = _log_size(trainer, run_state)
+        return follow_and_finish(trainer, run_state, view, args.out, offset=size)
+
+    with view:
+        outcomes = on_hosts(args, [args.target], work)
+    return report_entries({}, outcomes, args.json)
+
+
+def _log_size(trainer: HostTrainer, run_state: dict[str, Any]) -> int:
+    from provision.shell import sh
+
+    result = trainer.connection.run(sh("wc -c < {log}", log=str(run_state.get("log"))), timeout=30)
+    return int(result.stdout.strip() or 0) if result.ok and result.stdout.strip().isdigit() else 0

@@ -1,0 +1,38 @@
+"""`provision stop HOST RUN`: end a run: its whole process group (and any process that left it
+but carries the run's id), SIGTERM then SIGKILL after --grace seconds."""
+
+from __future__ import annotations
+
+import argparse
+
+from provision.cli.common import console, emit_json, exit_code_for
+from provision.cli.train import on_hosts, print_failures
+
+describe = "stop a training run on a host (every process of it)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="HOST")
+    parser.add_argument("run_id", metavar="RUN")
+    parser.add_argument("--grace", type=float, default=10.0, metavar="S",
+                        help="seconds between SIGTERM and SIGKILL (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    outcomes = on_hosts(args, [args.target], lambda t: t.stop(args.run_id, args.grace))
+    if args.json:
+        emit_json({"hosts": {n: ({"run_id": o.value["run"].get("run_id"), "state": o.value["run"].get("state"),
+                                  "exit_code": o.value["run"].get("exit_code"), "already_ended": o.value["already"],
+                                  **o.value["ended"]} if o.ok else {"error": o.message})
+                             for n, o in outcomes.items()}})
+    else:
+        for name, o in outcomes.items():
+            if o.ok:
+                e = o.value["ended"]
+                what = "had already ended" if o.value["already"] else \
+                    f"stopped ({len(e['terminated'])} process(es) sent SIGTERM, {len(e['killed'])} SIGKILL)"
+                console.print(f"{name}: run {args.run_id} {what}; state {o.value['run'].get('state')}")
+                if e.get("left"):
+                    console.print(f"[bold red]{name}: still running: {e['left']}[/]")
+    print_failures(outcomes)
+    return exit_code_for(outcomes)

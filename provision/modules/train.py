@@ -1,0 +1,97 @@
+"""`train`: run a training command on the host detached (docs/train.md), as `provision train`.
+
+    - name: train
+      train:
+        command: [python, train.py, --epochs, "3"]
+        dir: code/                 # controller folder shipped (.gitignore honoured); omit: no code
+        python: "{{ torch.python }}"   # default: the managed env's python
+        env: {WANDB_MODE: offline}
+        detach: false              # true: start and go on; the run survives the play
+        stop_when_idle: 30m        # needs the host's stop_command var
+        out: reports/              # write the report (JSON/Markdown/HTML) there
+      register: job
+
+`job.run` is the entry `provision train --json` prints for the host (run_id, state, exit_code,
+seconds, workdir, log, profile, findings, report); a failed run fails the task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
+
+
+@register
+class Train(Module):
+    name = "train"
+    args = {
+        "command": Arg("list", required=True, aliases=("cmd",)),
+        "dir": Arg("str"),
+        "workdir": Arg("str"),
+        "python": Arg("str"),
+        "env": Arg("dict", default={}),
+        "detach": Arg("bool", default=False),
+        "instrument": Arg("bool", default=True),
+        "sample_interval": Arg("float", default=1.0),
+        "stop_when_idle": Arg("str"),
+        "run_id": Arg("str"),
+        "out": Arg("str"),
+        "max_code_size_mb": Arg("float", default=256.0),
+    }
+    supports_check_mode = False  # starting a job is the whole point: skipped in --check
+
+    def run(self, ctx: TaskContext) -> ModuleResult:
+        from provision.errors import AgentError, ConfigError
+        from provision.train.launch import HostTrainer, TrainSpec, new_run_id
+        from provision.train.options import parse_duration, stop_command_hint
+        from provision.train.report import run_entry
+
+        a = ctx.args
+        code_dir = None
+        if a.get("dir"):
+            code_dir = str(ctx.find_file(str(a["dir"]), "files"))
+        try:
+            spec = TrainSpec(
+                command=[str(c) for c in a["command"]], code_dir=code_dir, workdir=a.get("workdir"),
+                python=a.get("python"), env={str(k): str(v) for k, v in (a.get("env") or {}).items()},
+                instrument=a["instrument"], interval=float(a["sample_interval"]),
+                stop_when_idle=parse_duration(a["stop_when_idle"], "stop_when_idle") if a.get("stop_when_idle") else None,
+                max_code_bytes=int(float(a["max_code_size_mb"]) * 1e6),
+                run_id=a.get("run_id") or new_run_id(), hosts=[ctx.host.name],
+            )
+            trainer = HostTrainer(ctx.connection, ctx.agent, dict(ctx.facts) if ctx.facts.get("data_dir") else None)
+            if spec.stop_when_idle is not None:
+                spec.stop_command = str(ctx.vars.get("stop_command") or ctx.host.vars.get("stop_command") or "")
+                if not spec.stop_command:
+                    raise ModuleFailure(stop_command_hint(ctx.host.name, trainer.facts))
+            started = trainer.start(spec)
+            run = started["run"]
+            if ctx.on_progress:
+                ctx.on_progress(f"train {run['run_id']} {run['state']}")
+            if a["detach"]:
+                entry = run_entry(run, None, [], None)
+                return ModuleResult(changed=True, msg=f"run {run['run_id']} started in {run['workdir']}",
+                                    data={"run": entry})
+            final = trainer.follow_to_end(run["run_id"])
+            entry = self._finish(trainer, final, a.get("out"))
+        except (AgentError, ConfigError) as exc:
+            raise ModuleFailure(f"train: {exc}") from None
+        failed = entry["state"] != "finished"
+        msg = f"run {entry['run_id']} {entry['state']} (exit code {entry['exit_code']})"
+        return ModuleResult(changed=True, failed=failed, msg=msg, rc=entry["exit_code"], data={"run": entry})
+
+    def _finish(self, trainer: Any, final: dict[str, Any], out: str | None) -> dict[str, Any]:
+        from provision.train.diagnosis import diagnose_run
+        from provision.train.report import build_document, run_entry, write
+
+        summary = trainer.summary(final["run_id"])
+        findings = diagnose_run(summary, trainer.facts, None)
+        paths = None
+        if out:
+            from provision.report import history
+
+            doc = build_document(trainer.host, summary["run"], summary, findings, trainer.facts)
+            paths = write(doc, out)
+            history.record(doc)
+        return run_entry(summary["run"], summary, findings, paths)

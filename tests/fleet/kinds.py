@@ -1,0 +1,173 @@
+"""Fleet host kinds that look like rented servers (issue 9), set up on a host before its sshd starts.
+
+A host's kind is a set of traits; `Fleet(3, kinds=["noisy", {"conda", "noisy"}, "bullseye"])`:
+
+- ``noisy``     ~/.bashrc and ~/.profile print a banner to stdout and a warning to stderr on every
+                command (bash, the login shell, sources ~/.bashrc for ssh commands), as rental
+                images with conda-init notes and MOTDs do.
+- ``gateway``   sshd on a high port of an address shared with the fleet's other gateway hosts
+                (AutoDL's model: one region address, a port per instance), each its own host key.
+- ``sudo``      login user ``ubuntu`` with passwordless sudo; user ``ops`` (same key) whose sudo
+                needs a password (FleetHost.sudo_passwords).
+- ``behind-jump`` no route from the controller: its own link to the fleet's jump host
+                (Fleet.jump, which authorizes only its own key, Fleet.jump_key_file).
+- ``conda``     /root/miniconda3 (conda-meta/, envs/bare) whose python imports this machine's
+                torch; ~/.bashrc puts its bin first on PATH (what `conda init` does); the system
+                /usr/bin/python3 has no torch.
+- ``nopython``  no python3 anywhere on PATH (an overlay hides /usr/bin/python3*).
+- ``bullseye``  its own root filesystem: Debian 11 from debootstrap (Python 3.9, glibc 2.31),
+                sshd chrooted into it. Built once into ROOTFS_CACHE.
+
+Every fleet also has a passphrase-protected key (Fleet.passphrase_key_file, its passphrase in
+Fleet.key_passphrase) authorized for every login on every host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+KINDS = frozenset({"plain", "noisy", "gateway", "sudo", "behind-jump", "conda", "nopython", "bullseye"})
+# What every noisy command prints before its own output (tests assert it never reaches results).
+NOISE_OUT = "Welcome to rental-cloud! GPU instance ready. conda base activated."
+NOISE_ERR = "bash: warning: setlocale: LC_ALL: cannot change locale (zh_CN.UTF-8)"
+SUDO_NOPASSWD_USER = "ubuntu"
+SUDO_PASSWORD_USER = "ops"
+CONDA_PREFIX = "/root/miniconda3"
+GATEWAY_FIRST_PORT = 41001
+
+ROOTFS_CACHE = Path(os.environ.get("PROVISION_TEST_CACHE", "/var/cache/provision-tests"))
+BULLSEYE_PACKAGES = ("openssh-server", "python3", "python3-venv", "sudo", "procps", "iproute2")
+
+
+def parse_kinds(kinds: str | Iterable[str | Iterable[str]] | None, size: int) -> list[frozenset[str]]:
+    """One trait set per host: a string or set applies to all hosts, a list gives one per host."""
+    if kinds is None:
+        return [frozenset()] * size
+    if isinstance(kinds, str):
+        per_host: list = [kinds] * size
+    else:
+        per_host = list(kinds)
+        if per_host and all(isinstance(k, str) for k in per_host) and len(per_host) != size:
+            raise ValueError(f"kinds: {len(per_host)} given for {size} hosts (give one per host)")
+    if len(per_host) != size:
+        raise ValueError(f"kinds: {len(per_host)} given for {size} hosts (give one per host)")
+    out = []
+    for k in per_host:
+        traits = frozenset([k] if isinstance(k, str) else k) - {"plain"}
+        unknown = traits - KINDS
+        if unknown:
+            raise ValueError(f"unknown fleet host kind(s) {sorted(unknown)}; known: {sorted(KINDS)}")
+        if "bullseye" in traits and traits & {"conda", "gateway", "behind-jump"}:
+            raise ValueError("bullseye hosts can't be combined with conda, gateway or behind-jump")
+        if "gateway" in traits and "behind-jump" in traits:
+            raise ValueError("a host is either behind the gateway address or behind the jump host")
+        out.append(traits)
+    return out
+
+
+# -- the bullseye root filesystem ---------------------------------------------------------------
+
+
+def debian_mirror() -> str:
+    """The Debian mirror apt uses on this machine (deb822 or one-line sources)."""
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for src in sources:
+        try:
+            text = src.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            words = line.split()
+            if words[:1] == ["URIs:"] and len(words) > 1 and "security" not in words[1]:
+                return words[1]
+            if words[:1] == ["deb"]:
+                urls = [w for w in words[1:] if "://" in w]
+                if urls and "security" not in urls[0]:
+                    return urls[0]
+    return "http://deb.debian.org/debian"
+
+
+def bullseye_rootfs_path() -> Path:
+    key = hashlib.sha256(",".join(BULLSEYE_PACKAGES).encode()).hexdigest()[:10]
+    return ROOTFS_CACHE / f"bullseye-rootfs-{key}"
+
+
+def bullseye_rootfs(*, build: bool = True, timeout: float = 1500) -> Path:
+    """The cached Debian 11 root filesystem; built (as root, with debootstrap) when missing.
+    Keyed by the package list; a half-built one is never used (built aside, then renamed)."""
+    final = bullseye_rootfs_path()
+    if (final / "usr/bin/python3").exists():
+        return final
+    if not build:
+        raise FileNotFoundError(f"{final} is not built (run scripts/test.sh as root)")
+    if shutil.which("debootstrap") is None:
+        raise FileNotFoundError("debootstrap is not installed (apt-get install debootstrap)")
+    ROOTFS_CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(final.name + f".build-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(BULLSEYE_PACKAGES)}",
+           "bullseye", str(tmp), debian_mirror()]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n" + "\n".join(tail))
+    (tmp / "fleet").mkdir(exist_ok=True)  # where a host's sshd config and keys are mounted
+    try:
+        tmp.rename(final)
+    except OSError:  # another run finished first: theirs is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+# -- per-host setup (runs inside the host's namespaces, before sshd) ---------------------------
+
+
+def noisy_rc() -> str:
+    return f'echo "{NOISE_OUT}"\necho "{NOISE_ERR}" >&2\n'
+
+
+def conda_script(python: str, torch_site: str) -> str:
+    """Shell that builds the conda-style prefix from `python` (this machine's interpreter that
+    has torch). `--copies`: the prefix's python works where /usr/bin/python3 is hidden
+    (nopython); the .pth gives it this machine's torch, as conda's site-packages would."""
+    lines = [
+        "set -e",
+        f"{python} -m venv --without-pip --copies {CONDA_PREFIX}",
+        f"{python} -m venv --without-pip --copies {CONDA_PREFIX}/envs/bare",
+        f"mkdir -p {CONDA_PREFIX}/conda-meta {CONDA_PREFIX}/envs/bare/conda-meta",
+        f"echo '{{}}' > {CONDA_PREFIX}/conda-meta/history",
+        f"cd {CONDA_PREFIX}/bin && for n in python3 python; do [ -e $n ] || ln -s python3.* $n; done",
+        f"for d in {CONDA_PREFIX}/lib/python3*/site-packages; do echo {torch_site} > $d/zz-torch.pth; done",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def torch_prefix() -> tuple[str, str]:
+    """(interpreter, site-packages dir holding torch) of this machine's Python that has torch,
+    found without importing it. The conda kind needs a real torch."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        raise RuntimeError(f"the conda fleet kind needs torch importable by {sys.executable}")
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    return os.path.realpath(sys.executable), site
+
+
+def hidden_by_host(path: str) -> bool:
+    """Paths under /root, /home, /tmp, /run: each host mounts its own there."""
+    return any(path == top or path.startswith(top + "/") for top in ("/root", "/home", "/tmp", "/run"))
+
+
+def sudoers_lines() -> str:
+    return (
+        f"{SUDO_NOPASSWD_USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"
+        f"{SUDO_PASSWORD_USER} ALL=(ALL:ALL) ALL\n"
+    )

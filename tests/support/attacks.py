@@ -1,0 +1,155 @@
+"""Hostile values and the places they are fed to (tests/unit/test_attacks.py on LocalConnection,
+tests/fleet/test_attacks.py on an SSH host).
+
+Every payload, if it ever ran as shell code, would create the file named by `$PV_CANARY` (an
+environment variable every attacked task has). Treated as data it is just text. The tests check
+that the canary never appears.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.support.hostile_names import HOSTILE_NAMES
+
+CANARY_VAR = "PV_CANARY"
+_T = 'touch "$PV_CANARY"'
+
+# Code that runs if a value is pasted into shell text, in each quoting context it could land in.
+PAYLOADS = [
+    f"$({_T})",
+    f"`{_T}`",
+    f"; {_T}; ",
+    f"\n{_T}\n",
+    f"' ; {_T}; '",
+    f'" ; {_T}; "',
+    f"'\"$({_T})\"'",
+    f"| {_T}",
+    f"&& {_T} #",
+    f"& {_T} &",
+    f"\nEOF\n{_T}\nEOF\n",  # ends a here-document delimited by EOF
+    f"EOF\n{_T}",
+    f"\\\n{_T}",
+    f"${{x:-$({_T})}}",
+    f"-o /dev/null; {_T}",
+    f"--help; {_T}",
+    f"\r\n{_T}\r\n",
+    f"}}; {_T}; {{",
+    f"$(({_T}))",
+    f"<({_T})",
+    f"%s; {_T}",  # validate's %s
+]
+
+# The hand-written corpus: each payload alone, wrapped, and a few that combine many.
+CORPUS: list[str] = [
+    *PAYLOADS,
+    *(f"name{p}tail" for p in PAYLOADS[:6]),
+    "".join(PAYLOADS),
+    "-" + "".join(reversed(PAYLOADS)),
+    "中文 ünï\u202ecode " + PAYLOADS[0],
+    "EOF",
+    *HOSTILE_NAMES,
+    "x" * 60_000 + PAYLOADS[0],  # huge, still under the kernel's one-argument limit
+]
+
+# Fewer, longer values: each carries every payload, for the slower per-module sweep.
+CORPUS_COMBINED: list[str] = [
+    "".join(PAYLOADS),
+    "-" + "".join(reversed(PAYLOADS)),
+    "EOF",
+    "中文 ünï\u202ecode " + PAYLOADS[0],
+    *HOSTILE_NAMES[:4],
+    CORPUS[-1],
+]
+
+_ALPHABET = st.characters(codec="utf-8", exclude_characters="\x00")
+
+
+def hostile_text(max_size: int = 40) -> st.SearchStrategy[str]:
+    """Random text with a payload spliced in somewhere (no NUL: see `nul_text`)."""
+    noise = st.text(_ALPHABET, max_size=max_size)
+    return st.one_of(
+        st.tuples(noise, st.sampled_from(PAYLOADS), noise).map("".join),
+        st.lists(st.sampled_from(PAYLOADS + ["EOF", "'", '"', "\\", "\n", "-", " "]), max_size=6).map(
+            "".join
+        ),
+        noise,
+    )
+
+
+def nul_text() -> st.SearchStrategy[str]:
+    return st.tuples(st.text(_ALPHABET, max_size=8), st.text(_ALPHABET, max_size=8)).map(
+        lambda p: p[0] + "\x00" + p[1] + PAYLOADS[0]
+    )
+
+
+def path_safe(value: str) -> str:
+    """A hostile value usable as ONE path component under a temp dir (no `/`, not `.`/`..`)."""
+    value = value.replace("/", "_")[:200]
+    return value if value not in ("", ".", "..") else value + "_x"
+
+
+# Shell text around a `{{ v }}`: bare, "…", '…', $( ), backticks, here-documents, comments.
+SHELL_CONTEXTS = [
+    "printf '%s|' {{ v }}",
+    "printf '%s|' \"{{ v }}\"",
+    "printf '%s|' '{{ v }}'",
+    "printf '%s|' \"a$(printf %s {{ v }})b\"",
+    "printf '%s|' `printf %s {{ v }}`",
+    "cat <<'EOF'\n{{ v }}\nEOF",
+    "cat <<EOF\n{{ v }}\nEOF",
+    "cat <<-'EOF'\n\t{{ v }}\n\tEOF\nprintf after",
+    "true # {{ v }}\nprintf done",
+    "x={{ v }}; printf '%s|' \"$x\"",
+    "case {{ v }} in *) printf matched ;; esac",
+]
+
+# For these the output is known exactly: the value round-trips as data.
+EXACT_OUTPUT = {
+    "printf '%s|' \"{{ v }}\"": lambda v: v + "|",
+    "printf '%s|' '{{ v }}'": lambda v: v + "|",
+    "cat <<'EOF'\n{{ v }}\nEOF": lambda v: v + "\n",
+    "cat <<EOF\n{{ v }}\nEOF": lambda v: v + "\n",
+    "x={{ v }}; printf '%s|' \"$x\"": lambda v: v + "|",
+}
+
+
+def module_cases(tmp: str, value: str) -> list[tuple[str, dict[str, Any]]]:
+    """(module, args) for every module argument that reaches a shell, `value` in one of them.
+    Strings in shell arguments (`cmd`, `validate`) refer to the value as `{{ v }}`; paths keep
+    the value as one component under `tmp`, so nothing is written anywhere else."""
+    p = f"{tmp}/{path_safe(value)}"
+    url = "http://127.0.0.1:9/"  # the discard port: refused at once, nothing leaves the machine
+    return [
+        ("command", {"cmd": "printf %s {{ v }}"}),
+        ("command", {"argv": ["printf", "%s", value]}),
+        ("command", {"cmd": "true", "chdir": p}),
+        ("command", {"cmd": "true", "creates": value}),
+        ("command", {"cmd": "true", "removes": value}),
+        ("command", {"cmd": "cat", "stdin": value}),
+        ("shell", {"cmd": "printf %s {{ v }}", "chdir": p}),
+        ("shell", {"cmd": "printf %s {{ v }}", "executable": value}),
+        ("shell", {"cmd": "printf %s \"{{ v }}\" '{{ v }}' {{ v | quote }}", "creates": value}),
+        ("copy", {"content": value, "dest": f"{tmp}/copied", "owner": value}),
+        ("copy", {"content": "x", "dest": p, "group": value}),
+        ("copy", {"content": "x", "dest": f"{tmp}/v", "validate": "test -f %s && printf %s {{ v }}"}),
+        ("file", {"path": p, "state": "touch"}),
+        ("file", {"path": f"{tmp}/link", "src": value, "state": "link", "force": True}),
+        ("file", {"path": p, "state": "directory", "mode": "0755"}),
+        ("lineinfile", {"path": f"{tmp}/lines", "line": value, "create": True}),
+        ("lineinfile", {"path": p, "line": "x", "create": True}),
+        ("stat", {"path": value}),
+        ("stat", {"path": p}),
+        ("get_url", {"url": url + value, "dest": f"{tmp}/dl", "timeout": 1}),
+        ("get_url", {"url": url, "dest": p, "headers": {"X-Hostile": value}, "timeout": 1}),
+        ("get_url", {"url": url, "dest": f"{tmp}/dl2", "url_username": value, "url_password": value}),
+        ("wait_for", {"path": p, "timeout": 0}),
+        # (capped: grep -E compiling a 60 kB hostile pattern takes seconds and proves nothing more)
+        ("wait_for", {"path": f"{tmp}/lines", "search_regex": value[:2000], "timeout": 0}),
+        ("pip", {"name": [value], "python": value}),
+        ("pip", {"name": ["x"], "executable": value}),
+        ("venv", {"path": p, "python": value}),
+        ("apt", {"name": [value]}),
+    ]

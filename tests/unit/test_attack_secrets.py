@@ -1,0 +1,175 @@
+"""Secrets stay secret: the one secret-name rule (provision/secrets.py), URL passwords, `no_log`
+arguments, and inventory output — through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from provision.modules.base import Arg, Module, secret_arg_values
+from provision.secrets import MASK, Masker, collect_secrets, is_secret_name, mask_tree, mask_urls
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SECRET_NAMES = [
+    "ansible_password",
+    "ansible_ssh_pass",
+    "ansible_ssh_password",
+    "ansible_become_pass",
+    "ansible_become_password",
+    "ansible_sudo_pass",
+    "db_password",
+    "smtp_pass",
+    "HF_TOKEN",
+    "github_token",
+    "aws_secret",
+    "client_secret",
+    "deploy_key",
+    "api_key",
+    "wandb_api_key",
+    "OPENAI_API_KEY",
+    "passphrase",
+    "registry_credentials",
+]
+NOT_SECRET = [
+    "password_env",
+    "hf_token_env",
+    "ansible_ssh_private_key_file",
+    "key_path",
+    "user",
+    "ansible_user",
+    "ansible_host",
+    "index_url",
+    "monkey",
+    "keyboard",
+    "bypass",
+    "passage",
+]
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", NOT_SECRET)
+def test_names_that_hold_no_secret(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_url_passwords_are_masked_in_any_text() -> None:
+    text = "pip -i https://bob:pa%40ss@pypi.example/simple; ssh://root@gpu1 http://tok@h/x"
+    assert mask_urls(text) == (
+        f"pip -i https://bob:{MASK}@pypi.example/simple; ssh://root@gpu1 http://tok@h/x"
+    )
+    found = collect_secrets([{"index": "https://bob:pa%40ss@pypi.example/simple"}])
+    assert found == {"pa%40ss", "pa@ss"}
+    masker = Masker(found)
+    assert "pa@ss" not in masker.text("auth failed for pa@ss at https://bob:pa%40ss@pypi.example/")
+
+
+def test_masking_nested_values_under_secret_names() -> None:
+    shown = mask_tree(
+        {"vault_secret": {"a": "x", "b": [1, None]}, "api_key": 7, "ok": True, "flag_token": False}
+    )
+    assert shown == {
+        "vault_secret": {"a": MASK, "b": [MASK, None]},
+        "api_key": MASK,
+        "ok": True,
+        "flag_token": False,
+    }
+
+
+class _Demo(Module):
+    name = "demo_no_log"
+    args = {"url": Arg("str"), "secret_thing": Arg("str", no_log=True), "plain": Arg("str")}
+
+
+def test_no_log_arguments_and_secret_names_feed_the_masker() -> None:
+    values = secret_arg_values(
+        _Demo(),
+        {"url": "https://u:urlpass1@h/", "secret_thing": "hidden12", "plain": "shown",
+         "headers": {"Authorization": "Bearer tok123"}},
+    )
+    assert {"urlpass1", "hidden12", "Bearer tok123"} <= set(values)
+    assert "shown" not in values
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+SECRETS = {
+    "ansible_become_pass": "becomeSECRET1",
+    "ansible_ssh_pass": "sshSECRET2",
+    "ansible_password": "pwSECRET3",
+    "wandb_api_key": "wandbSECRET4",
+    "hf_token": "hfSECRET6",
+}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "provision", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_inventory_output_masks_every_secret(tmp_path: Path) -> None:
+    host_vars = " ".join(f"{k}={v}" for k, v in SECRETS.items() if k != "hf_token")
+    inventory = write(
+        tmp_path / "hosts.ini",
+        f"""
+        [gpus]
+        g1 ansible_host=198.18.0.5 {host_vars} mirror=https://u:urlSECRET5@pypi.x/simple
+        [gpus:vars]
+        hf_token={SECRETS["hf_token"]}
+        password_env=MY_PW_VAR
+        """,
+    )
+    every = [*SECRETS.values(), "urlSECRET5"]
+    for shape in (["--list"], ["--json"], ["--json", "--export"], ["--graph"], []):
+        out = cli("inventory", "-i", str(inventory), *shape)
+        assert out.returncode == 0, out.stderr
+        leaked = [s for s in every if s in out.stdout or s in out.stderr]
+        assert leaked == [], (shape, leaked)
+    listed = json.loads(cli("inventory", "-i", str(inventory), "--json").stdout)
+    hostvars = listed["_meta"]["hostvars"]["g1"]
+    assert hostvars["ansible_become_pass"] == MASK and hostvars["wandb_api_key"] == MASK
+    assert hostvars["mirror"] == f"https://u:{MASK}@pypi.x/simple"
+    assert hostvars["password_env"] == "MY_PW_VAR"  # names a variable: shown
+
+
+def test_run_json_hides_no_log_and_url_credentials(tmp_path: Path) -> None:
+    playbook = write(
+        tmp_path / "site.yml",
+        f"""
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: fetch with credentials
+              get_url:
+                url: "http://alice:urlSECRET7@127.0.0.1:9/x"
+                dest: {tmp_path}/dl
+                url_password: "noLogSECRET8"
+                headers:
+                  Authorization: "Bearer headerSECRET9"
+                timeout: 1
+              ignore_errors: true
+            - debug:
+                msg: "token is {{{{ my_api_key }}}}"
+        """,
+    )
+    out = cli("run", str(playbook), "--json", "-e", "my_api_key=varSECRET10")
+    assert out.stdout.strip(), out.stderr
+    json.loads(out.stdout)
+    for secret in ("urlSECRET7", "noLogSECRET8", "headerSECRET9", "varSECRET10"):
+        assert secret not in out.stdout and secret not in out.stderr, secret
+    assert MASK in out.stdout

@@ -1,0 +1,294 @@
+"""The stage stream's speed parts: tar headers, frames (raw / zstd, chosen by measurement), the
+batched LMDB writer, and the agent's ingest of a framed stream."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import os
+import random
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from provision.agent.datasets import framing, ingest, lmdb_writer, reader, tarstream
+from provision.agent.datasets.manifest import Manifest
+from provision.staging import compress
+from provision.staging.sample import make_text_folder
+from provision.staging.source import plan_local, tar_stream
+
+zstandard = pytest.importorskip("zstandard")
+
+NAMES = ["a.jpg", "x/" * 60 + "long.jpg", "ünï/cödé.png", "new\nline", "d/e/f.bin", "z" * 100]
+
+
+def _tar(names: list[str]) -> bytes:
+    out = io.BytesIO()
+    for i, name in enumerate(names):
+        data = bytes([i]) * (i * 700 + 3)
+        out.write(tarstream.header(name, len(data), 1_700_000_000 + i))
+        out.write(data + tarstream.padding(len(data)))
+    out.write(tarstream.END)
+    return out.getvalue()
+
+
+def test_headers_are_what_tarfile_reads_and_checksums() -> None:
+    raw = _tar(NAMES)
+    members = tarfile.open(fileobj=io.BytesIO(raw)).getmembers()
+    assert [m.name for m in members] == NAMES
+    assert [m.mtime for m in members] == [1_700_000_000 + i for i in range(len(NAMES))]
+    assert [m.size for m in members] == [i * 700 + 3 for i in range(len(NAMES))]
+    for name in NAMES:
+        block = tarstream.header(name, 5, 123)[-512:]
+        assert tarfile.calc_chksums(block)[0] == int(block[148:154], 8)
+        assert tarstream._header_sum(block) == int(block[148:154], 8)
+
+
+def test_reader_takes_gnu_tar_output_and_its_own(tmp_path: Path) -> None:
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "sub" / "f.txt").write_bytes(b"hi")
+    (tmp_path / "src" / ("n" * 150)).write_bytes(b"x" * 3000)
+    gnu = subprocess.run(["tar", "cf", "-", "-C", str(tmp_path), "src"], capture_output=True)
+    got = dict(tarstream.read_members(io.BytesIO(gnu.stdout)))
+    assert got == {"src/sub/f.txt": b"hi", "src/" + "n" * 150: b"x" * 3000}
+    ours = [(n, len(d)) for n, d in tarstream.read_members(io.BytesIO(_tar(NAMES)))]
+    assert ours == [(n, i * 700 + 3) for i, n in enumerate(NAMES)]
+
+
+def test_reader_hands_out_members_as_a_pipe_delivers_them() -> None:
+    """read1: a member is parsed as soon as its bytes are in, not when 1 MiB has arrived."""
+    raw = _tar(NAMES[:2])
+    r, w = os.pipe()
+    os.write(w, raw[: 512 + 512])  # the first member (3 bytes + padding), nothing more
+    members = tarstream.read_members(os.fdopen(r, "rb"))
+    assert next(members) == ("a.jpg", b"\0" * 3)
+    os.write(w, raw[1024:])
+    os.close(w)
+    assert [n for n, _ in members] == [NAMES[1]]
+
+
+def test_truncated_and_corrupt_streams_are_told_apart() -> None:
+    raw = _tar(NAMES[:3])
+    with pytest.raises(tarstream.StreamTruncated):
+        list(tarstream.read_members(io.BytesIO(raw[:1500])))
+    bad = bytearray(raw)
+    bad[10] ^= 0xFF
+    with pytest.raises(tarstream.TarFormatError, match="checksum"):
+        list(tarstream.read_members(io.BytesIO(bytes(bad))))
+
+
+# -- choosing compression ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("ratio", "compress_mbps", "link_mbps", "worth"),
+    [
+        (0.4, 400, 25, True),  # text over 200 Mbit/s
+        (0.4, 400, 150, True),  # text on a fast link, fast CPU: 1/400 + 0.4/150 < 0.9/150
+        (0.4, 150, 150, False),  # the CPU can't keep up with a fast link
+        (0.99, 400, 25, False),  # JPEGs: nothing to gain
+        (0.96, 10_000, 1, False),  # barely compresses: not worth a frame
+        (0.4, 0, 25, False),  # not measured yet
+        (0.4, 400, 0, False),
+    ],
+)
+def test_worth_compressing(ratio: float, compress_mbps: float, link_mbps: float, worth: bool) -> None:
+    assert compress.worth_compressing(ratio, compress_mbps * 1e6, link_mbps * 1e6) is worth
+
+
+class _Clocks:
+    """A link of `link_bps` as the sender sees it: each frame the sender takes costs its size
+    over the rate; compressing costs its input over `cpu_bps`."""
+
+    def __init__(self, link_bps: float, cpu_bps: float) -> None:
+        self.t = 0.0
+        self.cpu = 0.0
+        self.link_bps = link_bps
+        self.cpu_bps = cpu_bps
+
+    def clock(self) -> float:
+        return self.t
+
+    def cpu_clock(self) -> float:
+        return self.cpu
+
+
+def _pull(stream, clocks: _Clocks) -> bytes:
+    out = []
+    for piece in stream:
+        clocks.t += len(piece) / clocks.link_bps
+        out.append(bytes(piece))
+    return b"".join(out)
+
+
+def _text_chunks(n: int) -> list[bytes]:
+    rng = random.Random(1)
+    words = [b"gpu", b"loss", b"epoch", b"0.125", b"node", b"step", b"rack"]
+    return [b" ".join(rng.choice(words) for _ in range(200_000))[: 1 << 20] for _ in range(n)]
+
+
+def _frames(chunks: list[bytes], zstd: bool, link_bps: float, cpu_bps: float):
+    clocks = _Clocks(link_bps, cpu_bps)
+    stats = compress.StreamStats()
+
+    def cpu_clock() -> float:  # every compression call costs what cpu_bps says
+        clocks.cpu += (1 << 20) / cpu_bps / 2
+        return clocks.cpu
+
+    wire = _pull(
+        compress.framed_stream(
+            iter(chunks), zstd, stats, clock=clocks.clock, cpu_clock=cpu_clock
+        ),
+        clocks,
+    )
+    return wire, stats
+
+
+def _decode(wire: bytes) -> bytes:
+    frames = framing.FrameReader(io.BufferedReader(io.BytesIO(wire)))
+    return b"".join(iter(lambda: frames.read1(1 << 16), b""))
+
+
+def test_text_on_a_slow_link_goes_compressed_and_decodes_exactly() -> None:
+    chunks = _text_chunks(8)
+    wire, stats = _frames(chunks, zstd=True, link_bps=25e6, cpu_bps=400e6)
+    assert _decode(wire) == b"".join(chunks)
+    assert stats.zstd_frames == len(chunks)  # the sample frames said: compress all
+    assert len(wire) < 0.5 * sum(map(len, chunks))
+    assert stats.summary()["codec"] == "zstd"
+
+
+def test_random_data_stays_raw_after_the_samples() -> None:
+    rng = random.Random(2)
+    chunks = [rng.randbytes(1 << 20) for _ in range(20)]
+    wire, stats = _frames(chunks, zstd=True, link_bps=25e6, cpu_bps=400e6)
+    assert _decode(wire) == b"".join(chunks)
+    assert stats.zstd_frames == 0
+    assert stats.ratio > compress.USELESS_RATIO
+    # sampled: the first two frames, then one in PROBE_EVERY
+    assert len(wire) == sum(map(len, chunks)) + len(chunks) * framing.HEADER.size
+
+
+def test_a_fast_link_with_a_slow_cpu_stays_raw() -> None:
+    chunks = _text_chunks(6)
+    wire, stats = _frames(chunks, zstd=True, link_bps=500e6, cpu_bps=100e6)
+    assert _decode(wire) == b"".join(chunks)
+    assert stats.zstd_frames <= 2  # only the samples, sent compressed since they were made
+
+
+def test_no_zstd_on_the_host_means_raw_frames_only() -> None:
+    chunks = _text_chunks(3)
+    wire, stats = _frames(chunks, zstd=False, link_bps=1e6, cpu_bps=400e6)
+    assert stats.zstd_frames == 0 and stats.ratio == 0
+    assert _decode(wire) == b"".join(chunks)
+
+
+def test_frame_errors_name_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    good = framing.frame(framing.ZSTD, zstandard.ZstdCompressor().compress(b"x" * 5000))
+    with pytest.raises(framing.FramesTruncated):
+        _decode(good[:-3])
+    with pytest.raises(framing.FrameError, match="bad frame header"):
+        _decode(b"Q\0\0\0\5hello")
+    with pytest.raises(framing.FrameError, match="does not decompress"):
+        _decode(framing.frame(framing.ZSTD, b"not zstd at all"))
+    monkeypatch.setattr(framing, "_zstandard", lambda: None)
+    assert framing.codecs() == []
+    with pytest.raises(framing.FrameError, match="zstandard does not import"):
+        _decode(good)
+
+
+# -- the batched writer --------------------------------------------------------------------
+def _manifest(n: int) -> tuple[Manifest, list[bytes]]:
+    datas = [hashlib.sha256(b"%d" % i).digest() * (1 + i % 50) for i in range(n)]
+    paths = ["c%d/s%04d.bin" % (i % 3, i) for i in range(n)]
+    labels = [i % 3 for i in range(n)]
+    return Manifest("files", paths, [len(d) for d in datas], [0] * n, labels, ["a", "b", "c"]), datas
+
+
+def _items(m: Manifest, datas: list[bytes], start: int = 0):
+    return [
+        (i, m.paths[i], datas[i], hashlib.sha256(datas[i]).digest())
+        for i in range(start, len(datas))
+    ]
+
+
+def test_add_many_commits_by_size_and_count_and_reads_back(tmp_path: Path) -> None:
+    m, datas = _manifest(500)
+    w = lmdb_writer.DatasetWriter(str(tmp_path / "d.lmdb"), m, "test")
+    w.open()
+    w.txn_samples = 64
+    items = _items(m, datas)
+    for k in range(0, len(items), 37):  # runs that cross commit boundaries
+        w.add_many(items[k : k + 37], m.label)
+    assert w.committed == 448  # 7 full transactions of 64; the rest is pending
+    w.finalize()
+    ds = reader.LMDBDataset(str(tmp_path / "d.lmdb"))
+    assert len(ds) == 500
+    assert [ds[i] for i in (0, 77, 499)] == [(datas[i], i % 3) for i in (0, 77, 499)]
+
+
+def test_a_bad_sample_in_a_run_keeps_the_good_ones_before_it(tmp_path: Path) -> None:
+    m, datas = _manifest(50)
+    w = lmdb_writer.DatasetWriter(str(tmp_path / "d.lmdb"), m, "test")
+    w.open()
+    items = _items(m, datas)
+    items[30] = (30, m.paths[30], datas[30] + b"!", items[30][3])  # changed while staging
+    with pytest.raises(lmdb_writer.StageError, match="sample 30 .*the source changed"):
+        w.add_many(items, m.label)
+    w.close()
+    w2 = lmdb_writer.DatasetWriter(str(tmp_path / "d.lmdb"), m, "test")
+    assert w2.open() == 30  # a rerun resumes after the 30 good samples
+
+
+def test_map_full_mid_run_grows_and_replays(tmp_path: Path) -> None:
+    m, datas = _manifest(300)
+    w = lmdb_writer.DatasetWriter(str(tmp_path / "d.lmdb"), m, "test")
+    w._initial_map_size = lambda: 256 * 1024  # type: ignore[method-assign]  # far too small
+    w.open()
+    w.add_many(_items(m, datas), m.label)
+    result = w.finalize(verify=True)
+    assert result["count"] == 300
+
+
+# -- the agent's side of a framed stream ----------------------------------------------------
+def _stage(tmp_path: Path, plan, wire: bytes, framed: bool, name: str) -> dict:
+    request = {
+        "path": str(tmp_path / (name + ".lmdb")),
+        "source": {
+            "kind": "stream",
+            "framed": framed,
+            "manifest": plan.manifest.to_wire(),
+            "start": 0,
+        },
+    }
+    stdin = io.BufferedReader(io.BytesIO(wire))
+    return ingest._stage(request, lambda **f: None, lambda m: None, stdin)
+
+
+def test_agent_builds_the_same_dataset_from_framed_zstd_and_plain_tar(tmp_path: Path) -> None:
+    make_text_folder(tmp_path / "src", 120, classes=3, size=20_000)
+    plan = plan_local(str(tmp_path / "src"))
+    plain = b"".join(tar_stream(plan))
+    stats = compress.StreamStats()
+    framed = b"".join(
+        bytes(p)
+        for p in compress.framed_stream(
+            tar_stream(plan), True, stats, clock=itertools.count().__next__
+        )
+    )
+    assert stats.zstd_frames >= 1 and len(framed) < len(plain)
+    a = _stage(tmp_path, plan, plain, False, "plain")
+    b = _stage(tmp_path, plan, framed, True, "framed")
+    assert a["count"] == b["count"] == 120
+    assert a["checksum"] == b["checksum"]
+    assert b["wire_bytes"] == len(framed) and b["stream_bytes"] == len(plain)
+    assert "wire_bytes" not in a
+
+
+def test_agent_says_a_framed_stream_cut_short_is_a_lost_stream(tmp_path: Path) -> None:
+    make_text_folder(tmp_path / "src", 60, classes=2, size=20_000)
+    plan = plan_local(str(tmp_path / "src"))
+    framed = b"".join(bytes(p) for p in compress.framed_stream(tar_stream(plan), False))
+    with pytest.raises(ingest.StreamEnded):
+        _stage(tmp_path, plan, framed[: len(framed) // 2], True, "cut")

@@ -1,0 +1,145 @@
+"""The findings of a run from its profile: each rule fires on the evidence it names, stays quiet
+without it, and says what to change. Profiles are what provision/agent/train/summary.py returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from provision.report.document import validate
+from provision.train.diagnosis import diagnose_run, suggest_num_workers
+from provision.train.report import PROFILE_KEYS, build_document, profile, run_entry
+
+
+def summary(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "run": {"run_id": "r1", "state": "finished", "exit_code": 0, "seconds": 60.0, "workdir": "/w",
+                "log": "/w/output.log", "instrument": True, "command": ["python", "t.py"]},
+        "instrumented": True, "steps": 500, "data_wait_fraction": 0.05, "wait_s": 1.0, "step_s": 19.0,
+        "loader": {"num_workers": 4, "batch_size": 32, "pin_memory": True},
+        "cpu": {"busy_pct_mean": 50.0, "iowait_pct_mean": 0.0, "cores_workers_mean": 1.0, "cpus": 16},
+        "gpu": {"source": None, "reason": "no NVIDIA GPU", "per_gpu": []},
+        "io": {"dataset_paths": [], "network_open_share": {}, "nfs_read_mb_s_mean": {}},
+        "amp": None, "device": "cpu", "epochs": [], "epoch_source": "instrumentation", "tail": [],
+    }
+    base.update(over)
+    return base
+
+
+def gpu(util: float, used: int = 70000, total: int = 81559, throttle: dict[str, int] | None = None) -> dict[str, Any]:
+    return {"gpu": {"source": "nvml", "reason": None, "per_gpu": [{
+        "index": 0, "samples": 100, "util_pct_mean": util, "memory_used_mb_max": used,
+        "memory_total_mb": total, "throttle_reasons": throttle or {}}]}, "device": "cuda"}
+
+
+FACTS_16 = {"cpu": {"usable_cpus": 16}}
+FACTS_H100 = {"cpu": {"usable_cpus": 16}, "gpus": [{"compute_capability": "9.0"}]}
+
+
+def ids(findings) -> list[str]:
+    return [f.id for f in findings]
+
+
+def test_starved_loader_is_input_bound_with_workers_from_the_cores() -> None:
+    s = summary(data_wait_fraction=0.8, wait_s=40.0, step_s=10.0, loader={"num_workers": 0, "batch_size": 32})
+    [found] = [f for f in diagnose_run(s, FACTS_16) if f.id == "input_bound"]
+    assert found.severity == "critical" and "80%" in found.evidence and "num_workers=0" in found.evidence
+    assert "num_workers=15" in found.recommendation
+
+
+def test_workers_advice_prefers_the_bench_curve() -> None:
+    bench = {"bench": {"dataloader": {"primary": "d", "sources": [{"source": {"name": "d"}, "settings": [
+        {"num_workers": 0, "samples_per_s": 100.0}, {"num_workers": 6, "samples_per_s": 900.0},
+        {"num_workers": 12, "samples_per_s": 700.0}]}]}}}
+    s = summary(data_wait_fraction=0.4, loader={"num_workers": 2})
+    [found] = [f for f in diagnose_run(s, FACTS_16, bench) if f.id == "input_bound"]
+    assert found.severity == "warn" and "num_workers=6" in found.recommendation
+    assert "curve" in found.recommendation
+
+
+def test_enough_workers_already_says_make_samples_cheaper() -> None:
+    s = summary(data_wait_fraction=0.6, loader={"num_workers": 15})
+    [found] = [f for f in diagnose_run(s, FACTS_16) if f.id == "input_bound"]
+    assert "more workers will not help" in found.recommendation
+
+
+@pytest.mark.parametrize("share", [None, 0.0, 0.29])
+def test_not_input_bound_below_the_threshold(share: float | None) -> None:
+    assert "input_bound" not in ids(diagnose_run(summary(data_wait_fraction=share), FACTS_16))
+
+
+def test_suggest_num_workers_from_cores() -> None:
+    assert suggest_num_workers(2, 0, 0)[0] == 2  # at least 2
+    assert suggest_num_workers(32, 4, 0)[0] == 7  # (32 - 4) / 4 per GPU process
+
+
+def test_network_dataset_is_io_bound_and_says_stage() -> None:
+    io = {"dataset_paths": [{"path": "/mnt/nfs/imgs", "mountpoint": "/mnt/nfs", "fs_type": "nfs4", "network": True}],
+          "network_open_share": {}, "nfs_read_mb_s_mean": {"/mnt/nfs": 12.0}}
+    found = diagnose_run(summary(io=io, data_wait_fraction=0.7), {"data_dir": {"path": "/root/autodl-tmp"}})
+    [io_bound] = [f for f in found if f.id == "io_bound"]
+    assert "/mnt/nfs/imgs" in io_bound.evidence and "nfs4" in io_bound.evidence
+    assert "provision stage /mnt/nfs/imgs" in io_bound.recommendation
+    assert "/root/autodl-tmp/datasets/NAME.lmdb" in io_bound.recommendation
+
+
+def test_network_reads_that_keep_up_are_not_io_bound() -> None:
+    io = {"dataset_paths": [], "network_open_share": {"/mnt/nfs (nfs4)": 1.0}, "nfs_read_mb_s_mean": {}}
+    assert "io_bound" not in ids(diagnose_run(summary(io=io, data_wait_fraction=0.02), {}))
+
+
+def test_cpu_host_says_why_gpu_rules_do_not_apply() -> None:
+    found = diagnose_run(summary(), FACTS_16)
+    [note] = [f for f in found if f.id == "gpu_rules_not_applied"]
+    assert note.severity == "info" and "no NVIDIA GPU" in note.evidence
+    for rule in ("gpu_idle", "no_amp", "throttling", "memory_headroom"):
+        assert rule in note.evidence
+        assert rule not in ids(found)
+
+
+def test_gpu_rules() -> None:
+    assert "gpu_idle" in ids(diagnose_run(summary(**gpu(3.0)), FACTS_H100))
+    assert "gpu_underused" in ids(diagnose_run(summary(**gpu(40.0)), FACTS_H100))
+    busy = diagnose_run(summary(**gpu(95.0)), FACTS_H100)
+    assert not {"gpu_idle", "gpu_underused", "gpu_rules_not_applied"} & set(ids(busy))
+    [amp] = [f for f in busy if f.id == "no_amp"]
+    assert "bfloat16" in amp.recommendation
+    with_amp = diagnose_run(summary(**gpu(95.0), amp={"dtype": "bfloat16"}), FACTS_H100)
+    assert "no_amp" not in ids(with_amp)
+    bench = {"bench": {"amp": {"speedup": 2.1, "best_dtype": "bf16"}}}
+    [amp] = [f for f in diagnose_run(summary(**gpu(95.0)), FACTS_H100, bench) if f.id == "no_amp"]
+    assert "2.10x" in amp.evidence
+    hot = diagnose_run(summary(**gpu(95.0, throttle={"hw_thermal_slowdown": 30})), FACTS_H100)
+    assert "throttling" in ids(hot)
+    room = [f for f in diagnose_run(summary(**gpu(95.0, used=20000)), FACTS_H100) if f.id == "memory_headroom"]
+    assert room and "batch_size=32" in room[0].recommendation
+
+
+def test_epoch_slowing() -> None:
+    slow = [{"epoch": i, "seconds": t} for i, t in enumerate([10, 10.5, 11, 13, 15, 16], 1)]
+    assert "epoch_slowing" in ids(diagnose_run(summary(epochs=slow), FACTS_16))
+    steady = [{"epoch": i, "seconds": 10 + (i % 2) * 0.3} for i in range(1, 7)]
+    assert "epoch_slowing" not in ids(diagnose_run(summary(epochs=steady), FACTS_16))
+
+
+def test_failed_run_shows_exit_code_and_last_lines() -> None:
+    s = summary(run={"run_id": "r", "state": "failed", "exit_code": 3, "log": "/l"},
+                tail=[f"line {i}" for i in range(30)] + ["Traceback: boom"])
+    [found] = [f for f in diagnose_run(s, FACTS_16) if f.id == "failed"]
+    assert found.severity == "critical" and "exit code 3" in found.title
+    assert "Traceback: boom" in found.evidence and "line 29" in found.evidence and "line 5" not in found.evidence
+
+
+def test_json_entry_and_report_document_shapes() -> None:
+    s = summary(amp={"dtype": "bfloat16"})
+    findings = diagnose_run(s, FACTS_16)
+    entry = run_entry(s["run"], s, findings, None)
+    assert set(entry) == {"run_id", "state", "exit_code", "seconds", "workdir", "log", "profile", "findings", "report"}
+    assert tuple(entry["profile"]) == PROFILE_KEYS
+    assert entry["profile"]["amp"] == "bfloat16"
+    assert profile(summary(instrumented=False))["amp"] is None
+    assert profile(summary())["amp"] is False
+    doc = build_document("gpu1", s["run"], s, findings, FACTS_16)
+    validate(doc)
+    assert doc["train"]["profile"] == entry["profile"]
