@@ -61,6 +61,16 @@ def wait_for(check, timeout: float = 30.0):
     raise RuntimeError("timed out waiting")
 
 
+def _reachable(address: str) -> bool:
+    import socket
+
+    try:
+        socket.create_connection((address, 22), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def opts(cfg: str, interval: float, count: int) -> ConnectOptions:
     return ConnectOptions(known_hosts="off", ssh_config=cfg, connect_timeout=5,
                           keepalive=interval, keepalive_count=count)
@@ -88,6 +98,8 @@ def link_cut(fleet: Fleet, cfg: str, interval: float, count: int) -> float:
         finally:
             t.join()
             fleet.link_up(host)
+            # the bridge's neighbour entry failed while the link was down: wait until it answers
+            wait_for(lambda: _reachable(host.address))
     return took
 
 

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""Control plane benchmark: the same 5 steps on N fleet hosts with `provision run`, pyinfra 3.x
-and ansible-core, side by side in one run.
+"""Control plane benchmark, side by side in one run:
+
+(a) the same 5 steps on N fleet hosts with `provision run`, pyinfra 3.x and ansible-core;
+(b) a playbook of 30 tasks on 8 hosts (benchmarks/playbook30.py) with `provision run` and
+    ansible-playbook (no fact gathering). Goals (issue 11): (a) <= 0.6x pyinfra at 32 hosts,
+    (b) <= 0.2x ansible-playbook. The last lines print both ratios.
 
 Steps: ensure a directory, run `nproc`, run `python3 -c ...`, copy a small file, run `df`.
 Each tool runs twice per fleet size: the first run (directory and file absent on every host)
@@ -29,10 +33,15 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "fleet"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from playbook30 import GOAL as GOAL30  # noqa: E402
+from playbook30 import write_playbook30  # noqa: E402
 
 ANCHORS = {  # seconds, measured on this kind of machine (anchors.md)
     ("pyinfra", 8): 1.17,
@@ -201,6 +210,9 @@ def main() -> int:
         "--repeat", type=int, default=1, help="repeat each measurement; median reported"
     )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, inventories)")
+    parser.add_argument(
+        "--no-30", dest="thirty", action="store_false", help="skip (b), the 30-task playbook"
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print(
@@ -231,8 +243,12 @@ def main() -> int:
             )
             tools.remove(tool)
     rows: list[tuple[int, str, float, float, int]] = []
+    rows30: list[tuple[int, str, float, float, int]] = []
     base = Path(tempfile.mkdtemp(prefix="provision-bench-"))
-    for n in [int(s) for s in args.sizes.split(",") if s]:
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.thirty and 8 not in sizes:
+        sizes.insert(0, 8)  # (b) runs on the 8-host fleet
+    for n in sizes:
         fleet = Fleet(n).start()
         try:
             work = base / f"n{n}"
@@ -258,14 +274,85 @@ def main() -> int:
                     file=sys.stderr,
                     flush=True,
                 )
+            if args.thirty and n == 8:
+                rows30 += run_thirty(work, fleet, n, paths, args.repeat)
         finally:
             fleet.stop()
     print_table(rows)
+    print_thirty(rows30)
+    print_goals(rows, rows30)
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)
     else:
         print(f"work dir: {base}")
     return 0 if all(r[4] == 0 for r in rows) else 1
+
+
+def run_thirty(
+    work: Path, fleet: object, n: int, paths: dict[str, str | None], repeat: int
+) -> list[tuple[int, str, float, float, int]]:
+    """(b): the 30-task playbook, provision vs ansible-playbook, first and no-change runs."""
+    playbook = write_playbook30(work)
+    out = []
+    for tool in ("provision", "ansible"):
+        if tool == "ansible" and not paths["ansible-playbook"]:
+            continue
+        cmd, env = command_for(tool, work, n, paths)  # type: ignore[arg-type]
+        cmd = [playbook.as_posix() if c.endswith("bench.yml") else c for c in cmd]
+        log = work / f"thirty-{tool}.log"
+        firsts, seconds, codes = [], [], []
+        for _ in range(repeat):
+            for host in fleet.hosts:  # type: ignore[attr-defined]
+                fleet.ns_exec(host, "rm -rf /tmp/b30")  # type: ignore[attr-defined]
+            t1, c1 = timed(cmd, env, work, log)
+            t2, c2 = timed(cmd, env, work, log)
+            firsts.append(t1)
+            seconds.append(t2)
+            codes.append(c1 or c2)
+        out.append((n, tool, statistics.median(firsts), statistics.median(seconds), max(codes)))
+        print(
+            f"{n:>3} hosts  30 tasks {tool:<10} first {out[-1][2]:6.2f}s  no-change {out[-1][3]:6.2f}s"
+            + ("" if out[-1][4] == 0 else f"  FAILED (see {log})"),
+            file=sys.stderr,
+            flush=True,
+        )
+    return out
+
+
+def print_thirty(rows30: list[tuple[int, str, float, float, int]]) -> None:
+    if not rows30:
+        return
+    print()
+    print(f"{'hosts':>5}  {'30 tasks':<16} {'first run':>10} {'no-change':>10} {'vs ansible':>11}")
+    ref = next((r for r in rows30 if r[1] == "ansible"), None)
+    for size, tool, first, second, code in rows30:
+        ratio = f"{first / ref[2]:.2f}/{second / ref[3]:.2f}x" if ref and tool != "ansible" else ""
+        flag = "" if code == 0 else "  FAILED"
+        print(f"{size:>5}  {tool:<16} {first:>9.2f}s {second:>9.2f}s {ratio:>11}{flag}")
+
+
+def print_goals(
+    rows: list[tuple[int, str, float, float, int]], rows30: list[tuple[int, str, float, float, int]]
+) -> None:
+    """Both goals of issue 11 on two lines, from this run's numbers."""
+
+    def pick(table: list[tuple[int, str, float, float, int]], size: int, tool: str) -> Any:
+        return next((r for r in table if r[0] == size and r[1] == tool), None)
+
+    print()
+    size = max((r[0] for r in rows), default=0)
+    ours, theirs = pick(rows, size, "provision"), pick(rows, size, "pyinfra")
+    if ours and theirs:
+        print(
+            f"(a) 5 steps, {size} hosts: provision / pyinfra = {ours[2] / theirs[2]:.2f}x first, "
+            f"{ours[3] / theirs[3]:.2f}x no-change (goal <= 0.60x)"
+        )
+    ours, theirs = pick(rows30, 8, "provision"), pick(rows30, 8, "ansible")
+    if ours and theirs:
+        print(
+            f"(b) 30 tasks, 8 hosts: provision / ansible-playbook = {ours[2] / theirs[2]:.2f}x "
+            f"first, {ours[3] / theirs[3]:.2f}x no-change (goal <= {GOAL30:.2f}x)"
+        )
 
 
 def print_table(rows: list[tuple[int, str, float, float, int]]) -> None:

@@ -6,9 +6,11 @@ runs).
     python3 benchmarks/train_overhead.py --rounds 5 --steps 400 --interval 0.2
 
 Prints the median step time bare / sampled / sampled+instrumented (rounds interleaved, so
-drifting load hits all three alike), the overhead in % of step time, and the sampler's own CPU
-cost per sample measured in-process (what it takes from the job at any interval: ms per sample
-/ interval). Goal: under 2 % of step time. Needs torch.
+drifting load hits all three alike) and, because on a shared machine those medians swing by more
+than the overhead, the two costs measured directly: the sampler's CPU per sample (in-process,
+process time: what it takes from the job is ms per sample / interval) and the instrumentation's
+extra time per DataLoader batch (wrapped vs plain __next__, interleaved in one process). Goal:
+under 2 % of step time. Needs torch.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def bare(job: Path, steps: int) -> float:
 
 
 def _result(text: str) -> float:
-    line = next(l for l in text.splitlines() if l.startswith("RESULT "))
+    line = next(x for x in text.splitlines() if x.startswith("RESULT "))
     return float(json.loads(line[7:])["step_ms"])
 
 
@@ -79,6 +81,45 @@ def sample_cost(interval_samples: int = 200) -> float:
     for _ in range(interval_samples):
         sampler.sample()
     return 1000 * (time.process_time() - start) / interval_samples
+
+
+PER_BATCH = r'''
+import importlib.util, json, os, sys, time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+import torch.utils.data.dataloader as dl
+base = dl._BaseDataLoaderIter
+plain = (base.__init__, base.__next__)
+spec = importlib.util.spec_from_file_location("provision_instrument", sys.argv[1])
+inst = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(inst)  # with PROVISION_TRAIN_INSTRUMENT set: it patches the loader
+patched = (base.__init__, base.__next__)
+data = TensorDataset(torch.zeros(4000, 4))
+def per_batch():
+    start = time.perf_counter()
+    for _ in DataLoader(data, batch_size=1):
+        pass
+    return (time.perf_counter() - start) / 4000
+best = {"plain": [], "patched": []}
+for _ in range(5):  # interleaved: drifting load hits both alike
+    for name, (init, nxt) in (("plain", plain), ("patched", patched)):
+        base.__init__, base.__next__ = init, nxt
+        best[name].append(per_batch())
+print("RESULT " + json.dumps({k: 1e6 * min(v) for k, v in best.items()}))
+'''
+
+
+def instrumentation_cost(tmp: Path) -> tuple[float, float]:
+    """(µs per batch without, with the sitecustomize's DataLoader wrapper), in one process."""
+    script = tmp / "per_batch.py"
+    script.write_text(PER_BATCH)
+    env = dict(os.environ, PROVISION_TRAIN_INSTRUMENT=str(tmp / "inst.jsonl"))
+    source = ROOT / "provision" / "agent" / "train" / "instrument" / "sitecustomize.py"
+    out = subprocess.run([sys.executable, str(script), str(source)], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("RESULT "))
+    doc = json.loads(line[7:])
+    return doc["plain"], doc["patched"]
 
 
 def main() -> int:
@@ -107,6 +148,7 @@ def main() -> int:
                 rows["sampled+instrumented"].append(watched(trainer, code, args.steps, args.interval, True))
                 print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f} ms" for k, v in rows.items()), file=sys.stderr)
         cost = sample_cost()
+        plain_us, patched_us = instrumentation_cost(Path(tmp))
     base = statistics.median(rows["bare"])
     print(f"\n{os.cpu_count()} CPUs, {args.steps} steps per run, {args.rounds} rounds, sampling every {args.interval:g} s")
     print(f"{'':24} {'median step ms':>15} {'vs bare':>9}")
@@ -115,6 +157,10 @@ def main() -> int:
         print(f"{name:24} {med:15.3f} {100 * (med - base) / base:+8.2f}%")
     print(f"sampler CPU per sample: {cost:.2f} ms -> {100 * cost / 1000 / args.interval:.2f}% of one core "
           f"at a {args.interval:g} s interval")
+    extra = patched_us - plain_us
+    print(f"instrumentation per batch: {plain_us:.1f} -> {patched_us:.1f} µs (+{extra:.1f} µs) -> "
+          f"{100 * extra / 1000 / base:.3f}% of the bare {base:.2f} ms step")
+    print("(end-to-end medians on a shared machine swing by more than the overhead: read the two lines above)")
     return 0
 
 

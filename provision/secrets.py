@@ -4,8 +4,10 @@ What is secret (`is_secret_name`, used by inventory output, results, logs, repor
 
 - Ansible's connection and become passwords: `ansible_password`, `ansible_ssh_pass`,
   `ansible_become_pass`, `ansible_become_password`, `ansible_sudo_pass`, … (`_CONNECTION_SECRETS`);
-- names ending in `_password`, `_pass`, `_token`, `_secret`, `_key`, and `api_key`; names that
-  contain password / passwd / passphrase / secret / token / credential / authorization;
+- names ending in `_password`, `_pass`, `_token`, `_secret`, `_key` (so `api_key`), names that
+  contain "password", and names with a part (split on `_ - .`) token / secret / passphrase /
+  credential(s) / authorization / apikey / passwd (`HF_TOKEN`, `X-Api-Token`; not
+  `tokens_per_s` or `max_tokens`, which are numbers);
 - not names that point at a secret instead of holding it (`password_env`, `*_key_file`,
   `*_path`, `*_length`…);
 - in any text, the password of a URL's userinfo (`https://user:PASS@host`).
@@ -45,13 +47,15 @@ _CONNECTION_SECRETS = frozenset(
         "ansible_winrm_password",
     }
 )
-_SECRET_NAME = re.compile(
-    r"(passw(or)?d|passphrase|secret|token|credential|authorization|api[_-]?key"
-    r"|private[_-]?key|auth[_-]?key|(^|[_-])(pass|key)$)",
-    re.IGNORECASE,
+# a name's parts (split on _ - . and spaces): `HF_TOKEN` → hf, token; `tokens_per_s` is no secret
+_NAME_PARTS = re.compile(r"[_\-. ]+")
+_SECRET_PARTS = frozenset(
+    {"token", "secret", "passphrase", "credential", "credentials", "authorization", "apikey", "passwd"}
 )
-# Names that match the pattern but hold no secret (`password_env` names an env var, the value is
-# the variable's *name*, and hiding it would only hide useful context).
+_SECRET_LAST_PARTS = frozenset({"pass", "key", "password"})
+_SECRET_ENDINGS = ("password", "passwd", "token", "secret", "apikey", "passphrase")
+# Names that match but hold no secret (`password_env` names an env var, the value is the
+# variable's *name*, and hiding it would only hide useful context).
 _NOT_SECRET = re.compile(r"(_env|_file|_path|_length|_min|_max|_var)$", re.IGNORECASE)
 _MIN_LEN = 4  # masking "1" or "yes" everywhere would garble output without protecting anything
 # scheme://user:PASSWORD@ — the password part of a URL's userinfo, in any text
@@ -60,9 +64,18 @@ _URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*:)(?
 
 def is_secret_name(name: str) -> bool:
     """The one rule: does a variable / argument / key of this name hold a secret?"""
-    if name.lower() in _CONNECTION_SECRETS:
+    lowered = name.lower()
+    if lowered in _CONNECTION_SECRETS:
         return True
-    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.search(name)
+    if _NOT_SECRET.search(lowered):
+        return False
+    parts = [p for p in _NAME_PARTS.split(lowered) if p]
+    return bool(parts) and (
+        "password" in lowered
+        or any(p in _SECRET_PARTS for p in parts)
+        or parts[-1] in _SECRET_LAST_PARTS
+        or parts[-1].endswith(_SECRET_ENDINGS)
+    )
 
 
 def url_passwords(text: str) -> list[str]:
@@ -171,3 +184,15 @@ def _mask_all(obj: Any) -> Any:
     if obj is None or isinstance(obj, bool):
         return obj
     return MASK
+
+
+def mask_url_passwords(obj: Any) -> Any:
+    """A copy of a JSON-like value with URL passwords masked in every string: for documents
+    written outside a run's masker (reports, history), where key names are data, not secrets."""
+    if isinstance(obj, str):
+        return mask_urls(obj)
+    if isinstance(obj, Mapping):
+        return {k: mask_url_passwords(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [mask_url_passwords(v) for v in obj]
+    return obj

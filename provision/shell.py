@@ -16,7 +16,9 @@ Rules (the only way values enter shell text):
   `Raw`: a filter's output is data like any other value. Use `Raw` for code a user wrote on
   purpose (a `shell:` task's own text) and for fragments this module built (`path()`, `sh()`).
 - Values too big or too binary for a command line (a file body, a heredoc with values, a
-  secret) go over stdin, never into the text.
+  secret) go over stdin, never into the text: `stdin_env(values)` gives the text that reads
+  them into exported variables and the bytes to send first (the `shell:` module sends every
+  template value this way, get_url its URL and headers).
 """
 
 from __future__ import annotations

@@ -104,9 +104,24 @@ install_python_packages() {
   fi
 }
 
+# -- the fleet's Debian bullseye root filesystem ------------------------------------------------
+# Built once per machine (debootstrap from the Debian mirror apt uses, a few minutes), cached
+# under /var/cache/provision-tests keyed by its package list; the fleet session reuses it.
+build_bullseye_rootfs() {
+  if [ "$(id -u)" != 0 ] || ! command -v debootstrap >/dev/null; then
+    return
+  fi
+  (cd "$REPO/tests/fleet" && "$PY" -c 'import kinds, sys
+try:
+    print(kinds.bullseye_rootfs())
+except Exception as exc:  # no mirror reachable: the bullseye fleet tests skip with this reason
+    print("no bullseye root filesystem:", exc, file=sys.stderr)') >&2 || true
+}
+
 install_apt_packages
 pick_python
 install_python_packages
+build_bullseye_rootfs
 
 say "$PY -m pytest $*"
 rc=0

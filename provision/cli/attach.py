@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     def work(trainer: HostTrainer) -> dict[str, Any]:
         status = trainer.status(args.run_id, lines=20)
         run_state = status["run"]
-        console.print(f"{trainer.host}: run {args.run_id} is {run_state.get('state')}")
+        console.print(f"{trainer.host}: run {args.run_id} is {run_state.get('state')}", markup=False)
         view.lines(trainer.host, status["tail"])
         # from the end of the log: the tail is shown, the rest comes live
         size = _log_size(trainer, run_state)
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     with view:
         outcomes = on_hosts(args, [args.target], work)
-    return report_entries({}, outcomes, args.json)
+    return report_entries(outcomes, args.json)
 
 
 def _log_size(trainer: HostTrainer, run_state: dict[str, Any]) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import shlex
 from typing import Any
 
 from rich.console import Group
@@ -40,6 +39,7 @@ from provision.compat import (
 )
 from provision.compat.gpus import suggest
 from provision.remote.compat import BROKEN, OK, WARN, HostCheck, check_host
+from provision.shell import argv
 
 describe = "check driver/CUDA/PyTorch compatibility: plan offline, or verify hosts"
 
@@ -213,7 +213,7 @@ def print_command(result: InstallPlan | NoPlan, python: str = "python3") -> None
     command (one without its --index-url) installs the wrong build when copied."""
     if isinstance(result, InstallPlan) and result.pip_args:
         line = Text("run: ", style="bold")
-        line.append(shlex.join(result.pip_command(python)), style="cyan")
+        line.append(str(argv(result.pip_command(python))), style="cyan")
         console.print(line, soft_wrap=True)
 
 

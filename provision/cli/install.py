@@ -148,6 +148,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     env.add_argument(
         "--locked", metavar="FILE", help="install exactly this lock file (provision lock)"
     )
+    env.add_argument(  # H8 (issue 14)
+        "--installer",
+        choices=("auto", "uv", "pip"),
+        default="auto",
+        help="what fills the env: auto (uv where it can be had on the host, pip otherwise "
+        "and after a uv failure), uv, or pip",
+    )
 
 
 def _from_env(var: str | None, what: str) -> str | None:
@@ -221,6 +228,7 @@ def build_options(args: argparse.Namespace, *, allow_locked: bool = True) -> tup
         allow_minor_version_compat=not args.no_minor_version_compat,
         allow_cuda_build_on_cpu=args.allow_cuda_build_on_cpu,
         pip_timeout=args.pip_timeout,
+        installer=getattr(args, "installer", "auto"),
     )
     if args.pip_timeout <= 0:
         raise ConfigError(f"--pip-timeout must be > 0, got {args.pip_timeout}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from provision.cli.common import console, emit_json, exit_code_for
@@ -32,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
         table = Table("host", "run", "state", "age", "exit", "command")
         for name, o in outcomes.items():
             for r in o.value or []:
-                table.add_row(name, str(r.get("run_id")), str(r.get("state")), _age(r.get("age_s")),
+                table.add_row(escape(name), escape(str(r.get("run_id"))), str(r.get("state")), _age(r.get("age_s")),
                               "" if r.get("exit_code") is None else str(r["exit_code"]),
-                              " ".join(map(str, r.get("command") or []))[:60])
+                              escape(" ".join(map(str, r.get("command") or []))[:60]))
         console.print(table)
         print_failures(outcomes)
     return exit_code_for(outcomes)

@@ -6,12 +6,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from provision.cli.common import EXIT_HOST_FAILED, EXIT_OK, connect_options, console, emit_json, exit_code_for
+from rich.markup import escape
+
+from provision.cli.common import (
+    EXIT_HOST_FAILED,
+    EXIT_OK,
+    connect_options,
+    console,
+    emit_json,
+    exit_code_for,
+)
 from provision.connection.factory import connect
 from provision.errors import ConfigError
 from provision.inventory.loader import resolve_targets
 from provision.inventory.model import Host
 from provision.parallel import for_each_host
+from provision.report.render import SEVERITY_STYLE
 from provision.train.launch import HostTrainer, TrainSpec, new_run_id
 from provision.train.live import RunView
 from provision.train.options import env_from, parse_duration, parse_env, stop_command_hint
@@ -79,25 +89,22 @@ def follow_and_finish(trainer: HostTrainer, run: dict[str, Any], view: RunView, 
                       offset: int = 0) -> dict[str, Any]:
     host = trainer.host
     view.update(host, run_id=run["run_id"], state=run.get("state"), started=run.get("started"))
-    ticks = {"n": 0}
-
     def tick() -> None:
-        ticks["n"] += 1
-        if view._live is None:
+        if not view.live:
             return
         from provision.train.report import profile
 
         s = trainer.summary(run["run_id"], points=1, lines=0)
         view.update(host, state=s["run"].get("state"), **profile(s))
 
-    live = view._live is not None
     final = trainer.follow_to_end(run["run_id"], on_lines=lambda lines: view.lines(host, lines), offset=offset,
-                                  on_tick=tick, call_seconds=5.0 if live else 300.0)
+                                  on_tick=tick, call_seconds=5.0 if view.live else 300.0)
     view.update(host, state=final.get("state"))
     return finish(trainer, final, out)
 
 
-def report_entries(entries: dict[str, Any], outcomes: dict[str, Any], as_json: bool) -> int:
+def report_entries(outcomes: dict[str, Any], as_json: bool) -> int:
+    """Print each host's run and findings (or the --json document); the exit code."""
     failed = False
     for name, o in outcomes.items():
         if not o.ok:
@@ -109,14 +116,15 @@ def report_entries(entries: dict[str, Any], outcomes: dict[str, Any], as_json: b
             failed = True
         if not as_json:
             code = "" if e.get("exit_code") is None else f", exit code {e['exit_code']}"
-            console.print(f"[bold]{name}[/]: run {e['run_id']} {e['state']}{code}"
+            console.print(f"[bold]{escape(name)}[/]: run {escape(str(e['run_id']))} {e['state']}{code}"
                           + (f" after {e['seconds']:.1f}s" if e.get("seconds") else ""))
             for f in e.get("findings") or []:
-                console.print(f"  [{ 'bold red' if f['severity'] == 'critical' else 'yellow' if f['severity'] == 'warn' else 'cyan'}]"
-                              f"{f['severity']}[/] {f['title']}\n    {f['evidence']}\n    do: {f['recommendation']}",
-                              markup=True, highlight=False)
+                style = SEVERITY_STYLE.get(f["severity"], "")
+                # log lines in the evidence are data: escaped, never rich markup
+                console.print(f"  [{style}]{f['severity']}[/] {escape(f['title'])}\n    {escape(f['evidence'])}"
+                              f"\n    do: {escape(f['recommendation'])}", highlight=False)
             if e.get("report"):
-                console.print(f"  report {e['report']['html']}")
+                console.print(f"  report {e['report']['html']}", markup=False)
     if as_json:
         emit_json({"runs": {n: (o.value if o.ok else {"error": o.message, "unreachable": o.unreachable})
                             for n, o in outcomes.items()}})
@@ -134,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         from provision.train.codefiles import list_code
 
         files = list_code(spec.code_dir, spec.max_code_bytes)  # once, for every host; errors before connecting
-        console.print(f"code: {len(files)} files, {sum(f.size for f in files) / 1e6:.2f} MB from {spec.code_dir}")
+        console.print(f"code: {len(files)} files, {sum(f.size for f in files) / 1e6:.2f} MB from {spec.code_dir}",
+                      markup=False)
     view = RunView(console, live=False if (args.no_live or args.json) else None)
 
     def one(host: Host) -> dict[str, Any]:
@@ -151,12 +160,14 @@ def run(args: argparse.Namespace) -> int:
             run_state = started["run"]
             sync = started.get("sync") or {}
             console.print(f"{host.name}: run {run_state['run_id']} {run_state['state']} in {run_state['workdir']}"
-                          + (f" (code: {sync.get('sent')} sent, {sync.get('kept')} unchanged)" if sync else ""))
+                          + (f" (code: {sync.get('sent')} sent, {sync.get('kept')} unchanged)" if sync else ""),
+                          markup=False)
             if args.detach or run_state.get("state") not in ("running", "finished", "failed", "stopped"):
                 from provision.train.report import run_entry
 
                 if not args.json:
-                    console.print(f"{host.name}: follow with `provision attach {host.name} {run_state['run_id']}`")
+                    console.print(f"{host.name}: follow with `provision attach {host.name} {run_state['run_id']}`",
+                                  markup=False)
                 return run_entry(run_state, None, [], None)
             return follow_and_finish(trainer, run_state, view, args.out)
 
@@ -167,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[yellow]interrupted: the run goes on on the host(s); "
                       f"`provision attach HOST {spec.run_id}` to follow it again[/]")
         raise
-    return report_entries({}, outcomes, args.json)
+    return report_entries(outcomes, args.json)
 
 
 def on_hosts(args: argparse.Namespace, targets: list[str], work: Any) -> dict[str, Any]:

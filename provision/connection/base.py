@@ -73,6 +73,7 @@ class Connection(ABC):
     def interrupt(self) -> None:
         """Called from another thread on Ctrl-C: running commands stop (their process group is
         ended) and raise errors.Cancelled in the thread that runs them."""
+        return None  # a connection that runs nothing long needs nothing here
 
     @abstractmethod
     def run(

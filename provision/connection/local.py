@@ -23,7 +23,6 @@ from provision.connection.base import (
 from provision.errors import Cancelled
 from provision.inventory.model import Host
 
-
 _TICK = 0.25
 _DRAIN = 5.0
 

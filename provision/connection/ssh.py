@@ -17,6 +17,7 @@ import paramiko
 from fabric import Config as FabricConfig
 from fabric import Connection as FabricConnection
 
+from provision.connection import framing
 from provision.connection.base import (
     CommandResult,
     Connection,
@@ -26,7 +27,6 @@ from provision.connection.base import (
     register,
     sudo_wrap,
 )
-from provision.connection import framing
 from provision.connection.hostkeys import apply_policy, changed_key_message
 from provision.connection.keepalive import Watchdog
 from provision.errors import AuthError, Cancelled, ConfigError, HostKeyError, UnreachableError

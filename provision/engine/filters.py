@@ -29,7 +29,11 @@ def _salt(length: int = 16) -> str:
     return "".join(random.SystemRandom().choice(alphabet) for _ in range(length))
 
 
-_SCHEMES = {"sha512": ("sha512_crypt", "6"), "sha256": ("sha256_crypt", "5"), "md5": ("md5_crypt", "1")}
+_SCHEMES = {
+    "sha512": ("sha512_crypt", "6"),
+    "sha256": ("sha256_crypt", "5"),
+    "md5": ("md5_crypt", "1"),
+}
 
 
 def _password_hash(

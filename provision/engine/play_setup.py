@@ -36,7 +36,10 @@ def batches(hosts: list[Host], serial: Any, where: str) -> list[list[Host]]:
     """Ansible's batching: each list entry is the next batch's size, the last one repeats."""
     if serial is None or not hosts:
         return [hosts]
-    sizes = [_batch_size(e, len(hosts), where) for e in (serial if isinstance(serial, list) else [serial])]
+    sizes = [
+        _batch_size(e, len(hosts), where)
+        for e in (serial if isinstance(serial, list) else [serial])
+    ]
     out: list[list[Host]] = []
     start = 0
     i = 0

@@ -112,6 +112,8 @@ class HostStats:
             "failed": self.failed,
             "skipped": self.skipped,
             "unreachable": self.unreachable,
+            "ignored": self.ignored,
+            "rescued": self.rescued,
         }
 
 

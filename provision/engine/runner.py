@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.connection.base import Connection, ConnectOptions
-from provision.engine.dynamic_inventory import add_dynamic_host, add_dynamic_group, refresh_groups
+from provision.engine.dynamic_inventory import add_dynamic_group, add_dynamic_host, refresh_groups
 from provision.engine.play_setup import batches, prompt_values
 from provision.engine.playbook import (
     DELEGATE_LOCAL,

@@ -24,7 +24,6 @@ import secrets
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -120,12 +119,33 @@ def _to_nice_json(value: Any, indent: int = 4, sort_keys: bool = True, **kw: Any
     return json.dumps(value, indent=indent, sort_keys=sort_keys, default=str, ensure_ascii=False)
 
 
+def _plain(value: Any) -> Any:
+    """Dict/list subclasses (positions-aware YAML maps, lazy views) as plain ones for PyYAML."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _to_yaml(value: Any, **kw: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=kw.get("default_flow_style"), sort_keys=False)
+    # As Ansible's: PyYAML's defaults (keys sorted) and unicode kept
+    return yaml.safe_dump(
+        _plain(value),
+        default_flow_style=kw.get("default_flow_style"),
+        sort_keys=kw.get("sort_keys", True),
+        allow_unicode=True,
+    )
 
 
 def _to_nice_yaml(value: Any, indent: int = 4, **kw: Any) -> str:
-    return yaml.safe_dump(value, indent=indent, default_flow_style=False, sort_keys=False)
+    return yaml.safe_dump(
+        _plain(value),
+        indent=indent,
+        default_flow_style=False,
+        sort_keys=kw.get("sort_keys", True),
+        allow_unicode=True,
+    )
 
 
 def _regex_flags(ignorecase: bool = False, multiline: bool = False) -> int:
@@ -509,10 +529,33 @@ def _is_single_expression(source: str) -> bool:
     )
 
 
+def _escape_backslashes(source: str, env: jinja2.Environment) -> str:
+    """As Ansible: a backslash inside a string constant of a `{{ }}` expression is literal
+    (`regex_replace('^(\\d+)$', 'n\\1')` written in YAML means what it says), not a Python
+    escape. Not for conditionals nor template files, as in Ansible."""
+    if "\\" not in source or "{{" not in source:
+        return source
+    out: list[str] = []
+    in_variable = False
+    try:
+        for _line, token, value in env.lexer.tokeniter(env.preprocess(source), None):
+            if token == "variable_begin":
+                in_variable = True
+            elif token == "variable_end":
+                in_variable = False
+            elif in_variable and token == "string":
+                value = value.replace("\\", "\\\\")
+            out.append(value)
+    except jinja2.TemplateSyntaxError:
+        return source  # compiling reports it
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile(source: str, kind: str) -> jinja2.Template:
-    env = {"str": _ENV, "native": _NATIVE_ENV, "shell": _SHELL_ENV}[kind]
-    return env.from_string(source)
+    # "cond": conditionals (when, until, changed_when, failed_when) keep Jinja's escapes
+    env = {"str": _ENV, "native": _NATIVE_ENV, "shell": _SHELL_ENV, "cond": _NATIVE_ENV}[kind]
+    return env.from_string(source if kind == "cond" else _escape_backslashes(source, env))
 
 
 def check_syntax(source: str) -> str | None:
@@ -674,7 +717,13 @@ class Templar:
         single = _SINGLE_EXPR.match(text)
         if single:  # `when: "{{ x }}"` works too (Ansible warns but allows it)
             text = single.group("expr").strip()
-        return self.render("{{ " + text + " }}", variables)
+        out = self._run(self._template("{{ " + text + " }}", "cond"), variables)
+        if len(out) == 1 and isinstance(out[0], jinja2.Undefined):
+            try:
+                str(out[0])  # StrictUndefined raises with the variable's name
+            except jinja2.UndefinedError as exc:
+                raise _undefined_error(exc) from None
+        return out[0] if len(out) == 1 else "".join(str(v) for v in out)
 
     def condition(self, expressions: list[Any], variables: Mapping[str, Any]) -> bool:
         for expression in expressions:

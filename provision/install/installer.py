@@ -706,6 +706,7 @@ def install(
         # H8 (issue 14): uv fills the venv where it is available, same plan and index
         with _timed(t, "uv"):
             uv_path = uv_mod.choose(connection, options, facts, gen_python, index_cfg, cache, say, result)
+        pip_cmd = cmd
         if uv_path:
             cmd = uv_mod.install_command_uv(
                 uv_path,
@@ -724,6 +725,18 @@ def install(
         with _timed(t, "pip"):
             code, output = run_pip(connection, cmd, generation, options, say)
         _check_cancel(options, host, result)
+        if code not in (0, 130) and uv_path and options.installer == "auto":
+            # uv failed: pip gets its turn in the same venv, so a uv-only problem costs time,
+            # not the install, and a real one is reported in pip's words, as before
+            last = relevant_lines(output, cmd.secrets + secrets)[-1:] or [f"exit {code}"]
+            result.warnings.append(f"uv failed ({last[0]}); pip retried the install")
+            say("uv failed: retrying with pip")
+            uv_path, cmd = None, pip_cmd
+            result.installer = {"tool": "pip", "after": "uv failed"}
+            result.pip_command = scrub(cmd.display, secrets)
+            with _timed(t, "pip"):
+                code, output = run_pip(connection, cmd, generation, options, say)
+            _check_cancel(options, host, result)
         if code != 0:
             result.pip_lines = relevant_lines(output, cmd.secrets + secrets)
             why = {

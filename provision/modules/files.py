@@ -23,12 +23,11 @@ from provision.modules.base import (
     ModuleFailure,
     ModuleResult,
     TaskContext,
-    q,
-    qpath,
     register,
     unified_diff,
 )
 from provision.shell import Raw, env_exports, sh
+from provision.shell import path as host_path
 
 _INLINE_LIMIT = 256 * 1024  # send content with the check in one round trip up to this size
 _DIFF_LIMIT = 256 * 1024  # larger or binary files: "diff suppressed", like Ansible
@@ -141,9 +140,9 @@ def write_script(
 ) -> str:
     """One script: compare checksums, optionally report the old content, write from stdin when
     different (and not check mode), then fix mode/owner/group."""
-    lines = [_ATTRS_FN, f"d={qpath(dest)}"]
+    lines = [_ATTRS_FN, sh("d={dest}", dest=host_path(dest))]
     if into_dir_name:
-        lines.append(f'if [ -d "$d" ]; then d="$d"/{q(into_dir_name)}; fi')
+        lines.append(sh('if [ -d "$d" ]; then d="$d"/{name}; fi', name=into_dir_name))
     lines.append('echo "@@path $d"')
     lines.append(
         'if [ -e "$d" ] && [ ! -f "$d" ]; then echo "@@error $d exists and is not a regular file"; exit 1; fi'
@@ -151,14 +150,14 @@ def write_script(
     lines.append('cur=""; if [ -f "$d" ]; then cur=$(sha1sum < "$d") || exit 1; cur=${cur%% *}; fi')
     if expect_old is not None:
         lines.append(
-            f'if [ "$cur" != {q(expect_old)} ]; then echo "@@error $d changed while it was being edited; run again"; exit 1; fi'
+            sh('if [ "$cur" != {old} ]; then echo "@@error $d changed while it was being edited; run again"; exit 1; fi', old=expect_old)
         )
-    lines.append(f'if [ "$cur" != {q(checksum)} ]; then')
+    lines.append(sh('if [ "$cur" != {sum} ]; then', sum=checksum))
     lines.append('  echo "@@changed content"')
     if want_before:
         lines.append(
-            f'  if [ -f "$d" ] && [ "$(stat -c %s "$d")" -le {_DIFF_LIMIT} ]; then '
-            'echo "@@before $(base64 < "$d" | tr -d \'\\n\')"; elif [ -f "$d" ]; then echo "@@bigbefore 1"; fi'
+            sh('  if [ -f "$d" ] && [ "$(stat -c %s "$d")" -le {limit} ]; then ', limit=str(_DIFF_LIMIT))
+            + 'echo "@@before $(base64 < "$d" | tr -d \'\\n\')"; elif [ -f "$d" ]; then echo "@@bigbefore 1"; fi'
         )
     if not check and send_content:
         force = args.get("force", True)
@@ -177,7 +176,7 @@ def write_script(
             'if [ "$(id -u)" = 0 ]; then chown "$(stat -c %u:%g "$d")" "$t"; fi; fi'
         )
         if validate:
-            lines.append(f'  {validate} || {{ echo "@@error validation failed"; exit 1; }}')
+            lines.append(sh('  {validate} || { echo "@@error validation failed"; exit 1; }', validate=Raw(validate)))
         if args.get("backup"):
             lines.append(
                 '  if [ -f "$d" ]; then b="$d.$(date +%Y%m%d%H%M%S).$$~"; cp -p "$d" "$b" && echo "@@backup_file $b"; fi'
@@ -191,7 +190,7 @@ def write_script(
     lines.append("fi")
     attrs = _attrs_call("$d", args, check)
     if attrs:
-        lines.append(f'if [ -e "$d" ]; then {attrs.strip()}; fi')
+        lines.append(sh('if [ -e "$d" ]; then {attrs}; fi', attrs=Raw(attrs.strip())))
     return "\n".join(lines) + "\n"
 
 
@@ -329,7 +328,7 @@ class Copy(Module):
         script = "\n".join(
             [
                 _ATTRS_FN,
-                f"s={qpath(args['src'])}; d={qpath(args['dest'])}",
+                sh("s={src}; d={dest}", src=host_path(args["src"]), dest=host_path(args["dest"])),
                 'if [ ! -f "$s" ]; then echo "@@error source $s does not exist on the host"; exit 1; fi',
                 'if [ -d "$d" ]; then d="$d/$(basename "$s")"; fi',
                 'echo "@@path $d"',
@@ -423,7 +422,7 @@ class File(Module):
         args = ctx.args
         check = ctx.check_mode
         state = args.get("state") or ("link" if args.get("src") else None)
-        lines = [_ATTRS_FN, f"p={qpath(args['path'])}"]
+        lines = [_ATTRS_FN, sh("p={p}", p=host_path(args["path"]))]
 
         def act(command: str) -> str:
             """The changing command, or a no-op in check mode."""
@@ -480,18 +479,18 @@ class File(Module):
                 lines.append(act('touch -- "$p"'))
         elif state == "link":
             src = str(args["src"])
-            lines.append(f"s={qpath(src) if src.startswith('~') else q(src)}")
+            lines.append(sh("s={src}", src=host_path(src) if src.startswith("~") else src))
             replace = (
                 act('rm -rf -- "$p"')
                 if args.get("force")
                 else 'echo "@@error $p exists and is not a link (force: yes replaces it)"; exit 1'
             )
             lines.append('if [ -L "$p" ] && [ "$(readlink "$p")" = "$s" ]; then :; else')
-            lines.append(f'  if [ -e "$p" ] && [ ! -L "$p" ]; then {replace}; fi')
+            lines.append(sh('  if [ -e "$p" ] && [ ! -L "$p" ]; then {replace}; fi', replace=Raw(replace)))
             lines.append('  echo "@@changed linked"; ' + act('ln -sfn -- "$s" "$p"') + "")
             lines.append("fi")
         elif state == "hard":
-            lines.append(f"s={qpath(str(args['src']))}")
+            lines.append(sh("s={src}", src=host_path(str(args["src"]))))
             lines.append(
                 'if [ ! -e "$s" ]; then echo "@@error hard link source $s does not exist"; exit 1; fi'
             )
@@ -506,10 +505,15 @@ class File(Module):
             attrs = _attrs_call("$p", args, check).strip()
             if args.get("recurse") and state == "directory":
                 attrs = self._recurse(args, check)
-            lines.append(f'if [ -e "$p" ]; then {attrs}; fi')
+            lines.append(sh('if [ -e "$p" ]; then {attrs}; fi', attrs=Raw(attrs)))
         if state == "link" and (args.get("owner") or args.get("group")):
             lines.append(
-                f'if [ -L "$p" ]; then pv_attrs "$p" "" {q(args.get("owner") or "")} {q(args.get("group") or "")} {1 if check else 0} || exit 1; fi'
+                sh(
+                    'if [ -L "$p" ]; then pv_attrs "$p" "" {owner} {group} {check} || exit 1; fi',
+                    owner=args.get("owner") or "",
+                    group=args.get("group") or "",
+                    check="1" if check else "0",
+                )
             )
         result = ctx.run("\n".join(lines) + "\n")
         report = parse_report(result.stdout)
@@ -546,22 +550,25 @@ class File(Module):
                 'for km in $(find "$p" ! -type l -exec stat -c %F:%a {} + | tr " " _ | sort -u); do '
                 "k=${km%:*}; cur=${km##*:}; "
                 'if [ "$k" = directory ]; then t=$(mktemp -d); else t=$(mktemp); fi; '
-                f'chmod "$cur" "$t" && chmod {q(mode)} "$t" || {{ rm -rf "$t"; echo "@@error invalid mode {mode}"; exit 1; }}; '
+                + sh('m={mode}; ', mode=mode)
+                + 'chmod "$cur" "$t" && chmod "$m" "$t" || { rm -rf "$t"; echo "@@error invalid mode $m"; exit 1; }; '
                 '[ "$(stat -c %a "$t")" != "$cur" ] && c=1; rm -rf "$t"; done; '
                 'if [ $c = 1 ]; then echo "@@changed mode"; '
-                + ("" if check else f'chmod -R {q(mode)} "$p" || exit 1; ')
+                + ("" if check else 'chmod -R "$m" "$p" || exit 1; ')
                 + "fi"
             )
         if owner:
             parts.append(
-                f'if [ -n "$(find "$p" ! -user {q(owner)} -print -quit)" ]; then echo "@@changed owner"; '
-                + ("" if check else f'chown -R {q(owner)} "$p" || exit 1; ')
+                sh('o={owner}; ', owner=owner)
+                + 'if [ -n "$(find "$p" ! -user "$o" -print -quit)" ]; then echo "@@changed owner"; '
+                + ("" if check else 'chown -R -- "$o" "$p" || exit 1; ')
                 + "fi"
             )
         if group:
             parts.append(
-                f'if [ -n "$(find "$p" ! -group {q(group)} -print -quit)" ]; then echo "@@changed group"; '
-                + ("" if check else f'chgrp -R {q(group)} "$p" || exit 1; ')
+                sh('g={group}; ', group=group)
+                + 'if [ -n "$(find "$p" ! -group "$g" -print -quit)" ]; then echo "@@changed group"; '
+                + ("" if check else 'chgrp -R -- "$g" "$p" || exit 1; ')
                 + "fi"
             )
         return "; ".join(parts) or ":"
@@ -610,8 +617,8 @@ class LineInFile(Module):
         args = ctx.args
         marker = "@@content-" + secrets.token_hex(4)
         read = ctx.run(
-            f'p={qpath(args["path"])}; echo "@@path $p"; if [ -f "$p" ]; then echo {marker}; base64 < "$p" || exit 1; '
-            'elif [ -e "$p" ]; then echo "@@error $p is not a regular file"; else echo "@@missing 1"; fi'
+            sh('p={p}; echo "@@path $p"; if [ -f "$p" ]; then echo {marker}; base64 < "$p" || exit 1; ', p=host_path(args["path"]), marker=marker)
+            + 'elif [ -e "$p" ]; then echo "@@error $p is not a regular file"; else echo "@@missing 1"; fi'
         )
         report = parse_report(read.stdout.split(marker, 1)[0])
         if report.errors or not read.ok:
@@ -714,7 +721,6 @@ class Stat(Module):
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         args = ctx.args
-        flag = "-L " if args["follow"] else ""
         fmt = "%F|%a|%u|%g|%U|%G|%s|%Y|%h|%i|%d"
         checksum = (
             'if [ -f "$p" ] && [ -r "$p" ]; then c=$(sha1sum < "$p"); echo "@@checksum ${c%% *}"; fi'
@@ -722,9 +728,13 @@ class Stat(Module):
             else ":"
         )
         script = (
-            f"p={qpath(args['path'])}\n"
-            f'if [ -e "$p" ] || [ -L "$p" ]; then echo "@@stat $(stat {flag}-c {q(fmt)} "$p")"; '
-            'if [ -L "$p" ]; then echo "@@lnk_source $(readlink -f "$p")"; fi; '
+            sh(
+                'p={p}\nif [ -e "$p" ] || [ -L "$p" ]; then echo "@@stat $(stat {flags} -c {fmt} "$p")"; ',
+                p=host_path(args["path"]),
+                flags=["-L"] if args["follow"] else [],
+                fmt=fmt,
+            )
+            + 'if [ -L "$p" ]; then echo "@@lnk_source $(readlink -f "$p")"; fi; '
             f'{checksum}; else echo "@@missing 1"; fi\n'
         )
         result = ctx.run(script)

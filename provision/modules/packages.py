@@ -200,7 +200,7 @@ elif req["requirements"] or todo:
     if state == "latest": cmd.append("-U")
     if state == "forcereinstall": cmd.append("--force-reinstall")
     # index URLs may carry credentials: pip reads them from its environment, not argv (ps)
-    if req["index_url"]: cmd += ["--index-url", req["index_url"]]
+    if req["index_url"]: pip_env["PIP_INDEX_URL"] = req["index_url"]
     if req["extra_index_url"]: pip_env["PIP_EXTRA_INDEX_URL"] = " ".join(req["extra_index_url"])
     if req["find_links"]: pip_env["PIP_FIND_LINKS"] = " ".join(req["find_links"])
     if req["break_system_packages"]: cmd.append("--break-system-packages")

@@ -86,6 +86,7 @@ def build_report(
 ) -> dict[str, Any]:
     """Assemble the document and diagnose it. Sections not measured stay empty ({} / [])."""
     from provision.report.diagnosis import diagnose
+    from provision.secrets import mask_url_passwords
 
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -101,6 +102,8 @@ def build_report(
     if doc["install"]:
         doc["install"].setdefault("python", None)  # the key is part of the schema, even unknown
     doc["diagnosis"] = [f.as_dict() for f in diagnose(doc)]
+    # a report outlives the run: no URL password (an index or proxy URL) is ever written
+    doc = mask_url_passwords(doc)
     validate(doc, f"report for {host}")
     return doc
 

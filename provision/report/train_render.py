@@ -10,7 +10,7 @@ from provision.report.charts import empty_chart, line_chart
 
 
 def _points(xs: list[Any], ys: list[Any]) -> list[tuple[float, float]]:
-    return [(float(x), float(y)) for x, y in zip(xs, ys) if x is not None and y is not None]
+    return [(float(x), float(y)) for x, y in zip(xs, ys, strict=False) if x is not None and y is not None]
 
 
 def train_charts(doc: dict[str, Any]) -> dict[str, str]:

@@ -86,12 +86,15 @@ def framed_stream(
     stats = stats if stats is not None else StreamStats()
     zstandard = zstandard_module() if zstd else None
     compressors: dict[int, Any] = {}
+    speeds: dict[int, float] = {}  # level -> raw bytes compressed per CPU second (EMA)
     on = False
     try:
         for k, chunk in enumerate(chunks):
             body, kind = chunk, framing.RAW
             if zstandard is not None and (on or k < 2 or k % PROBE_EVERY == 0):
-                level = 3 if 0 < stats.link_bps < SLOW_LINK else 1
+                # level 3 only on a slow link once level 1 is known to keep far ahead of it
+                slow = 0 < stats.link_bps < SLOW_LINK and speeds.get(1, 0) > 8 * stats.link_bps
+                level = 3 if slow else 1
                 cctx = compressors.get(level)
                 if cctx is None:
                     cctx = compressors[level] = zstandard.ZstdCompressor(level=level)
@@ -99,7 +102,8 @@ def framed_stream(
                 packed = cctx.compress(chunk)
                 spent = max(cpu_clock() - c0, 1e-6)
                 stats.ratio = _ema(stats.ratio, len(packed) / max(1, len(chunk)))
-                stats.compress_bps = _ema(stats.compress_bps, len(chunk) / spent)
+                speeds[level] = _ema(speeds.get(level, 0.0), len(chunk) / spent)
+                stats.compress_bps = speeds[level]
                 if len(packed) < USELESS_RATIO * len(chunk):
                     body, kind = packed, framing.ZSTD
                     stats.zstd_frames += 1

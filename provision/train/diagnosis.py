@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from provision.report.diagnosis import AMP_WORTH_IT, THROTTLE_BAD, THROTTLE_MIN_FRACTION, Finding, loader_curve
+from provision.report.diagnosis import (
+    AMP_WORTH_IT,
+    THROTTLE_BAD,
+    THROTTLE_MIN_FRACTION,
+    Finding,
+    loader_curve,
+)
 
 INPUT_WARN = 0.3  # the step waits on data 30% of the time: worth fixing
 INPUT_CRITICAL = 0.5  # more than half: the GPU (or CPU) mostly waits

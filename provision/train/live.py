@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -19,6 +20,11 @@ class RunView:
         self._lock = threading.Lock()
         use_live = console.is_terminal if live is None else live
         self._live = Live(self._table(), console=console, refresh_per_second=2, transient=True) if use_live else None
+
+    @property
+    def live(self) -> bool:
+        """Whether the live table is shown (a terminal, not --json/--no-live)."""
+        return self._live is not None
 
     def __enter__(self) -> RunView:
         if self._live is not None:
@@ -54,10 +60,10 @@ class RunView:
             started = row.get("started")
             elapsed = f"{time.time() - started:.0f}s" if started else ""
             wait = row.get("data_wait_fraction")
-            table.add_row(host, str(row.get("run_id", "")), str(row.get("state", "")), elapsed,
+            table.add_row(escape(host), escape(str(row.get("run_id", ""))), str(row.get("state", "")), elapsed,
                           str(row.get("steps") if row.get("steps") is not None else ""),
                           "" if wait is None else f"{wait:.0%}",
                           str(row.get("gpu_util_mean") if row.get("gpu_util_mean") is not None else "—"),
                           str(row.get("cpu_util_mean") if row.get("cpu_util_mean") is not None else ""),
-                          str(row.get("last", "")))
+                          escape(str(row.get("last", ""))))  # a log line is data, not markup
         return table

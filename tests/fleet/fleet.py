@@ -23,11 +23,7 @@ Needs root, iproute2, util-linux (unshare, nsenter) and openssh-server. Usable a
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
-import ctypes
-import functools
-import hashlib
 import json
 import os
 import secrets
@@ -40,33 +36,40 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import kinds as kinds_mod
+from actions import HostActions
+from netns import (  # noqa: F401  (re-exported: tests import them from fleet)
+    _DEAD_OCTET,
+    _GATEWAY_OCTET,
+    _JUMP_OCTET,
+    _MAX_HOSTS,
+    _SUBNETS,
+    _UNOWNED_MAC,
+    LOCK_DIR,
+    SESSION_PATH,
+    SSHD,
+    FleetError,
+    ShapingUnavailable,
+    _ed25519_keypair,
+    _encrypted_keypair,
+    _free_run_id,
+    _install_sigterm_handler,
+    _netem_available,
+    _pdeathsig,
+    _remove_network,
+    _run,
+    _subnets_in_use,
+    _write_private,
+    cleanup_stale,
+    generate_keypair,
+    preflight,
+)
 
-SSHD = "/usr/sbin/sshd"
-LOCK_DIR = Path("/run/provision-fleet")
-# 198.18.0.0/15 (RFC 2544, benchmarking) holds 512 /24s: one per run.
-_SUBNETS = [f"198.{18 + i // 256}.{i % 256}" for i in range(512)]
-_MAX_HOSTS = 200  # .2 .. .201; .254 is the dead address
-_DEAD_OCTET = 254
-_GATEWAY_OCTET = 250  # the shared address of `gateway` hosts
-_JUMP_OCTET = 251  # the jump host's address on the fleet bridge
-_UNOWNED_MAC = "02:00:5e:10:00:fe"  # locally administered, owned by nobody on the bridge
-# The PATH sessions get comes from sshd (no PAM, no ~/.bashrc on the hosts' tmpfs /root);
-# spelled out so a pyenv shim can never come first.
-SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-class FleetError(RuntimeError):
-    """The fleet could not be started or a helper failed; the message says which host and why."""
-
-
-class ShapingUnavailable(FleetError):
-    """tc netem (delay) is not in this kernel."""
 
 
 @dataclass
@@ -122,175 +125,7 @@ class FleetHost:
         return f"{name} {self.host_public_key}\n"
 
 
-def _pdeathsig() -> None:
-    # Children die with the thread that spawned them, so a SIGKILLed controller leaves no sshd.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _run(
-    cmd: list[str], *, input: str | None = None, check: bool = True
-) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, input=input, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise FleetError(f"{shlex.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return proc
-
-
-def _ed25519_keypair() -> tuple[bytes, str, str]:
-    """(OpenSSH private key, "ssh-ed25519 AAAA...", SHA256 fingerprint) without ssh-keygen."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption(),
-    )
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
-    )
-    blob = base64.b64decode(public.split()[1])
-    fingerprint = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-    return private, public, fingerprint
-
-
-def _encrypted_keypair(path: Path, passphrase: str) -> str:
-    """An OpenSSH ed25519 key encrypted with `passphrase` (bcrypt KDF, as ssh-keygen -N does);
-    returns its public line."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.OpenSSH,
-        serialization.BestAvailableEncryption(passphrase.encode()),
-    )
-    _write_private(path, private)
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
-    )
-    Path(f"{path}.pub").write_text(public + "\n")
-    return public
-
-
-def generate_keypair(path: str | os.PathLike) -> str:
-    """Write a new ed25519 private key (and PATH.pub); returns its fingerprint. For "wrong key"
-    tests: a key no fleet host authorizes."""
-    private, public, fingerprint = _ed25519_keypair()
-    _write_private(Path(path), private)
-    Path(f"{path}.pub").write_text(public + "\n")
-    return fingerprint
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
-def _pid_alive(pid: int) -> bool:
-    """Running, not a zombie waiting to be reaped (a killed controller can linger as one)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def _subnets_in_use() -> set[str]:
-    """First three octets of every 198.18/15 address or route already on this machine."""
-    out = (
-        _run(["ip", "-o", "-4", "addr"], check=False).stdout
-        + _run(["ip", "-4", "route"], check=False).stdout
-    )
-    used = set()
-    for word in out.replace("/", " ").split():
-        parts = word.split(".")
-        if len(parts) == 4 and parts[0] == "198" and parts[1] in ("18", "19"):
-            used.add(".".join(parts[:3]))
-    return used
-
-
-@functools.cache
-def preflight() -> str | None:
-    """Why the fleet cannot run here, or None when it can (for skip messages). Checked once."""
-    if os.geteuid() != 0:
-        return "fleet tests need root (network namespaces, mounts)"
-    for tool in ("ip", "unshare", "nsenter", "tc"):
-        if shutil.which(tool) is None:
-            return f"fleet tests need `{tool}` (apt-get install iproute2 util-linux)"
-    if not os.access(SSHD, os.X_OK):
-        return f"fleet tests need OpenSSH's {SSHD} (apt-get install openssh-server)"
-    name = f"pfprobe{os.getpid() % 100000}"
-    probe = _run(["ip", "netns", "add", name], check=False)
-    if probe.returncode != 0:
-        return f"network namespaces are not available here: {probe.stderr.strip()}"
-    _run(["ip", "netns", "del", name], check=False)
-    return None
-
-
-def _free_run_id() -> str:
-    """4 hex digits no namespace or link on this machine uses yet. Names built from it:
-    pf-RID-gpuN (netns), pfRIDbr (bridge), pfRIDh200 (veth): all within IFNAMSIZ (15)."""
-    taken = (
-        _run(["ip", "netns", "list"], check=False).stdout
-        + _run(["ip", "-o", "link"], check=False).stdout
-    )
-    for _ in range(100):
-        rid = secrets.token_hex(2)
-        if f"pf-{rid}-" not in taken and f"pf{rid}" not in taken:
-            return rid
-    raise FleetError("could not find an unused fleet run id (100 tries)")
-
-
-def cleanup_stale() -> list[str]:
-    """Remove namespaces/bridges of runs whose controller process is gone. Returns their ids."""
-    cleaned = []
-    if not LOCK_DIR.is_dir():
-        return cleaned
-    for lock in LOCK_DIR.glob("*.json"):
-        try:
-            info = json.loads(lock.read_text())
-        except (OSError, ValueError):
-            continue
-        if _pid_alive(int(info.get("pid", 0))):
-            continue
-        _remove_network(info["rid"], info.get("netns", []))
-        if info.get("route"):
-            _run(["ip", "route", "del", *info["route"].split()], check=False)
-        shutil.rmtree(info.get("workdir", "/nonexistent"), ignore_errors=True)
-        lock.unlink(missing_ok=True)
-        cleaned.append(info["rid"])
-    return cleaned
-
-
-def _remove_network(rid: str, netns: list[str]) -> None:
-    """Kill whatever still runs in the run's namespaces, then delete namespaces and bridge."""
-    existing = set(_run(["ip", "netns", "list"], check=False).stdout.split())
-    names = [n for n in existing if n.startswith(f"pf-{rid}-")] + [
-        n for n in netns if n in existing
-    ]
-    for ns in set(names):
-        for pid in _run(["ip", "netns", "pids", ns], check=False).stdout.split():
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
-    # deleting the root-side veth ends first makes their removal synchronous (a namespace's
-    # own teardown happens later, in a kernel work queue)
-    links = _run(["ip", "-o", "link", "show"], check=False).stdout
-    veths = {w.split("@")[0] for w in links.split() if w.startswith(f"pf{rid}h")}
-    batch = [f"link del {v}" for v in veths] + [f"netns del {n}" for n in set(names)]
-    if batch:
-        _run(["ip", "-force", "-batch", "-"], input="\n".join(batch) + "\n", check=False)
-    _run(["ip", "link", "del", f"pf{rid}br"], check=False)
-
-
-class Fleet:
+class Fleet(HostActions):
     """N sshd hosts gpu1..gpuN. Use as a context manager, or start()/stop()."""
 
     def __init__(
@@ -741,46 +576,8 @@ class Fleet:
             return False
 
     def _add_sudo_users(self, host: FleetHost) -> None:
-        """`ubuntu` (passwordless sudo) and `ops` (sudo asks for its password), both logging in
-        with the fleet's keys; private copies of passwd/shadow/group/sudoers, bind-mounted in the
-        host's mount namespace only."""
-        etc = Path(host.rootfs or "/") / "etc"
-        files = {name: host.workdir / name for name in ("passwd", "shadow", "group", "sudoers")}
-        for name, path in files.items():
-            shutil.copyfile(etc / name, path)
-        os.chmod(files["shadow"], 0o600)
-        os.chmod(files["sudoers"], 0o440)
-        passwd = files["passwd"].read_text().splitlines()
-        uids = [int(line.split(":")[2]) for line in passwd if line.count(":") >= 6]
-        uid = max([u for u in uids if 1000 <= u < 60000], default=999)
-        homes = []
-        with open(files["passwd"], "a") as pw, open(files["group"], "a") as gr, open(files["shadow"], "a") as sh:
-            for user in (kinds_mod.SUDO_NOPASSWD_USER, kinds_mod.SUDO_PASSWORD_USER):
-                uid += 1
-                pw.write(f"{user}:x:{uid}:{uid}::/home/{user}:/bin/bash\n")
-                gr.write(f"{user}:x:{uid}:\n")
-                password = host.sudo_passwords.get(user)
-                # "*": no password login, but not "locked" (sshd refuses locked accounts' keys too)
-                hashed = "*" if password is None else _run(
-                    ["openssl", "passwd", "-6", "-stdin"], input=password + "\n").stdout.strip()
-                sh.write(f"{user}:{hashed}:19000:0:99999:7:::\n")
-                homes.append((user, uid))
-        with open(files["sudoers"], "a") as fh:
-            fh.write(kinds_mod.sudoers_lines())
-        keys = shlex.quote(f"{self.public_key}\n{self._passphrase_public}\n")
-        rc = shlex.quote(kinds_mod.noisy_rc() if "noisy" in host.kinds else "")
-        script = ["set -e"]
-        script += [f"mount --bind {host.in_host(files[n])} /etc/{n}" for n in files]
-        for user, uid in homes:
-            home = f"/home/{user}"
-            script += [
-                f"mkdir -p -m 700 {home}/.ssh",
-                f"printf '%s' {keys} > {home}/.ssh/authorized_keys",
-                f"printf '%s' {rc} > {home}/.bashrc",
-                f"cp {home}/.bashrc {home}/.profile",
-                f"chown -R {uid}:{uid} {home} && chmod 700 {home}",
-            ]
-        self.ns_exec(host, "\n".join(script))
+        script = kinds_mod.sudo_users_script(host, [self.public_key, self._passphrase_public])
+        self.ns_exec(host, script)
 
     @staticmethod
     def _log_tail(host: FleetHost, lines: int = 20) -> str:
@@ -884,229 +681,6 @@ class Fleet:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    def ns_exec(
-        self,
-        host: FleetHost | str,
-        cmd: str | list[str],
-        check: bool = True,
-        input: str | None = None,
-    ) -> subprocess.CompletedProcess:
-        """Run as root inside the host's network, mount and UTS namespaces, outside SSH."""
-        host = self.host(host) if isinstance(host, str) else host
-        assert host.keeper is not None
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        chroot = ["-r", "-w"] if host.rootfs else []  # inside the host's own root filesystem
-        full = ["nsenter", "-t", str(host.keeper.pid), "-n", "-m", "-u", *chroot, "--", *argv]
-        proc = subprocess.run(
-            full, input=input, capture_output=True, text=True, env={"PATH": SESSION_PATH}
-        )
-        if check and proc.returncode != 0:
-            raise FleetError(
-                f"{host.name}: {cmd!r} failed ({proc.returncode}): {proc.stderr.strip()}"
-            )
-        return proc
-
-    def link_down(self, host: FleetHost | str) -> None:
-        """Pull the host's cable (from inside its namespace): packets to it vanish, connects time out."""
-        self.ns_exec(host, "ip link set eth0 down")
-
-    def link_up(self, host: FleetHost | str) -> None:
-        host = self.host(host) if isinstance(host, str) else host
-        self.ns_exec(
-            host, f"ip link set eth0 up && ip route replace default via {self.controller_address}"
-        )
-
-    @property
-    def netem_available(self) -> bool:
-        return _netem_available()
-
-    def shape(
-        self, host: FleetHost | str, rate: str | None = "200mbit", delay: str | None = "10ms"
-    ) -> None:
-        """Limit the host's link in BOTH directions: the qdisc goes on the root-namespace veth end
-        (controller -> host) and on the host's eth0 (host -> controller). So `delay` is added once
-        each way (RTT grows by 2 x delay). Delay needs tc netem; rate alone uses tbf, which every
-        kernel with traffic control has."""
-        host = self.host(host) if isinstance(host, str) else host
-        if delay:
-            if not _netem_available():
-                raise ShapingUnavailable(
-                    "tc netem is not available in this kernel (CONFIG_NET_SCH_NETEM is off and "
-                    "modules cannot be loaded), so no delay can be added. Rate-only shaping works: "
-                    "fleet.shape(host, rate='200mbit', delay=None)."
-                )
-            qdisc = f"netem delay {delay}" + (f" rate {rate}" if rate else "") + " limit 100000"
-        elif rate:
-            qdisc = f"tbf rate {rate} burst 256kb latency 100ms"
-        else:
-            raise ValueError("shape() needs a rate, a delay or both")
-        _run(["tc", "qdisc", "replace", "dev", host.veth, "root", *qdisc.split()])
-        self.ns_exec(host, f"tc qdisc replace dev eth0 root {qdisc}")
-
-    def unshape(self, host: FleetHost | str) -> None:
-        host = self.host(host) if isinstance(host, str) else host
-        _run(["tc", "qdisc", "del", "dev", host.veth, "root"], check=False)
-        self.ns_exec(host, "tc qdisc del dev eth0 root", check=False)
-
-    def restart_sshd(self, host: FleetHost | str) -> None:
-        """Stop and start the host's sshd; files on the host (its tmpfs) are kept."""
-        host = self.host(host) if isinstance(host, str) else host
-        if host.sshd is not None:
-            host.sshd.kill()
-            host.sshd.wait(timeout=5)
-        # the listener is gone once the process is; wait for a new banner, not the old one
-        self._spawn_sshd(host)
-        self._wait_ready([host])
-
-    def replace_host_key(self, host: FleetHost | str) -> str:
-        """Give the host a new host key (as a re-imaged rental would) and restart its sshd.
-        Returns the new fingerprint."""
-        host = self.host(host) if isinstance(host, str) else host
-        self._new_host_key(host)
-        self.restart_sshd(host)
-        return host.host_key_fingerprint
-
-    def dead_address(self) -> str:
-        """An address in the fleet subnet where connects TIME OUT (not refused): it has a
-        permanent neighbour entry to a MAC nobody owns, so SYNs go out and nothing answers.
-        (For "connection refused", use a fleet host's address with a port nothing listens on.)"""
-        address = f"{self.subnet}.{_DEAD_OCTET}"
-        if not self._dead_neigh:
-            _run(
-                [
-                    "ip",
-                    "neigh",
-                    "replace",
-                    address,
-                    "lladdr",
-                    _UNOWNED_MAC,
-                    "dev",
-                    self.bridge,
-                    "nud",
-                    "permanent",
-                ]
-            )
-            self._dead_neigh = True
-        return address
-
-    def set_password(self, host: FleetHost | str, user: str, password: str) -> None:
-        """Enable password auth for `user` on this host only. The machine's /etc/passwd and
-        /etc/shadow are untouched: the host gets private copies, bind-mounted in its own mount
-        namespace. A user that does not exist is created (home in the host's own /home).
-        The password reaches openssl on stdin, never argv."""
-        host = self.host(host) if isinstance(host, str) else host
-        hashed = _run(["openssl", "passwd", "-6", "-stdin"], input=password + "\n").stdout.strip()
-        files = {name: host.workdir / name for name in ("passwd", "shadow", "group")}
-        first = not files["passwd"].exists()
-        if first:
-            for name, path in files.items():
-                shutil.copyfile(f"/etc/{name}", path)
-            os.chmod(files["shadow"], 0o600)
-        passwd = files["passwd"].read_text().splitlines()
-        shadow = files["shadow"].read_text().splitlines()
-        group = files["group"].read_text().splitlines()
-        if not any(line.split(":")[0] == user for line in passwd):
-            uids = [int(line.split(":")[2]) for line in passwd if line.count(":") >= 6]
-            uid = max([u for u in uids if 1000 <= u < 60000], default=999) + 1
-            passwd.append(f"{user}:x:{uid}:{uid}::/home/{user}:/bin/bash")
-            group.append(f"{user}:x:{uid}:")
-            shadow.append(f"{user}:!:19000:0:99999:7:::")
-            home = f"/home/{user}"
-            setup_home = f"mkdir -p {home}/.ssh && chown -R {uid}:{uid} {home} && chmod 700 {home}"
-        else:
-            setup_home = ""
-        shadow = [
-            ":".join([f[0], hashed, *f[2:]]) if f[0] == user else line
-            for line in shadow
-            for f in [line.split(":")]
-        ]
-        # rewrite in place: a bind mount follows the inode, a new file would not be seen
-        for name, lines in (("passwd", passwd), ("shadow", shadow), ("group", group)):
-            with open(files[name], "r+") as fh:
-                fh.truncate(0)
-                fh.write("\n".join(lines) + "\n")
-        if first:
-            mounts = " && ".join(
-                f"mount --bind {files[n]} /etc/{n}" for n in ("passwd", "shadow", "group")
-            )
-            self.ns_exec(host, mounts)
-        if setup_home:
-            self.ns_exec(host, setup_home)
-        host.password_users[user] = password
-        self._write_sshd_config(host, password=True, root_password="root" in host.password_users)
-        self.restart_sshd(host)
-
-    def remove_python(self, host: FleetHost | str) -> None:
-        """Make python3 vanish from the host (an overlay with whiteouts over /usr/bin, in the
-        host's mount namespace only). Undo with restore_python()."""
-        host = self.host(host) if isinstance(host, str) else host
-        self.ns_exec(
-            host,
-            "set -e; mkdir -p /run/nopython/upper /run/nopython/work; "
-            "for f in /usr/bin/python3 /usr/bin/python3.*; do "
-            '  [ -e "$f" ] || [ -L "$f" ] || continue; mknod "/run/nopython/upper/${f##*/}" c 0 0; done; '
-            "mount -t overlay nopython -o lowerdir=/usr/bin,upperdir=/run/nopython/upper,"
-            "workdir=/run/nopython/work /usr/bin; "
-            "! command -v python3 >/dev/null",
-        )
-
-    def restore_python(self, host: FleetHost | str) -> None:
-        host = self.host(host) if isinstance(host, str) else host
-        # lazy: the shell running this (/bin/sh is /usr/bin/sh) executes from the overlay
-        self.ns_exec(
-            host, "umount -l /usr/bin && rm -rf /run/nopython && command -v python3 >/dev/null"
-        )
-
-
-_netem: bool | None = None
-
-
-def _netem_available() -> bool:
-    """Probe once: add a netem qdisc on a throwaway veth in a throwaway namespace."""
-    global _netem
-    if _netem is None:
-        ns = f"pfnetem{os.getpid() % 100000}"
-        _run(["ip", "netns", "add", ns], check=False)
-        try:
-            _run(
-                ["ip", "-n", ns, "link", "add", "a", "type", "veth", "peer", "name", "b"],
-                check=False,
-            )
-            probe = _run(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    ns,
-                    "tc",
-                    "qdisc",
-                    "add",
-                    "dev",
-                    "a",
-                    "root",
-                    "netem",
-                    "delay",
-                    "1ms",
-                ],
-                check=False,
-            )
-            _netem = probe.returncode == 0
-        finally:
-            _run(["ip", "netns", "del", ns], check=False)
-    return _netem
-
-
-def _install_sigterm_handler() -> None:
-    """SIGTERM (CI timeouts, `kill`) unwinds like Ctrl-C, so atexit/finally tear the fleet down."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-
-        def _exit(signum: int, frame: object) -> None:
-            raise SystemExit(128 + signum)
-
-        signal.signal(signal.SIGTERM, _exit)
-
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
@@ -1116,6 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start a fleet, print an inventory, wait for Ctrl-C")
     up.add_argument("-n", "--size", type=int, default=8)
     up.add_argument("--inventory", help="also write the inventory (INI) here")
+    up.add_argument("--kinds", help="one per host, comma-separated; '+' joins kinds (noisy,conda+noisy)")
     timing = sub.add_parser("time", help="start and stop a fleet, print how long start took")
     timing.add_argument("-n", "--size", type=int, default=8)
     timing.add_argument("--repeat", type=int, default=1)
@@ -1135,7 +710,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         return 0
-    with Fleet(args.size) as fleet:
+    kinds = [set(k.split("+")) for k in args.kinds.split(",")] if args.kinds else None
+    with Fleet(len(kinds) if kinds else args.size, kinds=kinds) as fleet:
         inventory = Path(args.inventory) if args.inventory else fleet.workdir / "inventory.ini"
         fleet.write_inventory(inventory)
         print(inventory.read_text(), end="")

@@ -171,3 +171,51 @@ def sudoers_lines() -> str:
         f"{SUDO_NOPASSWD_USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"
         f"{SUDO_PASSWORD_USER} ALL=(ALL:ALL) ALL\n"
     )
+
+
+def sudo_users_script(host, keys: list[str]) -> str:
+    """Set up `ubuntu` (passwordless sudo) and `ops` (sudo asks for its password) on `host`
+    (a FleetHost), both logging in with `keys`: private copies of passwd/shadow/group/sudoers in
+    the host's workdir, and the shell (run in the host's namespaces) that bind-mounts them there
+    only and makes the homes."""
+    import shlex
+
+    etc = Path(host.rootfs or "/") / "etc"
+    files = {name: host.workdir / name for name in ("passwd", "shadow", "group", "sudoers")}
+    for name, path in files.items():
+        shutil.copyfile(etc / name, path)
+    os.chmod(files["shadow"], 0o600)
+    os.chmod(files["sudoers"], 0o440)
+    passwd = files["passwd"].read_text().splitlines()
+    uids = [int(line.split(":")[2]) for line in passwd if line.count(":") >= 6]
+    uid = max([u for u in uids if 1000 <= u < 60000], default=999)
+    homes = []
+    with open(files["passwd"], "a") as pw, open(files["group"], "a") as gr, open(files["shadow"], "a") as sh:
+        for user in (SUDO_NOPASSWD_USER, SUDO_PASSWORD_USER):
+            uid += 1
+            pw.write(f"{user}:x:{uid}:{uid}::/home/{user}:/bin/bash\n")
+            gr.write(f"{user}:x:{uid}:\n")
+            password = host.sudo_passwords.get(user)
+            # "*": no password login, but not "locked" (sshd refuses locked accounts' keys too)
+            hashed = "*" if password is None else subprocess.run(
+                ["openssl", "passwd", "-6", "-stdin"], input=password + "\n",
+                capture_output=True, text=True, check=True, timeout=30,
+            ).stdout.strip()  # fmt: skip
+            sh.write(f"{user}:{hashed}:19000:0:99999:7:::\n")
+            homes.append((user, uid))
+    with open(files["sudoers"], "a") as fh:
+        fh.write(sudoers_lines())
+    authorized = shlex.quote("".join(k + "\n" for k in keys))
+    rc = shlex.quote(noisy_rc() if "noisy" in host.kinds else "")
+    script = ["set -e"]
+    script += [f"mount --bind {host.in_host(files[n])} /etc/{n}" for n in files]
+    for user, uid in homes:
+        home = f"/home/{user}"
+        script += [
+            f"mkdir -p -m 700 {home}/.ssh",
+            f"printf '%s' {authorized} > {home}/.ssh/authorized_keys",
+            f"printf '%s' {rc} > {home}/.bashrc",
+            f"cp {home}/.bashrc {home}/.profile",
+            f"chown -R {uid}:{uid} {home} && chmod 700 {home}",
+        ]
+    return "\n".join(script)

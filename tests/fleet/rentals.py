@@ -4,7 +4,7 @@ runner for the real CLI.
 
     gpu1  noisy                  root, port 22; ~/.bashrc and ~/.profile print on every command
     gpu2  gateway + noisy        root on [gw]:41001 -- AutoDL's "ssh -p PORT root@region" model
-    gpu3  gateway                root on [gw]:41002, the same address, its own host key
+    gpu3  gateway + conda        root on [gw]:41002, the same address, its own host key
     gpu4  sudo + noisy           logs in as `ubuntu` (passwordless sudo); inventory host `ops`
                                  is the same machine as user `ops`, whose sudo needs a password
     gpu5  behind-jump + conda    reachable only through the jump host (own key) via -J
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 KINDS: dict[str, set[str]] = {
     "gpu1": {"noisy"},
     "gpu2": {"gateway", "noisy"},
-    "gpu3": {"gateway"},
+    "gpu3": {"gateway", "conda"},
     "gpu4": {"sudo", "noisy"},
     "gpu5": {"behind-jump", "conda"},
     "gpu6": {"conda", "noisy"},

@@ -138,7 +138,7 @@ def test_corpus_through_every_module_argument_over_ssh(arena: HostArena) -> None
 N_CASES = len(module_cases("/x", "v"))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=hostile_text(), case=st.integers(0, N_CASES - 1))
 def test_generated_values_through_every_module_argument_over_ssh(
     arena: HostArena, value: str, case: int
@@ -266,6 +266,15 @@ def cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
+def state_roots() -> list[Path]:
+    """Where this machine keeps what a run writes: HOME and XDG dirs, and provision's own home
+    (history.sqlite, known_hosts, caches) — per test, set up by tests/conftest.py."""
+    roots = [Path(os.environ["HOME"])]
+    if os.environ.get("PROVISION_HOME"):
+        roots.append(Path(os.environ["PROVISION_HOME"]))
+    return roots
+
+
 def assert_nowhere(secret_values: list[str], out: subprocess.CompletedProcess, scanner: ProcessScanner,
                    extra_dirs: list[Path]) -> None:
     """Not in any command line seen, not in stdout / stderr / the JSON, not in any file written
@@ -276,7 +285,7 @@ def assert_nowhere(secret_values: list[str], out: subprocess.CompletedProcess, s
         assert secret not in out.stdout, "secret in stdout"
         assert secret not in out.stderr, "secret in stderr"
         needle = secret.encode()
-        roots = [Path(os.environ["HOME"]), *extra_dirs]
+        roots = [*state_roots(), *extra_dirs]
         leaked = [
             str(p)
             for root in roots
@@ -430,3 +439,39 @@ def test_become_password_never_visible(make_fleet, tmp_path: Path) -> None:
         pytest.skip("this build has no --become-password-env")
     assert out.returncode == 0, out.stderr[-2000:]
     assert_nowhere([password], out, scanner, [tmp_path])
+
+
+def test_index_credentials_never_reach_reports_or_history(make_fleet, tmp_path: Path) -> None:
+    """bench measures the index (a `user:password@` URL) and the report module writes the
+    JSON/Markdown/HTML report and the history row: none holds the password."""
+    fleet = make_fleet(1)
+    password = "repSECRET" + secrets.token_hex(6)
+    wheels = small_wheelhouse(tmp_path / "wheels")
+    reports = tmp_path / "reports"
+    with PackageIndex(wheels, host=fleet.controller_address, auth=("pvuser", password),
+                      watch_secret=password) as index:
+        pb = playbook(
+            tmp_path,
+            f"""
+            - bench:
+                quick: true
+                sections: [network]
+                index_url: "{{{{ lookup('env', 'PV_TEST_INDEX') }}}}"
+              register: measured
+            - report:
+                out: {reports}
+                bench: "{{{{ measured }}}}"
+            """,
+        )
+        out, doc = run_cli_with_scan(
+            tmp_path, fleet, pb, [password], env={"PV_TEST_INDEX": index.url_with_credentials()}
+        )
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        assert index.secret_seen_in == []
+    written = sorted(p.suffix for p in reports.iterdir())
+    assert written == [".html", ".json", ".md"], written
+    history = [p for root in state_roots() for p in root.rglob("history.sqlite")]
+    assert history, "the report was not recorded in the history"
+    assert any(index.address[0] in p.read_text(errors="replace") for p in reports.iterdir()), (
+        "the report should name the index it measured (with the password masked)"
+    )

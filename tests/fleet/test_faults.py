@@ -34,7 +34,7 @@ from fleet import Fleet, FleetHost
 
 from provision.connection.base import ConnectOptions
 from provision.connection.ssh import SSHConnection
-from provision.errors import AgentError, HostError, UnreachableError
+from provision.errors import HostError, UnreachableError
 from provision.inventory.model import Host
 from provision.parallel import for_each_host
 from provision.remote.agent import Agent
@@ -72,6 +72,23 @@ def wait_until(what: str, check, timeout: float = 30.0) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError(f"{what}: not within {timeout:g}s")
+
+
+def link_up(fleet: Fleet, host: FleetHost) -> None:
+    """Plug the cable back and wait until the host's sshd is reachable again (the bridge's
+    neighbour entry for it failed while it was down: "No route to host" for a moment)."""
+    import socket
+
+    fleet.link_up(host)
+
+    def reachable() -> bool:
+        try:
+            socket.create_connection((host.address, host.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    wait_until(f"{host.name} reachable again", reachable)
 
 
 def options(ssh_config_file: Path, **kw: Any) -> ConnectOptions:
@@ -135,9 +152,48 @@ def test_link_cut_for_good_mid_task(pair: Fleet, ssh_config_file: Path) -> None:
     print(f"\nlink cut: reported {reported_at - cut_at[0]:.1f}s after the cut "
           f"(keepalive {opts.keepalive:g}s x {opts.keepalive_count})")
 
-    pair.link_up(a)
+    link_up(pair, a)
     with SSHConnection(a.as_host(), opts) as conn:  # rerun recovers
         assert conn.run("echo back").stdout == "back\n"
+
+
+def test_a_playbook_names_the_task_the_link_died_in(pair: Fleet, ssh_config_file: Path, tmp_path: Path) -> None:
+    from provision.engine.runner import run_playbook
+
+    a, b = pair.hosts
+    tag = f"{secrets.randbelow(10**6)}"
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        f"    - name: long step\n      command: sleep 5.{tag}\n"
+        "    - command: echo after\n"
+    )
+
+    def cut() -> None:
+        wait_until("the task runs on gpu1", lambda: host_processes(pair, a, f"sleep 5.{tag}"))
+        pair.link_down(a)
+
+    cutter = threading.Thread(target=cut)
+    cutter.start()
+    result = run_playbook(playbook, hosts=pair.provision_hosts(), options=options(ssh_config_file))
+    cutter.join()
+    link_up(pair, a)
+    by_host = {(r.host, r.task): r for r in result.results}
+    dead = by_host[(a.name, "long step")]
+    assert dead.status == "unreachable", dead.to_json()
+    assert "no reply for" in dead.msg and "(link down?) during task 'long step'" in dead.msg, dead.msg
+    assert by_host[(b.name, "command")].status in ("ok", "changed")  # the other host finished
+    assert result.exit_code() == 4
+
+
+def test_stderr_is_read_to_the_end_after_a_quiet_spell(pair: Fleet, ssh_config_file: Path) -> None:
+    """stdout busy, stderr quiet for longer than the idle bound: its last line still arrives."""
+    with SSHConnection(pair.hosts[0].as_host(), options(ssh_config_file)) as conn:
+        lines: list[str] = []
+        result = conn.stream("echo first >&2; for i in 1 2 3 4 5 6; do echo $i; sleep 0.3; done; echo last >&2",
+                             on_stdout_line=lines.append, idle_timeout=1.0)
+        assert result.ok and lines == ["1", "2", "3", "4", "5", "6"]
+        assert result.stderr == "first\nlast\n"
 
 
 def test_link_blip_shorter_than_the_keepalive_budget_is_survived(pair: Fleet, ssh_config_file: Path) -> None:
@@ -364,9 +420,8 @@ def test_timeout_ends_the_remote_process_group(pair: Fleet, ssh_config_file: Pat
 
 def test_pip_hung_is_stopped_by_the_task_timeout(pair: Fleet, ssh_config_file: Path, tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from tests.support.package_index import PackageIndex
-
     from provision.engine.runner import run_playbook
+    from tests.support.package_index import PackageIndex
 
     a, b = pair.hosts
     (tmp_path / "wheels").mkdir()

@@ -106,7 +106,10 @@ def test_up_installs_the_newest_torch_the_index_has(lagging: dict[str, Any], fir
 
 def test_install_latest_is_then_nothing_to_do(lagging: dict[str, Any], first_up) -> None:
     assert first_up[0] == 0
-    code, doc, stderr, seconds = provision(lagging, "install", "gpu1", "--index-url", lagging["index"].url)
+    # the request `up` made (its env holds lmdb and pillow beside torch), torch "latest"
+    code, doc, stderr, seconds = provision(
+        lagging, "install", "gpu1", "--index-url", lagging["index"].url, "--extra", "lmdb", "pillow"
+    )
     print(f"\n`provision install gpu1` (latest; the index still lags): {seconds:.1f}s")
     assert code == 0, stderr[-3000:]
     host = doc["hosts"]["gpu1"]

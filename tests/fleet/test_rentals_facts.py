@@ -59,7 +59,7 @@ def test_bullseye_host_has_its_own_python_and_glibc(rentals: Rentals, facts_run)
 
 def test_conda_prefix_and_its_torch_are_facts(rentals: Rentals, facts_run) -> None:
     fleet = rentals.fleet
-    for name in ("gpu5", "gpu6", "gpu7"):
+    for name in ("gpu3", "gpu5", "gpu6", "gpu7"):
         facts = facts_run.doc["hosts"][name]
         torch_version = fleet.ns_exec(
             name, f"{CONDA_PYTHON} -c 'import importlib.metadata as m; print(m.version(\"torch\"))'"

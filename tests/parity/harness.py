@@ -39,7 +39,7 @@ ANSIBLE_PLAYBOOK = shutil.which("ansible-playbook") or str(
 
 # Per-playbook recap counts from ansible-playbook running many playbooks in one invocation:
 # ansible-playbook sends v2_playbook_on_stats after each playbook (with that playbook's stats).
-CALLBACK = r'''
+CALLBACK = r"""
 import json
 import os
 
@@ -84,11 +84,11 @@ class CallbackModule(CallbackBase):
         self.seen[id(stats)] = now
         with open(os.environ["PARITY_RECAP_FILE"], "w") as f:
             json.dump({"recaps": self.recaps, "failures": self.failures}, f)
-'''
+"""
 
 # Run inside each host (nsenter, not SSH): every entry under PARITY_ROOT with its type, mode,
 # owner, group and content (text, else sha256), so neither tool's own view is trusted.
-SNAPSHOT = r'''
+SNAPSHOT = r"""
 import grp, hashlib, json, os, pwd, stat, sys
 root = sys.argv[1]
 out = {}
@@ -121,7 +121,7 @@ for base, dirs, files in os.walk(root):
                 entry["sha256"] = hashlib.sha256(data).hexdigest()
         out[rel] = entry
 print(json.dumps(out))
-'''
+"""
 
 
 @dataclass
@@ -152,12 +152,14 @@ def discover(corpus: Path = CORPUS) -> list[CorpusEntry]:
             data = yaml.safe_load(sidecar.read_text()) or {}
             unknown = set(data) - SIDECAR_KEYS
             if unknown:
-                raise ValueError(f"{sidecar}: unknown keys {sorted(unknown)} (use {sorted(SIDECAR_KEYS)})")
+                raise ValueError(
+                    f"{sidecar}: unknown keys {sorted(unknown)} (use {sorted(SIDECAR_KEYS)})"
+                )
             for key in ("alone", "idempotent", "check", "extra_vars", "env", "ignore_paths"):
                 if key in data:
                     setattr(entry, key, data[key])
-            if entry.extra_vars or entry.env:
-                entry.alone = True  # their own invocation: -e and env apply to one playbook
+            if entry.extra_vars:
+                entry.alone = True  # its own invocation: -e applies to every playbook of one
         entries.append(entry)
     return entries
 
@@ -283,7 +285,7 @@ class Workspace:
         recap_file = self.root / "ansible-recap.json"
         recap_file.unlink(missing_ok=True)
         extra = entries[0].extra_vars if len(entries) == 1 else {}
-        env_extra = entries[0].env if len(entries) == 1 else {}
+        env_extra = {k: v for e in entries for k, v in e.env.items()}  # shared: name them apart
         args = [ANSIBLE_PLAYBOOK, *(str(e.path) for e in entries)]
         if extra:
             args += ["-e", json.dumps(extra)]
@@ -335,7 +337,9 @@ class Workspace:
             host: {k: int(counts.get(k, 0)) for k in RECAP_KEYS}
             for host, counts in doc["recap"].items()
         }
-        failures = [r for r in doc.get("results", []) if r.get("status") in ("failed", "unreachable")]
+        failures = [
+            r for r in doc.get("results", []) if r.get("status") in ("failed", "unreachable")
+        ]
         return {"recap": recap, "failures": failures, "returncode": proc.returncode,
                 "output": proc.stderr[-3000:]}  # fmt: skip
 

@@ -8,11 +8,18 @@ that the canary never appears.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests.support.hostile_names import HOSTILE_NAMES
+
+# hypothesis keeps caches (its unicode tables) in ./.hypothesis by default: tests write only
+# under temp dirs (the example database is off: settings(database=None) in the tests)
+set_hypothesis_home_dir(str(Path(tempfile.gettempdir()) / "provision-tests-hypothesis"))
 
 CANARY_VAR = "PV_CANARY"
 _T = 'touch "$PV_CANARY"'

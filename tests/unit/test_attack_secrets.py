@@ -167,9 +167,114 @@ def test_run_json_hides_no_log_and_url_credentials(tmp_path: Path) -> None:
                 msg: "token is {{{{ my_api_key }}}}"
         """,
     )
-    out = cli("run", str(playbook), "--json", "-e", "my_api_key=varSECRET10")
+    out = cli("run", str(playbook), "--json", "-v", "-e", "my_api_key=varSECRET10")
     assert out.stdout.strip(), out.stderr
     json.loads(out.stdout)
     for secret in ("urlSECRET7", "noLogSECRET8", "headerSECRET9", "varSECRET10"):
         assert secret not in out.stdout and secret not in out.stderr, secret
     assert MASK in out.stdout
+
+
+def test_reports_never_hold_url_passwords(tmp_path: Path) -> None:
+    from provision.report.document import build_report, write_report
+
+    doc = build_report(
+        "gpu1",
+        install={"index_url": "https://bob:repPASS99@mirror.example/simple", "action": "installed"},
+        bench={"network": {"index": {"url": "http://x:benchPASS77@h/simple"}}},
+    )
+    paths = write_report(doc, tmp_path / "reports")
+    for path in paths.values():
+        text = Path(path).read_text()
+        assert "repPASS99" not in text and "benchPASS77" not in text, path
+    assert doc["install"]["index_url"] == f"https://bob:{MASK}@mirror.example/simple"
+
+
+# -- get_url: every downloader gets the URL, credentials and headers without argv ----------------
+
+
+class _AuthServer:
+    """127.0.0.1 HTTP server that answers only with the right Basic auth and X-Api-Token."""
+
+    def __init__(self, user: str, password: str, token: str) -> None:
+        import base64
+        import http.server
+        import threading
+
+        expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        seen: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                ok = self.headers.get("Authorization") == expected and self.headers.get("X-Api-Token") == token
+                seen.append("ok" if ok else "denied")
+                body = b"payload\n" if ok else b""
+                self.send_response(200 if ok else 401)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.seen = seen
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.port = self.server.server_address[1]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _tool_dir(tmp_path: Path, downloader: str) -> Path:
+    """A PATH with the tools the get_url script needs and exactly one downloader."""
+    import shutil
+
+    bin_dir = tmp_path / f"bin-{downloader}"
+    bin_dir.mkdir()
+    tools = ["sh", "sed", "mktemp", "cat", "sha256sum", "sha1sum", "dirname", "basename", "mv", "cmp",
+             "rm", "stat", "chmod", "chown", "chgrp", "id", "head", "tail", "tr", "date", "base64",
+             downloader]
+    for tool in tools:
+        found = shutil.which(tool)
+        if found is None:
+            pytest.skip(f"{tool} is not installed here")
+        target = Path(os.path.realpath(found)) if tool != "python3" else Path(sys.executable)
+        (bin_dir / tool).symlink_to(target)
+    return bin_dir
+
+
+@pytest.mark.parametrize("downloader", ["curl", "wget", "python3"])
+def test_get_url_sends_credentials_and_headers_without_argv(tmp_path: Path, downloader: str) -> None:
+    from provision.connection.local import LocalConnection
+    from provision.inventory.model import Host
+    from provision.modules.base import TaskContext, get_module, normalize_args
+
+    password, token = "pw$(id)'\"" + os.urandom(4).hex(), "tok " + os.urandom(4).hex()
+    server = _AuthServer("alice", password, token)
+    try:
+        module = get_module("get_url")()  # type: ignore[misc]
+        args = normalize_args(module, {
+            "url": f"http://127.0.0.1:{server.port}/data.txt", "dest": str(tmp_path / "got.txt"),
+            "url_username": "alice", "url_password": password, "headers": {"X-Api-Token": token},
+        })
+        conn = LocalConnection(Host("localhost", local=True))
+        seen_argv: list[str] = []
+        original = conn.run
+
+        def run(command: str, **kw: object):  # every command line the module sends
+            seen_argv.append(command)
+            return original(command, **kw)  # type: ignore[arg-type]
+
+        conn.run = run  # type: ignore[method-assign]
+        ctx = TaskContext(host=conn.host, connection=conn, args=args,
+                          environment={"PATH": str(_tool_dir(tmp_path, downloader))})
+        result = module.run(ctx)
+    finally:
+        server.close()
+    assert server.seen == ["ok"], server.seen
+    assert (tmp_path / "got.txt").read_text() == "payload\n"
+    assert result.data["url"] == f"http://alice:{MASK}@127.0.0.1:{server.port}/data.txt"
+    assert not [c for c in seen_argv if password in c or token in c]

@@ -38,7 +38,7 @@ T = Templar()
 # errors a hostile value may cause: a clear failure, never a crash, never execution
 EXPECTED_ERRORS = (ModuleFailure, ArgError, ShellValueError, TemplateError, ProvisionError, OSError)
 SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 

@@ -56,7 +56,8 @@ def test_json_document_on_stdout_and_exit_codes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)  # exactly one JSON document
     assert doc["recap"] == {
-        "localhost": {"ok": 2, "changed": 1, "failed": 0, "skipped": 0, "unreachable": 0}
+        "localhost": {"ok": 2, "changed": 1, "failed": 0, "skipped": 0, "unreachable": 0,
+                      "ignored": 0, "rescued": 0}
     }
     assert [r["task"] for r in doc["results"]] == ["make", "greet"]
     assert doc["results"][1]["msg"] == "hello world"

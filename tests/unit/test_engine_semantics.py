@@ -85,7 +85,9 @@ def test_when_register_and_conditions(tmp_path: Path) -> None:
     assert by_name["probe"].status == "ok"
     assert by_name["skipped"].status == "skipped"
     assert debug_msgs(result) == ["hello 0", True]
-    assert stats(result) == {"ok": 3, "changed": 0, "failed": 0, "skipped": 2, "unreachable": 0}
+    assert stats(result) == {
+        "ok": 3, "changed": 0, "failed": 0, "skipped": 2, "unreachable": 0, "ignored": 0, "rescued": 0
+    }  # fmt: skip
 
 
 def test_loops_labels_and_registered_results(tmp_path: Path) -> None:

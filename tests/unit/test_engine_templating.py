@@ -73,7 +73,8 @@ def test_conditions() -> None:
         ),
         ("{{ {'k': 'v'} | dict2items }}", [{"key": "k", "value": "v"}]),
         ("{{ 'abc123' | regex_replace('[0-9]+', 'N') }}", "abcN"),
-        ("{{ 'v=12' | regex_search('v=(\\\\d+)', '\\\\1') }}", ["12"]),
+        # backslashes in a {{ }} string constant are literal, as in Ansible (not Python escapes)
+        ("{{ 'v=12' | regex_search('v=(\\d+)', '\\1') }}", ["12"]),
         ('{{ "o\'brien" | quote }}', "'o'\"'\"'brien'"),
         ("{{ ['a', 'b'] | join(',') }}", "a,b"),
         ("{{ none_var | default('d', true) }}", "d"),

@@ -104,7 +104,16 @@ def ansible_list(root: Path, args: list[str], env: dict[str, str]) -> dict:
 
 def ours_list(root: Path, args: list[str], env: dict[str, str]) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "provision", "inventory", *args, "--json", "--ssh-config", os.devnull],
+        [
+            sys.executable,
+            "-m",
+            "provision",
+            "inventory",
+            *args,
+            "--json",
+            "--ssh-config",
+            os.devnull,
+        ],
         capture_output=True,
         text=True,
         env=dict(env, PYTHONPATH=str(REPO)),

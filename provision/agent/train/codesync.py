@@ -16,7 +16,7 @@ from provision.agent.datasets.tarstream import read_members
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, IO, List
+    from typing import IO, Any, Dict, List
 
 MANIFEST = ".provision-code.json"
 
@@ -76,7 +76,7 @@ def apply(dest: str, stream: IO[bytes], files: Dict[str, str], executable: List[
         try:
             st = os.stat(os.path.join(dest, rel))
         except OSError:
-            raise ValueError("code folder %s lacks %r after the transfer (send it again)" % (dest, rel))
+            raise ValueError("code folder %s lacks %r after the transfer (send it again)" % (dest, rel)) from None
         manifest[rel] = [sha, st.st_size, st.st_mtime_ns]
     tmp = os.path.join(dest, MANIFEST + ".tmp")
     with open(tmp, "w") as f:

@@ -10,7 +10,7 @@ from provision.agent.train import codesync, idle, procs, rundir, supervisor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List
+    from typing import Any, Dict
 
 FOLLOW_MAX_S = 600.0  # one follow call; the controller calls again while the run goes on
 FOLLOW_POLL_S = 0.25
@@ -138,7 +138,7 @@ def follow(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
             pending += data
             *lines, pending = pending.split(b"\n")
             if lines:
-                ctx.progress(lines=[l.decode("utf-8", "replace") for l in lines], offset=offset - len(pending))
+                ctx.progress(lines=[b.decode("utf-8", "replace") for b in lines], offset=offset - len(pending))
             if len(data) == 1 << 20:
                 continue
         if done:

@@ -13,7 +13,7 @@ from provision.agent.bench import nvml
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List
 
 SMI_MIN_INTERVAL = 5.0
 SMI_FIELDS = "index,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,clocks_throttle_reasons.active"

@@ -42,10 +42,10 @@ def all_pids() -> List[int]:
         return []
 
 
-def group_members(pgid: int) -> Dict[int, Tuple[str, int, int, float, int, str]]:
-    """pid -> stat of every live process in the process group."""
+def group_members(pgid: int, pids: Optional[List[int]] = None) -> Dict[int, Tuple[str, int, int, float, int, str]]:
+    """pid -> stat of every live process in the process group (of `pids` when given)."""
     out = {}
-    for pid in all_pids():
+    for pid in all_pids() if pids is None else pids:
         stat = read_stat(pid)
         if stat is not None and stat[2] == pgid and stat[0] not in ("Z", "X"):
             out[pid] = stat

@@ -7,7 +7,8 @@ MB/s per mount (/proc/self/mountstats), files the run holds open on network moun
 other network filesystems have no per-mount counters, so what the run has open there is the
 evidence), and per-GPU figures (gpu.py).
 
-Cost is bounded per sample: one pass over /proc/*/stat, at most MAX_FD_PIDS processes' fd
+Cost is bounded per sample: the run's known processes' /proc/PID/stat (a pass over all of
+/proc/*/stat every FULL_SCAN_EVERY samples finds new workers), at most MAX_FD_PIDS processes' fd
 tables of at most MAX_FDS entries each, and NVML queries; benchmarks/train_overhead.py
 measures it.
 """
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 MAX_FD_PIDS = 16
 MAX_FDS = 512
 MOUNTS_REFRESH_S = 30.0
+FULL_SCAN_EVERY = 5  # samples between passes over all of /proc for new processes of the run
 
 
 def read_meminfo(path: str = "/proc/meminfo") -> Dict[str, int]:
@@ -96,6 +98,7 @@ class RunSampler(object):
         # CPU seconds per pid at the previous sample; a pid first seen later is a new worker
         self._cpu = dict((pid, st[3]) for pid, st in procs.group_members(pgid).items())
         self._t = time.time()
+        self._n = 0
         self._mounts_at = 0.0
         self.network_mounts = []  # type: List[Tuple[str, str]]
         self._refresh_mounts()
@@ -123,7 +126,11 @@ class RunSampler(object):
         stat = read_proc_stat()
         busy, iowait = cpu_percent(self._stat, stat)
         self._stat = stat
-        members = procs.group_members(self.pgid)
+        self._n += 1
+        if self._n % FULL_SCAN_EVERY == 0 or not self._cpu:
+            members = procs.group_members(self.pgid)  # finds new workers
+        else:  # the known members only: a pass over all of /proc costs ~1 ms per 100 processes
+            members = procs.group_members(self.pgid, list(self._cpu))
         main = workers = 0.0
         rss = 0
         cpu_now = {}

@@ -125,7 +125,7 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
     for row in samples:
         for d, rate in (row.get("disk_read_mb_s") or {}).items():
             disks.setdefault(d, []).append(rate)
-        for m, count in (row.get("network_open") or {}).items():
+        for m in row.get("network_open") or {}:
             network_open[m] = network_open.get(m, 0) + 1
         for m, rate in (row.get("nfs_read_mb_s") or {}).items():
             nfs.setdefault(m, []).append(rate)

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -21,7 +20,7 @@ from provision.agent.train import idle, procs, rundir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List
 
 BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -90,6 +89,13 @@ def child_env(state: Dict[str, Any], directory: str, user_env: Dict[str, str]) -
     return env
 
 
+def _on_path(name: str, env: Dict[str, str]) -> bool:
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        if folder and os.access(os.path.join(folder, name), os.X_OK):
+            return True
+    return False
+
+
 def _sample_loop(directory: str, child: Any, interval: float, stop: Any, log: Any) -> None:
     from provision.agent.train.gpu import GpuProbe
     from provision.agent.train.sampler import RunSampler
@@ -132,6 +138,8 @@ def run_command(directory: str) -> int:
     argv = [str(a) for a in state["command"]]
     if state.get("python") and argv and argv[0] in ("python", "python3"):
         argv[0] = state["python"]  # the chosen interpreter, whatever PATH the shell had
+    elif argv and argv[0] == "python" and not _on_path("python", env) and _on_path("python3", env):
+        argv[0] = "python3"  # Debian/Ubuntu hosts have no `python` unless python-is-python3
     logf = open(os.path.join(directory, rundir.LOG), "ab")
     started = time.time()
     try:

@@ -131,7 +131,7 @@ def _patch_dataloader(module):
             _write({"kind": "first_batch", "wait_s": round(end - start, 4)})
         self._provision_prev = end
         self._provision_batches = getattr(self, "_provision_batches", 0) + 1
-        if _state["device"] is None or _state["device"] == "cpu":
+        if _state["device"] != "cuda" and _state["batches"] % 256 == 0:  # cheap, but not per batch
             _state["device"] = _device_guess(batch)
         _progress()
         return batch

@@ -1,0 +1,125 @@
+"""check, stage, health and up on every rental-like kind (tests/fleet/rentals.py): the "Done
+when" matrix of issue 9. `up` keeps the conda torch where it fits (gpu5, gpu6, gpu7), installs
+the real torch 2.13.0 CPU build from the tests' own index on the noisy high-port host (gpu2) and,
+as `ubuntu` with --become, on the sudo host (gpu4); the bullseye host's Python 3.9 has no torch on
+that index, and `up` says so with the options.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kinds import NOISE_OUT
+from rentals import Rentals
+
+from provision.staging.sample import make_image_folder
+from tests.support.package_index import PackageIndex
+
+IMAGES = 48
+DATASET = "rental-images"
+# the base play's apt task on packages every fleet machine has (see tests/fleet/test_up.py)
+BASE = ("-e", '{"provision_base_packages": ["openssh-server", "procps"]}')
+
+
+@pytest.fixture(scope="module")
+def images(rentals: Rentals):
+    return make_image_folder(rentals.work / "images", IMAGES, classes=4, size=32)
+
+
+def _lmdb_kib(rentals: Rentals, name: str, path: str) -> int:
+    """Size of the staged LMDB on the host, read there (outside provision)."""
+    return int(rentals.fleet.ns_exec(name, f"du -sk {path} | cut -f1").stdout.split()[0])
+
+
+def test_check_on_every_kind(rentals: Rentals) -> None:
+    run = rentals.provision("check", "rentals", "--json", "--forks", "8")
+    rentals.timings["check, all kinds"] = run.seconds
+    doc = run.doc
+    assert run.returncode in (0, 1), run.describe()
+    hosts = doc["hosts"]
+    assert sorted(hosts) == sorted(rentals.names)
+    for name, verdict in hosts.items():
+        assert "error" not in verdict, (name, verdict)
+        assert verdict["verdict"] in ("OK", "WARN", "FAIL"), (name, verdict)
+        assert verdict["plan"]["torch"] and verdict["reasons"], (name, verdict)
+        if "conda" in rentals.kinds_of(name):  # conda's torch 2.13.0 CPU runs here: verified
+            assert verdict["host"]["torch"].startswith("2.13.0"), verdict
+            assert verdict["verify"]["ok"] is True
+            assert verdict["verify"]["python"]["executable"].startswith("/root/miniconda3/bin/python")
+        else:
+            assert verdict["host"]["torch"] is None, (name, verdict["host"])  # none there
+    assert NOISE_OUT not in run.stdout
+
+
+def test_stage_on_every_kind_and_into_roots_data_disk_with_become(rentals: Rentals, images) -> None:
+    targets = [n for n in rentals.names if n != "gpu4"]
+    run = rentals.provision("stage", str(images), *targets, "--name", DATASET, "--json")
+    rentals.timings["stage 48 images, 7 kinds"] = run.seconds
+    assert run.returncode == 0, run.describe()
+    # the sudo host's `ubuntu` can't write /root/autodl-tmp; as root through sudo it can
+    became = rentals.provision("stage", str(images), "gpu4", "--name", DATASET, "--json", "--become")
+    assert became.returncode == 0, became.describe()
+    for name in rentals.names:
+        path = f"/root/autodl-tmp/datasets/{DATASET}.lmdb"
+        owner = rentals.fleet.ns_exec(name, f"stat -c %U {path}").stdout.strip()
+        assert owner == "root", (name, owner)
+        assert _lmdb_kib(rentals, name, path) > 0
+    # every host's copy says it holds all the images (the report of the run that staged it)
+    for run_ in (run, became):
+        for result in run_.doc["hosts"].values():
+            assert result["count"] == IMAGES, result
+
+
+def test_health_on_every_kind_reads_the_kernel_log_as_root_with_become(rentals: Rentals) -> None:
+    run = rentals.provision("health", "rentals", "--json", "--forks", "8")
+    rentals.timings["health, all kinds"] = run.seconds
+    hosts = run.doc["hosts"]
+    assert sorted(hosts) == sorted(rentals.names)
+    for name, result in hosts.items():
+        assert "error" not in result, (name, result)
+        assert result["verdict"] in ("healthy", "degraded", "failing"), (name, result)
+        assert len(result["host"]["load_average"]) == 3
+    became = rentals.provision("health", "gpu4", "--json", "--become")
+    assert "error" not in became.doc["hosts"]["gpu4"], became.describe()
+    assert "kernel_log" in became.doc["hosts"]["gpu4"]
+
+
+@pytest.fixture(scope="module")
+def index(rentals: Rentals):
+    from test_up import up_wheelhouse  # torch 2.13.0 CPU + lmdb + pillow wheels, cached
+
+    with PackageIndex(up_wheelhouse(), host=rentals.fleet.controller_address) as served:
+        yield served
+
+
+def test_up_on_every_kind(rentals: Rentals, images, index: PackageIndex) -> None:
+    hosts = ["gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]
+    run = rentals.provision(
+        "up", *hosts, "--json", "--become", *BASE, "--index-url", index.url, "--torch", "2.13.0",
+        "--dataset", str(images), "--dataset-name", DATASET, "--no-bench", "--no-project",
+        "--out", str(rentals.work / "reports"), timeout=1200,
+    )  # fmt: skip
+    rentals.timings["up --no-bench: gpu4 installs; gpu3, gpu5-7 keep conda torch"] = run.seconds
+    assert run.returncode == 0, run.describe()
+    doc = run.doc
+    for name in hosts:
+        recap = doc["recap"][name]
+        assert recap["failed"] == 0 and recap["unreachable"] == 0, (name, recap, run.describe())
+        install = run.results(name)["install matched torch"]["result"]
+        if "conda" in rentals.kinds_of(name):
+            assert install["action"] == "unchanged" and install["python"].startswith("/root/miniconda3/"), install
+        else:
+            assert install["action"] == "installed", install
+        assert run.results(name)["stage dataset"]["status"] in ("ok", "changed")
+    if rentals.bullseye_missing:
+        return
+    # Python 3.9: torch 2.13.0 needs a newer one and the index has no older torch
+    old = rentals.provision(
+        "up", "gpu8", "--json", *BASE, "--index-url", index.url, "--dataset", str(images),
+        "--dataset-name", DATASET, "--no-bench", "--no-project", "--out", str(rentals.work / "reports"),
+    )  # fmt: skip
+    rentals.timings["up --no-bench: gpu8 (bullseye, no torch for 3.9 on the index)"] = old.seconds
+    assert old.returncode == 1, old.describe()
+    failed = old.results("gpu8")["install matched torch"]
+    assert failed["status"] == "failed" and "option:" in failed["msg"], failed
+    for task in ("Gathering Facts", "compatibility check"):
+        assert old.results("gpu8")[task]["status"] in ("ok", "changed"), old.results("gpu8")[task]
