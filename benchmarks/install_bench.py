@@ -97,7 +97,8 @@ class Bench:
         pkgs = " ".join(f"'{p}'" for p in PACKAGES)
         return self.sh(
             f"python3 -m venv {venv} && {venv}/bin/pip install --no-input --disable-pip-version-check "
-            f"--progress-bar off --index-url {self.index_url} --cache-dir {cache} {pkgs} >/dev/null"
+            f"--progress-bar off --index-url {self.index_url} --trusted-host {self.fleet.controller_address} "
+            f"--cache-dir {cache} {pkgs} >/dev/null"
         )
 
     def provision(self, env: str, cache: str, installer: str) -> tuple[float, dict]:
@@ -147,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                 bench.sh(f"python3 -m venv {SSD}/boot")
                 t = time.perf_counter()
                 uv_path, how = uv_mod.obtain_uv(
-                    bench.conn, f"{SSD}/boot/bin/python", IndexConfig(index.url), bench.facts,
+                    bench.conn,
+                    f"{SSD}/boot/bin/python",
+                    IndexConfig(index.url, trusted_hosts=[fleet.controller_address]),
+                    bench.facts,
                     f"{SSD}/cache-boot", lambda m: None,
                 )
                 rows["uv bootstrap from the index (once per host)"] = [time.perf_counter() - t]

@@ -207,7 +207,7 @@ class LocalConnection(Connection):
     def _expired(self, start: float, last: float, timeout: float | None, idle: float | None) -> str | None:
         now = time.monotonic()
         at = self._interrupted_at
-        if at is not None and (start <= at or now - at > 1.0):
+        if at is not None and (start <= at or (start - at <= 1.0 < now - at)):  # as in ssh.py
             return "interrupted"
         if timeout is not None and now - start > timeout:
             return f"timed out after {timeout:g}s"

@@ -458,7 +458,9 @@ class SSHConnection(Connection):
         def expired() -> str | None:
             now = time.monotonic()
             at = self._interrupted_at
-            if at is not None and stoppable and (start <= at or now - at > _CLEANUP_GRACE):
+            # started before the interrupt: stop; started in the cleanup grace: stop at its end;
+            # started later: the interrupt is history (a long-lived connection is not poisoned)
+            if at is not None and stoppable and (start <= at or (start - at <= _CLEANUP_GRACE < now - at)):
                 return "interrupted"
             if timeout is not None and now - start > timeout:
                 return f"timed out after {timeout:g}s"

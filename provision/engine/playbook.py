@@ -813,6 +813,8 @@ class _Loader:
         # include_tasks: `when` decides once, tags apply to the include only
         fields = self.node_fields(data, inherit, base_dir)
         child_inherit = replace(self.extend(inherit, data), when=inherit.when, tags=inherit.tags)
+        if isinstance(raw, Mapping) and isinstance(raw.get("apply"), YMap):
+            child_inherit = self.extend(child_inherit, raw["apply"])  # `apply:` keywords
         node = Include(file=file, inherit=child_inherit, **fields)
         self.loop_fields(node, data)  # type: ignore[arg-type]
         if not is_template(file):

@@ -720,7 +720,7 @@ def install(
                 retries=options.pip_retries,
             )
         result.pip_command = scrub(cmd.display, secrets)
-        say(f"{'uv pip' if uv_path else 'pip'} install ({index_cfg.describe()})")
+        say(f"pip install ({index_cfg.describe()})" + (" with uv" if uv_path else ""))
         _check_cancel(options, host, result)
         with _timed(t, "pip"):
             code, output = run_pip(connection, cmd, generation, options, say)

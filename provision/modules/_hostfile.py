@@ -30,6 +30,9 @@ class HostFile:
     path: str  # as the host resolved it (`~/x` → /root/x)
     kind: str  # "file" | "directory" | "missing" | "other"
     data: bytes | None = None
+    mode: int | None = None  # of the file; for a missing one, what a new file would get (umask)
+    owner: str = ""
+    group: str = ""
 
     @property
     def checksum(self) -> str:
@@ -40,9 +43,10 @@ def read_host_file(ctx: TaskContext, file_path: str) -> HostFile:
     """One round trip: what is at `file_path` on the host, and its bytes when it is a file."""
     marker = "@@content-" + secrets.token_hex(6)
     script = sh(
-        'p={p}; echo "@@path $p"; '
+        'p={p}; echo "@@path $p"; echo "@@umask $(umask)"; '
         'if [ -d "$p" ]; then echo "@@kind directory"; '
-        'elif [ -f "$p" ]; then echo "@@kind file"; echo {marker}; base64 < "$p" || exit 1; '
+        'elif [ -f "$p" ]; then echo "@@kind file"; echo "@@attrs $(stat -c \'%a %U %G\' "$p")"; '
+        'echo {marker}; base64 < "$p" || exit 1; '
         'elif [ -e "$p" ]; then echo "@@kind other"; else echo "@@kind missing"; fi',
         p=host_path(file_path),
         marker=marker,
@@ -56,7 +60,28 @@ def read_host_file(ctx: TaskContext, file_path: str) -> HostFile:
         )
     kind = report.values["kind"]
     data = base64.b64decode("".join(body.split())) if kind == "file" else None
-    return HostFile(report.values.get("path", file_path), kind, data)
+    found = HostFile(report.values.get("path", file_path), kind, data)
+    attrs = report.values.get("attrs", "").split()
+    if len(attrs) == 3:
+        found.mode, found.owner, found.group = int(attrs[0], 8), attrs[1], attrs[2]
+    elif kind == "missing" and report.values.get("umask", "").isdigit():
+        found.mode = 0o666 & ~int(report.values["umask"], 8)
+    return found
+
+
+def attrs_differ(current: HostFile, args: dict[str, Any]) -> bool:
+    """Would mode/owner/group change `current`? (Ansible's "ownership, perms or SE linux context
+    changed".) A symbolic mode counts as differing only when it is not a no-op for the mode."""
+    mode, owner, group = args.get("mode"), args.get("owner"), args.get("group")
+    if mode and current.mode is not None:
+        text = str(mode)
+        if text.isdigit() and int(text, 8) != current.mode:
+            return True
+    if owner and current.kind == "file" and owner not in (current.owner,):
+        return True
+    if group and current.kind == "file" and group not in (current.group,):
+        return True
+    return False
 
 
 def ensure_parent_dir(ctx: TaskContext, file_path: str) -> None:
@@ -129,6 +154,7 @@ def run_host_python(
 
 __all__ = [
     "HostFile",
+    "attrs_differ",
     "content_diff",
     "ensure_parent_dir",
     "read_host_file",

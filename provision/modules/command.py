@@ -317,7 +317,7 @@ class _CommandBase(Module):
         # values travel on stdin, ahead of the task's own stdin: never in the command line (ps),
         # and no size limit from the kernel's argv or sshd's packet size
         prefix, values = stdin_env(env)
-        result = ctx.run(prefix + guard + script, stdin=values + (_stdin(args) or b""))
+        result = ctx.run(prefix + guard + script, stdin=(values + (_stdin(args) or b"")) or None)
         if result.stdout.startswith(marker):
             return self._skip_result(result.stdout, args)
         stdout, stderr = result.stdout, result.stderr

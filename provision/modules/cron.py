@@ -16,8 +16,8 @@ from typing import Any
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.files import parse_report, put_content
-from provision.shell import sh
 from provision.shell import path as host_path
+from provision.shell import sh
 
 _HEADER = "#Ansible: "
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, get_module, register
+from provision.modules.base import (
+    Arg,
+    Module,
+    ModuleFailure,
+    ModuleResult,
+    TaskContext,
+    get_module,
+    register,
+)
 from provision.modules.files import parse_report
 from provision.shell import Raw, sh
 

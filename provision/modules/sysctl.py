@@ -16,8 +16,8 @@ from typing import Any
 from provision.modules._hostfile import content_diff
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.files import parse_report, put_content
-from provision.shell import sh
 from provision.shell import path as host_path
+from provision.shell import sh
 
 _READ = (
     'f={f}; k={k}; p=/proc/sys/$(printf %s "$k" | tr . /)\n'

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from provision.modules._hostfile import content_diff, read_host_file, write_edited
+from provision.modules._hostfile import attrs_differ, content_diff, read_host_file, write_edited
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.files import _ATTR_ARGS, _validate_cmd, put_content
 
@@ -103,18 +103,22 @@ def _finish(
     """Write when changed (else only fix mode/owner/group), with Ansible's diff and message."""
     args = ctx.args
     attrs = args.get("mode") or args.get("owner") or args.get("group")
+    attr_note = "ownership, perms or SE linux context changed"
     if changed:
         res = write_edited(ctx, current, new, validate=_validate_cmd(ctx))
         res.changed = True
+        if attrs and attrs_differ(current, args):
+            msg = f"{msg} and {attr_note}" if msg else attr_note
     elif attrs and current.kind == "file":
         res = put_content(ctx, current.data or b"", current.path, expect_old=current.checksum)
         if res.changed:
-            msg = "ownership, perms or SE linux context changed"
+            msg = attr_note
     else:
         res = ModuleResult()
-    res.msg = msg
+    res.msg = ""
+    # Ansible's keys: msg (also when empty), changed, backup_file; no path
     res.data = {k: v for k, v in res.data.items() if k == "backup_file"}
-    res.data["path"] = current.path
+    res.data["msg"] = msg
     res.diff = content_diff(current.data, new, header) if ctx.diff and changed else None
     return res
 
@@ -153,7 +157,7 @@ class BlockInFile(Module):
             raise ModuleFailure(f"Path {current.path} is not a regular file")
         if current.kind == "missing":
             if args["state"] == "absent":
-                return ModuleResult(msg=f"File {current.path} not present", data={"path": current.path})
+                return ModuleResult(msg=f"File {current.path} not present")
             if not args["create"]:
                 raise ModuleFailure(f"Path {current.path} does not exist !", rc=257)
         new = block_edit(current.data, args)
@@ -216,9 +220,7 @@ class Replace(Module):
                 raise ModuleFailure(f"after/before do not form a valid regular expression: {exc}") from None
             if not match:
                 return ModuleResult(
-                    msg=f"Pattern for before/after params did not match the given file: {pattern}",
-                    rc=0,
-                    data={"path": current.path},
+                    msg=f"Pattern for before/after params did not match the given file: {pattern}", rc=0
                 )
             start, stop = match.start("subsection"), match.end("subsection")
         section = contents[start:stop]

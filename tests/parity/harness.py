@@ -33,6 +33,7 @@ VOLATILE_KEYS = {"invocation", "start", "end", "delta", "warnings", "deprecation
                  "ansible_loop_var", "ansible_index_var", "stdout_lines", "stderr_lines",
                  "cmd", "diff"}  # fmt: skip
 
+ANSIBLE_TIMEOUT_S = 900  # one ansible-playbook invocation (all shared playbooks)
 ANSIBLE_PLAYBOOK = shutil.which("ansible-playbook") or str(
     Path(sys.executable).parent / "ansible-playbook"
 )
@@ -64,7 +65,22 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_start(self, playbook):
         self.current = os.path.basename(playbook._file_name)
 
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        print(f"{self.current}: TASK {task.get_name()}", flush=True)
+
+    def v2_playbook_on_handler_task_start(self, task):
+        print(f"{self.current}: HANDLER {task.get_name()}", flush=True)
+
+    def v2_runner_on_ok(self, result):
+        changed = "changed" if result._result.get("changed") else "ok"
+        print(f"  {changed}: {result._host.get_name()}", flush=True)
+
+    def v2_runner_on_skipped(self, result):
+        print(f"  skipped: {result._host.get_name()}", flush=True)
+
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        print(f"  failed: {result._host.get_name()} {str(result._result.get('msg'))[:300]}",
+              flush=True)
         msg = result._result.get("msg") or result._result.get("stderr") or ""
         self.failures.append({"playbook": self.current, "host": result._host.get_name(),
                               "task": result.task_name, "ignored": ignore_errors, "msg": str(msg)[:500]})
@@ -197,6 +213,7 @@ class Workspace:
 
     root: Path
     fleet: Any
+    runs: int = 0  # ansible-playbook invocations so far (names their logs)
 
     @property
     def inventory(self) -> Path:
@@ -291,23 +308,34 @@ class Workspace:
             args += ["-e", json.dumps(extra)]
         if check:
             args.append("--check")
-        proc = subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            cwd=self.root,
-            env=self.env({**env_extra, "PARITY_RECAP_FILE": str(recap_file)}),
-            stdin=subprocess.DEVNULL,  # vars_prompt must never wait for a terminal
-            timeout=600,
-            check=False,
-        )
+        self.runs += 1
+        log = self.root / f"ansible-{self.runs:02d}{'-check' if check else ''}.log"
+        with open(log, "w") as out:  # a log to watch while it runs, kept for failures
+            out.write(" ".join(args) + "\n")
+            out.flush()
+            try:
+                proc = subprocess.run(
+                    args,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.root,
+                    env=self.env({**env_extra, "PARITY_RECAP_FILE": str(recap_file)}),
+                    stdin=subprocess.DEVNULL,  # vars_prompt, pause: never wait for a terminal
+                    timeout=ANSIBLE_TIMEOUT_S,
+                    check=False,
+                )
+                returncode = proc.returncode
+            except subprocess.TimeoutExpired:
+                returncode = -1
+                out.write(f"\n(parity harness: stopped after {ANSIBLE_TIMEOUT_S}s)\n")
+        output = log.read_text(errors="replace")[-6000:]
         data = (
             json.loads(recap_file.read_text())
             if recap_file.is_file()
             else {"recaps": {}, "failures": []}
         )
-        data["returncode"] = proc.returncode
-        data["output"] = proc.stdout[-3000:] + proc.stderr[-3000:]
+        data["returncode"] = returncode
+        data["output"] = output
         return data
 
     def provision(self, entry: CorpusEntry, check: bool = False) -> dict[str, Any]:

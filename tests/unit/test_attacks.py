@@ -222,3 +222,13 @@ def test_a_value_equal_to_the_heredoc_delimiter_cannot_end_it(arena: Arena) -> N
     arena.check(value)
     assert proc is not None
     assert proc.stdout.decode() == f"before {value} after\nend"
+
+
+def test_shell_values_travel_ahead_of_the_tasks_own_stdin(arena: Arena) -> None:
+    value = "two\nlines $(touch \"$PV_CANARY\")"
+    result = run_module(
+        arena, "shell", {"cmd": "printf '%s|' {{ v }}; cat", "stdin": "in1\nin2"}, value
+    )
+    arena.check(value)
+    assert not isinstance(result, Exception), result
+    assert result.stdout == f"{value}|in1\nin2"

@@ -378,3 +378,19 @@ def test_ansible_cfg_roles_path_and_become_default(
     monkeypatch.setenv("ANSIBLE_FORKS", "zero")
     with pytest.raises(ConfigError, match="ANSIBLE_FORKS: forks must be a whole number"):
         load_playbook(pb)
+
+
+def test_include_tasks_apply_passes_keywords_to_the_included_tasks(tmp_path: Path) -> None:
+    write(tmp_path / "inc.yml", "- debug: msg=inside\n")
+    text = """
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - include_tasks:
+                file: inc.yml
+                apply: {tags: [deploy]}
+              tags: [deploy]
+            - debug: msg=untagged
+        """
+    assert msgs(play(tmp_path, text, tags=frozenset({"deploy"}))) == ["inside"]
+    assert msgs(play(tmp_path, text)) == ["inside", "untagged"]

@@ -58,7 +58,7 @@ def test_blockinfile_create_markers_and_errors(tmp_path: Path) -> None:
         block: export CUDA_HOME=/usr/local/cuda
     """
     first = assert_idempotent(tmp_path, tasks)
-    assert results(first)[0][1]["msg"] == "File created"
+    assert results(first)[0][1]["msg"] == "File created and ownership, perms or SE linux context changed"
     target = tmp_path / "new/dir/env.sh"
     assert target.read_text() == "## start cuda\nexport CUDA_HOME=/usr/local/cuda\n## stop cuda\n"
     assert oct(target.stat().st_mode & 0o777) == "0o600"
