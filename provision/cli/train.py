@@ -77,7 +77,7 @@ def finish(trainer: HostTrainer, run: dict[str, Any], out: str) -> dict[str, Any
 
     summary = trainer.summary(run["run_id"])
     bench = history.previous(trainer.host, now_iso(), train=False)
-    findings = diagnose_run(summary, trainer.facts, bench)
+    findings = diagnose_run(summary, trainer.facts, bench, trainer.host)
     doc = build_document(trainer.host, summary["run"], summary, findings, trainer.facts,
                          price_of(trainer.connection.host))
     paths = write(doc, out)

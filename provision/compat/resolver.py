@@ -10,7 +10,10 @@ Rules, in order (docs/compat.md repeats them for users):
     `>=2.4,<2.6`), newest first.
  3. A candidate needs wheels for the host's Python (experimental Pythons allowed, with a warning).
  4. Its variants: the release's builds for the arch; a PyPI-only mirror has only PyPI's default
-    build; an explicit --variant narrows to that one. CPU-only hosts get `cpu`.
+    build; an explicit --variant narrows to that one; an IndexOffer (what the index in effect
+    really serves, provision/compat/offer.py) keeps only builds it has — torch and each companion
+    asked about. CPU-only hosts get `cpu`, never a multi-GB CUDA build unless it is named
+    (--variant) or allowed (allow_cuda_build_on_cpu).
  5. A CUDA variant must serve EVERY GPU: SASS of the same major and an equal or lower minor
     (sm_86 SASS runs on sm_89), else PTX of a lower-or-equal arch JIT-compiled by the driver.
  6. The driver must fully support the variant's CUDA (driver >= that toolkit's GA driver), or
@@ -19,7 +22,8 @@ Rules, in order (docs/compat.md repeats them for users):
  7. Within a release: full support + SASS, then minor-version compatibility + SASS (lowest CUDA
     first: the fewest missing features), then PTX; among fully supported builds the PyPI default,
     then stable, then the newest CUDA.
- 8. The first (newest) candidate with a build wins. An installed torch that fits the request and
+ 8. The first (newest) candidate with a build wins; when an offer hid a newer one, a warning
+    says so ("torch 2.14.0 not on <index>; newest there that fits: 2.13.0"). An installed torch that fits the request and
     the hardware is kept instead (`latest` keeps it only if it is that newest version).
  9. No build: NoPlan, with options found by relaxing one input at a time (driver, torch version,
     Python, minor-version compatibility, variant, mirror, CPU build).
@@ -37,7 +41,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from provision.compat.gpus import find_gpu
-from provision.compat.offer import IndexOffer
 from provision.compat.loader import (
     CompatData,
     Patch,
@@ -48,6 +51,7 @@ from provision.compat.loader import (
     parse_driver,
     tag_of_cuda,
 )
+from provision.compat.offer import IndexOffer
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 MIRROR_KINDS = ("pytorch", "pypi")

@@ -1,13 +1,13 @@
 """Which index an install uses, and the plan re-resolved for what that index really serves.
 
-    user's --index-url (or the lock's)    → ask it (from the host; from here with --relay)
-    presets / default                     → ask the PyTorch wheel indexes for the planned build and
-                                            PyPI, in ONE host round trip; the index whose newest
-                                            fitting torch is newest wins (a lagging mirror loses
-                                            to download.pytorch.org, and is named)
-    no PyTorch wheel index answers        → PyPI's default build, when the resolver says it fits
-                                            (never a multi-GB CUDA build on a CPU host unless
-                                            --allow-cuda-build-on-cpu)
+user's --index-url (or the lock's)    → ask it (from the host; from here with --relay)
+presets / default                     → ask the PyTorch wheel indexes for the planned build and
+                                        PyPI, in ONE host round trip; the index whose newest
+                                        fitting torch is newest wins (a lagging mirror loses
+                                        to download.pytorch.org, and is named)
+no PyTorch wheel index answers        → PyPI's default build, when the resolver says it fits
+                                        (never a multi-GB CUDA build on a CPU host unless
+                                        --allow-cuda-build-on-cpu)
 """
 
 from __future__ import annotations

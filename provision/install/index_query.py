@@ -52,7 +52,9 @@ def _answers(targets: list[tuple[str, str]], raw: list[dict[str, Any]]) -> list[
     out = []
     for (url, usage), item in zip(targets, raw, strict=False):
         files = {str(k): [str(f) for f in v] for k, v in (item.get("files") or {}).items()}
-        out.append(IndexAnswer(url, usage, bool(item.get("ok")), str(item.get("detail") or ""), files))
+        out.append(
+            IndexAnswer(url, usage, bool(item.get("ok")), str(item.get("detail") or ""), files)
+        )
     return out
 
 
@@ -68,12 +70,18 @@ def list_from_host(
         return []
     env: dict[str, str] = {}
     if index.proxy:
-        env.update({k: index.proxy for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")})
+        env.update(
+            {k: index.proxy for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+        )
     turbo = Raw(". /etc/network_turbo >/dev/null 2>&1; " if index.network_turbo else "")
     script = sh("{read_env}{turbo}exec {python} -c {code}", read_env=Raw(_READ_ENV), turbo=turbo,
                 python=python, code=_LISTER)  # fmt: skip
     budget = index.probe_timeout * 3
-    request = {"targets": _targets(targets, projects), "timeout": index.probe_timeout, "budget": budget}
+    request = {
+        "targets": _targets(targets, projects),
+        "timeout": index.probe_timeout,
+        "budget": budget,
+    }
     stdin = _env_block(env) + (json.dumps(request) + "\n").encode()
     result = connection.run(script, stdin=stdin, timeout=budget + 30)
     try:
@@ -91,7 +99,11 @@ def list_from_here(
     if not targets:
         return []
     budget = index.probe_timeout * 3
-    request = {"targets": _targets(targets, projects), "timeout": index.probe_timeout, "budget": budget}
+    request = {
+        "targets": _targets(targets, projects),
+        "timeout": index.probe_timeout,
+        "budget": budget,
+    }
     return _answers(targets, index_list.list_all(request))
 
 
@@ -137,7 +149,8 @@ def offer_of(
     if not heard:
         return None
     builds = {
-        p: frozenset().union(*(builds_of(a.files.get(p) or [], py) for a in heard)) for p in projects
+        p: frozenset().union(*(builds_of(a.files.get(p) or [], py) for a in heard))
+        for p in projects
     }
     return IndexOffer(
         where=" + ".join(a.where for a in heard),

@@ -29,7 +29,9 @@ from typing import Any
 from provision import __version__
 from provision.connection.base import Connection
 from provision.errors import AgentError, ConfigError, HostError
+from provision.install import index_choice, keep
 from provision.install import relay as relay_mod
+from provision.install import uv as uv_mod
 from provision.install.environment import (
     PIP_PID_FILE,
     EnvState,
@@ -37,9 +39,8 @@ from provision.install.environment import (
     default_env_path,
     default_pip_cache,
 )
-from provision.install.lockfile import Lock, LockedPackage, packages_from_report, platform_problems
-from provision.install import index_choice, keep
 from provision.install.index_query import list_from_host, offer_of
+from provision.install.lockfile import Lock, LockedPackage, packages_from_report, platform_problems
 from provision.install.mirrors import (
     KIND_PYTORCH,
     IndexConfig,
@@ -51,7 +52,6 @@ from provision.install.mirrors import (
     torch_index_candidates,
 )
 from provision.install.pip import PipCommand, install_command, relevant_lines
-from provision.install import uv as uv_mod
 from provision.install.planning import (
     NoPlanError,
     Plan,
@@ -605,6 +605,7 @@ def install(
                     f"{env.path} already has torch {plan.torch}+{plan.variant}"
                     + (f" with {', '.join(options.with_)}" if options.with_ else "")
                     + " and it verifies: nothing to do"
+                    + _lag_note(plan)
                 )
                 t["total"] = time.monotonic() - started
                 return result
@@ -707,7 +708,9 @@ def install(
         with _timed(t, "uv"):
             uv_path = uv_mod.choose(connection, options, facts, gen_python, index_cfg, cache, say, result)
         pip_cmd = cmd
+        uv_before: dict[str, str] = {}
         if uv_path:
+            uv_before = uv_mod.installed_packages(connection, gen_python)  # pip from ensurepip
             cmd = uv_mod.install_command_uv(
                 uv_path,
                 gen_python,
@@ -757,7 +760,7 @@ def install(
             report = json.loads(connection.get(f"{meta_dir}/pip-report.json"))
             result.packages = {p.name: p.version for p in packages_from_report(report)}
         if uv_path and not result.packages:  # uv writes no pip report
-            result.packages = uv_mod.installed_packages(connection, uv_path, gen_python)
+            result.packages = uv_mod.installed_packages(connection, gen_python, since=uv_before)
 
         say("verifying on the host")
         with _timed(t, "verify"):
@@ -806,9 +809,15 @@ def install(
     result.action = "installed"
     result.message = f"torch {plan.torch}+{plan.variant} installed in {env.path} and verified" + (
         f" (previous environment kept: {result.previous})" if result.previous else ""
-    )
+    ) + _lag_note(plan)
     t["total"] = time.monotonic() - started
     return result
+
+
+def _lag_note(plan: Plan) -> str:
+    """The index-lags warning, repeated in the one line users surely read."""
+    lag = next((w for w in plan.warnings if " not on " in w and "newest there that fits" in w), "")
+    return f"; {lag}" if lag else ""
 
 
 def _pip_cache(options: InstallOptions, facts: dict[str, Any]) -> str | None:

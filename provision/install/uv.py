@@ -263,17 +263,28 @@ def obtain_uv(
     raise UvUnavailable("; ".join(reasons))
 
 
-def installed_packages(connection: Connection, uv: str, python: str) -> dict[str, str]:
-    """name -> version in the env (what pip's --report gives the pip path)."""
-    result = connection.run(
-        sh("{uv} pip freeze --python {python} --no-config", uv=uv, python=python), timeout=120
-    )
-    out: dict[str, str] = {}
-    for line in result.stdout.splitlines():
-        name, sep, version = line.strip().partition("==")
-        if sep:
-            out[name] = version
-    return out
+_LIST = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(dict((d.metadata['Name'], d.version) for d in m.distributions())))"
+)
+
+
+def installed_packages(
+    connection: Connection, python: str, since: dict[str, str] | None = None
+) -> dict[str, str]:
+    """name -> version of the env's distributions, named as in their metadata (as pip's
+    --report names them); with `since` (a listing before the install), only what the install
+    added or changed: what pip's report gives the pip path."""
+    import json
+
+    result = connection.run(sh("{python} -c {code}", python=python, code=_LIST), timeout=120)
+    try:
+        found = json.loads((result.stdout.strip().splitlines() or ["{}"])[-1])
+    except ValueError:
+        return {}
+    if since is None:
+        return found
+    return {name: v for name, v in found.items() if since.get(name) != v}
 
 
 def choose(

@@ -86,7 +86,7 @@ class Train(Module):
         from provision.train.report import build_document, run_entry, write
 
         summary = trainer.summary(final["run_id"])
-        findings = diagnose_run(summary, trainer.facts, None)
+        findings = diagnose_run(summary, trainer.facts, None, trainer.host)
         paths = None
         if out:
             from provision.report import history

@@ -39,8 +39,10 @@ def rule(fn: Callable[[Context], Finding | None]) -> Callable[[Context], Finding
 
 
 def diagnose_run(summary: dict[str, Any], facts: dict[str, Any] | None = None,
-                 bench: dict[str, Any] | None = None) -> list[Finding]:
-    ctx = {"summary": summary, "facts": facts or {}, "bench": bench}
+                 bench: dict[str, Any] | None = None, host: str = "HOST") -> list[Finding]:
+    """`bench`: the host's latest benchmark report, when there is one; `host`: its inventory name
+    (for the commands the findings recommend)."""
+    ctx = {"summary": summary, "facts": facts or {}, "bench": bench, "host": host}
     found = []
     for check in RULES:
         try:
@@ -139,15 +141,15 @@ def io_bound(ctx: Context) -> Finding | None:
     if share is not None and share < IO_WAIT_SHARE and not (iowait and iowait > 10):
         return None  # reads from the network, but they keep up
     paths = [p["path"] for p in (s.get("io") or {}).get("dataset_paths") or [] if p.get("network")]
-    src = paths[0] if paths else "DATASET_DIR"
+    src = paths[0] if paths else "/PATH/TO/DATASET"
+    name = src.rstrip("/").rsplit("/", 1)[-1] or "data"
     data_dir = ((ctx["facts"].get("data_dir") or {}).get("path")) or "<data_dir>"
     wait = "unknown (not instrumented)" if share is None else f"{share:.0%}"
     return Finding(
         "io_bound", "critical", "Training reads its data from network storage",
         f"{'; '.join(sources)}; data-wait share {wait}, iowait {iowait}%",
-        f"copy it to the local disk once: `provision stage {src} HOST --name NAME` (from a "
-        f"copy on your machine, or a path on the host), then read {data_dir}/datasets/NAME.lmdb "
-        "with provision.data.LMDBDataset",
+        f"copy it to the local disk once: `provision stage host:{src} {ctx.get('host', 'HOST')} "
+        f"--name {name}`, then read {data_dir}/datasets/{name}.lmdb with provision.data.LMDBDataset",
     )
 
 

@@ -15,6 +15,10 @@ nsenter, so sshd can be restarted (new host key, password auth) without losing t
 Children get PR_SET_PDEATHSIG=SIGKILL, and a run whose controller died is cleaned up by the next
 run (lock files under /run/provision-fleet name its namespaces and bridge).
 
+Hosts can look like rentals (noisy shells, a gateway's high ports, sudo users, a jump host,
+conda, no python3, a Debian 11 root filesystem): `Fleet(n, kinds=...)`, see tests/fleet/kinds.py.
+The namespaces and addresses are in netns.py, what tests do to hosts in actions.py.
+
 Needs root, iproute2, util-linux (unshare, nsenter) and openssh-server. Usable as a script too:
 `python3 tests/fleet/fleet.py up -n 32` (prints an inventory, waits for Ctrl-C),
 `python3 tests/fleet/fleet.py time -n 32`, `python3 tests/fleet/fleet.py cleanup`.

@@ -64,7 +64,9 @@ def provision(ctx: dict[str, Any], *args: str) -> tuple[int, dict[str, Any], str
     cmd = [sys.executable, "-m", "provision", *args, "-i", str(ctx["inventory"]),
            "--known-hosts", "strict", "--ssh-config", str(ctx["work"] / "ssh_config"), "--json"]  # fmt: skip
     started = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ctx["env"], cwd=ctx["work"], timeout=1200)
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=ctx["env"], cwd=ctx["work"], timeout=1200
+    )
     seconds = time.monotonic() - started
     assert proc.stdout.strip(), proc.stderr[-3000:]
     return proc.returncode, json.loads(proc.stdout), proc.stderr, seconds
@@ -100,7 +102,9 @@ def test_up_installs_the_newest_torch_the_index_has(lagging: dict[str, Any], fir
     requests = lagging["index"].requests
     asked = requests.index("GET /simple/torch/ 200")
     assert any(r.startswith("GET /files/torch-2.13.0") for r in requests[asked:])
-    out = lagging["fleet"].ns_exec("gpu1", f"{ENV_PYTHON} -c 'import torch; print(torch.__version__)'")
+    out = lagging["fleet"].ns_exec(
+        "gpu1", f"{ENV_PYTHON} -c 'import torch; print(torch.__version__)'"
+    )
     assert out.stdout.strip().startswith(HAS)
 
 

@@ -39,7 +39,7 @@ def _give_host_zstandard(conn) -> None:
 
     version = conn.run("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
     host_py = version.stdout.strip().splitlines()[-1]
-    if host_py != "%d.%d" % sys.version_info[:2]:
+    if host_py != "{}.{}".format(*sys.version_info[:2]):
         pytest.skip(f"the host's python3 is {host_py}; this zstandard build is for another")
     package = Path(zstandard.__file__).parent
     buf = io.BytesIO()

@@ -160,7 +160,7 @@ def test_reading_from_a_network_disk_is_io_bound(tf: TrainFleet) -> None:
         found = _finding(entry, "io_bound")
         assert found is not None, entry["findings"]
         assert "fuse.sshfs" in found["evidence"] and NETDISK in found["evidence"]
-        assert "provision stage" in found["recommendation"]
+        assert f"provision stage host:{NETDISK} gpu1 --name netdisk" in found["recommendation"], found
     finally:
         fleet.ns_exec("gpu1", f"fusermount -u {NETDISK} || umount -l {NETDISK}", check=False)
 

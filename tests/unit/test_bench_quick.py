@@ -55,7 +55,7 @@ def test_momentum_sgd_makes_torch_sgds_updates() -> None:
             opt.zero_grad(set_to_none=True)
             model(x).pow(2).mean().backward()
             opt.step()
-    for p, q in zip(a.parameters(), b.parameters()):
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6)
 
 

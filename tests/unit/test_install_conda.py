@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import torch
+
 from provision.agent.facts import python_env
 from provision.connection.local import LocalConnection
 from provision.errors import ConfigError
@@ -36,7 +36,9 @@ TORCH_VERSION = importlib.metadata.version("torch")
 def conda_style_env(path: Path) -> Path:
     """A venv at `path` that conda would recognise (conda-meta/) and that sees torch — and its
     dependencies and pip, consistent with it — via .pth, as a conda env has them installed."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=300
+    )
     meta = path / "conda-meta"
     meta.mkdir(exist_ok=True)
     (meta / f"python-{sys.version.split()[0]}-h0_0.json").write_text("{}")
@@ -64,7 +66,9 @@ def conda_facts(prefix: Path, home: Path, active: str | None = None) -> dict:
     return python_env.conda(env, str(home))
 
 
-def test_facts_list_prefixes_envs_and_their_torch_from_metadata(prefix: Path, tmp_path: Path) -> None:
+def test_facts_list_prefixes_envs_and_their_torch_from_metadata(
+    prefix: Path, tmp_path: Path
+) -> None:
     conda = conda_facts(prefix, tmp_path, active=str(prefix / "envs" / "train"))
     assert conda["base"] == str(prefix) and conda["prefixes"][0] == str(prefix)
     by_name = {e["name"]: e for e in conda["envs"]}
@@ -96,7 +100,9 @@ def cpu_facts(conda: dict) -> dict:
 def host_without_torch(tmp_path: Path) -> LocalConnection:
     """The host's python3 has no torch (a bare venv), as on AutoDL where torch is in conda."""
     bare = tmp_path / "system"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=300
+    )
     return LocalConnection(Host(name="localhost", local=True, python=str(bare / "bin" / "python")))
 
 
@@ -126,7 +132,9 @@ def test_up_keeps_the_torch_of_the_active_conda_env(prefix: Path, tmp_path: Path
     assert torch_file.startswith(TORCH_SITE)
 
 
-def test_base_is_kept_when_no_env_is_active_and_a_named_python_wins(prefix: Path, tmp_path: Path) -> None:
+def test_base_is_kept_when_no_env_is_active_and_a_named_python_wins(
+    prefix: Path, tmp_path: Path
+) -> None:
     conn = host_without_torch(tmp_path)
     facts = cpu_facts(conda_facts(prefix, tmp_path))
     options = InstallOptions(torch="any", keep_base=True, env=str(tmp_path / "managed"))
@@ -151,7 +159,9 @@ def test_a_managed_env_can_be_built_from_a_conda_python(prefix: Path, tmp_path: 
     )  # fmt: skip
     assert out.stdout.strip() == sys.version.split()[0]
     # never --system-site-packages: the conda env's torch is not visible in the managed env
-    seen = subprocess.run([env.python_of(generation), "-c", "import torch"], capture_output=True, timeout=120)
+    seen = subprocess.run(
+        [env.python_of(generation), "-c", "import torch"], capture_output=True, timeout=120
+    )
     assert seen.returncode != 0
 
 
@@ -163,4 +173,6 @@ def test_conda_create_is_gone_and_says_what_to_do_instead(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )  # fmt: skip
-    assert run.returncode == 2 and "--conda torch21: conda environments are not created" in run.stderr
+    assert (
+        run.returncode == 2 and "--conda torch21: conda environments are not created" in run.stderr
+    )

@@ -55,9 +55,15 @@ def test_wheel_names_from_html_json_and_flat_pages() -> None:
         '<a href="../torchvision-0.28.0+cpu-cp311-cp311-linux_x86_64.whl">tv</a>'
     )
     assert wheel_names(html, "torch") == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
-    assert wheel_names(html, "torchvision") == ["torchvision-0.28.0+cpu-cp311-cp311-linux_x86_64.whl"]
-    pep691 = '{"files": [{"filename": "torch-2.12.1%2Bcu126-cp312-cp312-manylinux_2_28_x86_64.whl"}]}'
-    assert wheel_names(pep691, "torch") == ["torch-2.12.1+cu126-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert wheel_names(html, "torchvision") == [
+        "torchvision-0.28.0+cpu-cp311-cp311-linux_x86_64.whl"
+    ]
+    pep691 = (
+        '{"files": [{"filename": "torch-2.12.1%2Bcu126-cp312-cp312-manylinux_2_28_x86_64.whl"}]}'
+    )
+    assert wheel_names(pep691, "torch") == [
+        "torch-2.12.1+cu126-cp312-cp312-manylinux_2_28_x86_64.whl"
+    ]
     assert wheel_names("pytorch-1.0-py3-none-any.whl torch-1.0.tar.gz", "torch") == []
 
 
@@ -78,7 +84,9 @@ def test_only_wheels_the_hosts_python_and_platform_take_count() -> None:
 
 
 def test_the_newest_that_fits_and_exists_is_chosen_and_the_gap_is_said() -> None:
-    plan = resolve_install_plan(CPU_HOST, TorchRequest(offer=offer(("2.13.0", "cpu"), ("2.12.1", "cpu"))))
+    plan = resolve_install_plan(
+        CPU_HOST, TorchRequest(offer=offer(("2.13.0", "cpu"), ("2.12.1", "cpu")))
+    )
     assert isinstance(plan, InstallPlan) and plan.pin == "2.13.0+cpu"
     newest = resolve_install_plan(CPU_HOST, TorchRequest())
     assert isinstance(newest, InstallPlan) and newest.torch != "2.13.0"  # the table knows newer
@@ -98,14 +106,19 @@ def test_an_index_without_a_fitting_build_is_named_with_what_it_has() -> None:
     assert "(it has torch 2.13.0+cpu)" in result.explanation
     assert any("--relay" in o for o in result.options)
     # a request the index can't serve
-    pinned = resolve_install_plan(CPU_HOST, TorchRequest(spec="2.12", offer=offer(("2.13.0", "cpu"))))
+    pinned = resolve_install_plan(
+        CPU_HOST, TorchRequest(spec="2.12", offer=offer(("2.13.0", "cpu")))
+    )
     assert isinstance(pinned, NoPlan) and "torch 2.12" in pinned.explanation
 
 
 def test_a_missing_companion_rules_a_version_out() -> None:
     both = IndexOffer(
         "http://idx/simple/",
-        {"torch": frozenset({("2.13.0", "cpu"), ("2.12.0", "cpu")}), "torchvision": frozenset({("0.27.0", "cpu")})},
+        {
+            "torch": frozenset({("2.13.0", "cpu"), ("2.12.0", "cpu")}),
+            "torchvision": frozenset({("0.27.0", "cpu")}),
+        },
     )
     plan = resolve_install_plan(CPU_HOST, TorchRequest(spec="2.12", offer=both))
     # the table pairs torchvision 0.27.0 with torch 2.12.0
@@ -118,10 +131,14 @@ def test_a_missing_companion_rules_a_version_out() -> None:
 def test_a_plain_version_on_pypi_is_its_default_build() -> None:
     pypi = offer(("2.13.0", PLAIN), plain=PLAIN_PYPI, where="https://pypi.org/simple")
     plan = resolve_install_plan(RTX3090, TorchRequest(mirror="pypi", offer=pypi))
-    assert isinstance(plan, InstallPlan) and plan.torch == "2.13.0" and plan.variant.startswith("cu")
+    assert (
+        isinstance(plan, InstallPlan) and plan.torch == "2.13.0" and plan.variant.startswith("cu")
+    )
     # a per-build index speaks only for its build
     scoped = offer(("2.13.0", PLAIN), variants=frozenset({"cu126"}))
-    assert not scoped.has("torch", "2.13.0", "cu130", None) and scoped.has("torch", "2.13.0", "cu126", None)
+    assert not scoped.has("torch", "2.13.0", "cu130", None) and scoped.has(
+        "torch", "2.13.0", "cu126", None
+    )
 
 
 def test_no_cuda_build_on_a_cpu_host_unless_asked() -> None:
@@ -129,7 +146,9 @@ def test_no_cuda_build_on_a_cpu_host_unless_asked() -> None:
     assert isinstance(refused, NoPlan)
     assert any(o.startswith("--allow-cuda-build-on-cpu") for o in refused.options)
     assert any("download.pytorch.org/whl/cpu" in o for o in refused.options)
-    allowed = resolve_install_plan(CPU_HOST, TorchRequest(mirror="pypi", allow_cuda_build_on_cpu=True))
+    allowed = resolve_install_plan(
+        CPU_HOST, TorchRequest(mirror="pypi", allow_cuda_build_on_cpu=True)
+    )
     assert isinstance(allowed, InstallPlan) and allowed.mode == "cuda-build-on-cpu"
     # asking for the build by name is asking
     named = resolve_install_plan(CPU_HOST, TorchRequest(variant="cu126"))
@@ -146,11 +165,16 @@ def lagging(tmp_path_factory: pytest.TempPathFactory):
         yield index
 
 
-def test_the_host_lists_what_each_index_has_bounded_and_failures_named(lagging: PackageIndex) -> None:
+def test_the_host_lists_what_each_index_has_bounded_and_failures_named(
+    lagging: PackageIndex,
+) -> None:
     with PackageIndex(lagging.directory) as closed:
         dead = closed.url
     answers = list_from_host(
-        LocalConnection(), "python3", [(dead, "index"), (lagging.url, "index")], ["torch", "torchvision"],
+        LocalConnection(),
+        "python3",
+        [(dead, "index"), (lagging.url, "index")],
+        ["torch", "torchvision"],
         IndexOptions(probe_timeout=5),
     )
     assert [a.ok for a in answers] == [False, True]
@@ -166,7 +190,10 @@ def test_credentials_go_over_stdin_never_argv(tmp_path: Path, lagging: PackageIn
     secret = "s3cr3t-token-idx"
     with PackageIndex(lagging.directory, auth=("bob", secret), watch_secret=secret) as index:
         answers = list_from_host(
-            LocalConnection(), "python3", [(index.url_with_credentials(), "index")], ["torch"],
+            LocalConnection(),
+            "python3",
+            [(index.url_with_credentials(), "index")],
+            ["torch"],
             IndexOptions(probe_timeout=5),
         )
         assert answers[0].ok, answers[0].detail
@@ -196,16 +223,26 @@ def test_the_plan_is_re_resolved_for_a_lagging_index(lagging: PackageIndex, fact
         allow_minor_version_compat=True, allow_cuda_build_on_cpu=False,
     )  # fmt: skip
     first = planning.resolve("custom")
-    cfg = build_index_config(opts, plan_index_url=None, variant=first.variant, reachable_torch_index=None)
+    cfg = build_index_config(
+        opts, plan_index_url=None, variant=first.variant, reachable_torch_index=None
+    )
     plan = index_choice.for_config(LocalConnection(), cfg, first, planning, opts, lambda m: None)
     assert plan.torch == "2.13.0" and plan.variant == "cpu"
     if first.torch != "2.13.0":
-        assert f"torch {first.torch} not on {lagging.url}; newest there that fits: 2.13.0" in plan.warnings
+        assert (
+            f"torch {first.torch} not on {lagging.url}; newest there that fits: 2.13.0"
+            in plan.warnings
+        )
 
 
-def test_install_plans_what_the_lagging_index_has(lagging: PackageIndex, facts: dict, tmp_path: Path) -> None:
+def test_install_plans_what_the_lagging_index_has(
+    lagging: PackageIndex, facts: dict, tmp_path: Path
+) -> None:
     options = InstallOptions(
-        torch="latest", env=str(tmp_path / "env"), index=IndexOptions(index_url=lagging.url), check_only=True
+        torch="latest",
+        env=str(tmp_path / "env"),
+        index=IndexOptions(index_url=lagging.url),
+        check_only=True,
     )
     result = install(LocalConnection(), Agent(LocalConnection()), options, facts=facts)
     assert result.action == "would-install", result.message
@@ -262,10 +299,16 @@ def test_a_dead_mirror_is_skipped_and_the_lagging_index_used(
 ) -> None:
     with PackageIndex(lagging.directory) as closed:
         dead = closed.url
-    monkeypatch.setattr(index_choice, "torch_index_candidates", lambda o, v: [(dead, "index"), (lagging.url, "index")])
+    monkeypatch.setattr(
+        index_choice,
+        "torch_index_candidates",
+        lambda o, v: [(dead, "index"), (lagging.url, "index")],
+    )
     monkeypatch.setattr(index_choice, "PYPI_INDEX", dead)
     planning = _planning(facts)
-    cfg, plan = index_choice.choose(LocalConnection(), planning.resolve("pytorch"), planning, IndexOptions(), lambda m: None)
+    cfg, plan = index_choice.choose(
+        LocalConnection(), planning.resolve("pytorch"), planning, IndexOptions(), lambda m: None
+    )
     assert cfg.index_url == lagging.url and plan.torch == "2.13.0" and plan.variant == "cpu"
     assert any(w.startswith(f"skipped PyTorch wheel indexes: {dead}") for w in cfg.warnings)
 
@@ -277,7 +320,9 @@ def test_no_cuda_build_on_a_cpu_host_when_only_pypi_answers(
 
     pypi_dir = tmp_path / "pypi"
     pypi_dir.mkdir()
-    build_wheel(pypi_dir, "torch", "2.13.0").rename(pypi_dir / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+    build_wheel(pypi_dir, "torch", "2.13.0").rename(
+        pypi_dir / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    )
     with PackageIndex(pypi_dir) as closed:
         dead = closed.url
     with PackageIndex(pypi_dir) as pypi:
@@ -285,7 +330,13 @@ def test_no_cuda_build_on_a_cpu_host_when_only_pypi_answers(
         monkeypatch.setattr(index_choice, "PYPI_INDEX", pypi.url)
         planning = _planning(facts)
         with pytest.raises(index_choice.IndexRefusal) as err:
-            index_choice.choose(LocalConnection(), planning.resolve("pytorch"), planning, IndexOptions(), lambda m: None)
+            index_choice.choose(
+                LocalConnection(),
+                planning.resolve("pytorch"),
+                planning,
+                IndexOptions(),
+                lambda m: None,
+            )
         assert "no PyTorch wheel index answers from this host" in err.value.detail
         assert "--allow-cuda-build-on-cpu" in err.value.detail and dead in err.value.detail
         # asked for: PyPI's CUDA build of the version PyPI has

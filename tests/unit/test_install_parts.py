@@ -34,7 +34,7 @@ from provision.install.mirrors import (
 from provision.install.pip import install_command, relevant_lines
 from provision.install.planning import Plan, PythonInfo
 from provision.install.project import find_project, load_project, python_for
-from tests.support.package_index import PackageIndex, build_wheel
+from tests.support.package_index import PackageIndex
 
 # -- mirrors ---------------------------------------------------------------------------------
 

@@ -112,6 +112,7 @@ def test_install_verifies_and_switches(installed: InstallResult, envs: Path, ind
     assert installed.plan["variant"] == "cpu" and installed.plan["torch"] == TORCH
     lag = [w for w in installed.warnings if "not on " + index.url in w]
     assert lag and lag[0].endswith(f"newest there that fits: {TORCH}")
+    assert installed.message.endswith(lag[0])  # said in the one line users surely read
     assert installed.packages["torch"] == "2.13.0+cpu"
     torch = installed.verify["torch"]
     assert torch["version"] == "2.13.0+cpu" and torch["cuda"] is None

@@ -92,9 +92,10 @@ def test_real_uv_fills_a_venv_from_the_tests_index_like_pip(tmp_path: Path, loca
         )
         result = local_conn.run(cmd.script(), stdin=cmd.stdin, timeout=300)
         assert result.ok, result.stderr
-    # the best version across the index, as pip picks
-    packages = uv.installed_packages(local_conn, found, str(venv / "bin" / "python"))
+    # the best version across the index, as pip picks; named as their metadata says
+    packages = uv.installed_packages(local_conn, str(venv / "bin" / "python"))
     assert packages == {"provtest-alpha": "2.0", "provtest-beta": "1.0"}
+    assert uv.installed_packages(local_conn, str(venv / "bin" / "python"), since=packages) == {}
     check = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import provtest_alpha as a; print(a.__version__)"],
         capture_output=True,

@@ -201,7 +201,7 @@ def test_frame_errors_name_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- the batched writer --------------------------------------------------------------------
 def _manifest(n: int) -> tuple[Manifest, list[bytes]]:
     datas = [hashlib.sha256(b"%d" % i).digest() * (1 + i % 50) for i in range(n)]
-    paths = ["c%d/s%04d.bin" % (i % 3, i) for i in range(n)]
+    paths = [f"c{i % 3}/s{i:04d}.bin" for i in range(n)]
     labels = [i % 3 for i in range(n)]
     return Manifest("files", paths, [len(d) for d in datas], [0] * n, labels, ["a", "b", "c"]), datas
 

@@ -77,11 +77,12 @@ def test_suggest_num_workers_from_cores() -> None:
 def test_network_dataset_is_io_bound_and_says_stage() -> None:
     io = {"dataset_paths": [{"path": "/mnt/nfs/imgs", "mountpoint": "/mnt/nfs", "fs_type": "nfs4", "network": True}],
           "network_open_share": {}, "nfs_read_mb_s_mean": {"/mnt/nfs": 12.0}}
-    found = diagnose_run(summary(io=io, data_wait_fraction=0.7), {"data_dir": {"path": "/root/autodl-tmp"}})
+    found = diagnose_run(summary(io=io, data_wait_fraction=0.7), {"data_dir": {"path": "/root/autodl-tmp"}},
+                         host="gpu1")
     [io_bound] = [f for f in found if f.id == "io_bound"]
     assert "/mnt/nfs/imgs" in io_bound.evidence and "nfs4" in io_bound.evidence
-    assert "provision stage /mnt/nfs/imgs" in io_bound.recommendation
-    assert "/root/autodl-tmp/datasets/NAME.lmdb" in io_bound.recommendation
+    assert "provision stage host:/mnt/nfs/imgs gpu1 --name imgs" in io_bound.recommendation
+    assert "/root/autodl-tmp/datasets/imgs.lmdb" in io_bound.recommendation
 
 
 def test_network_reads_that_keep_up_are_not_io_bound() -> None:

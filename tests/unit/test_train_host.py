@@ -175,3 +175,33 @@ def test_state_json_is_replaced_atomically(tmp_path: Path) -> None:
     rundir.update_state(str(tmp_path), b=2)
     assert json.loads((tmp_path / "state.json").read_text()) == {"a": 1, "b": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_workdir_is_synced_in_place_and_runs_there(trainer: HostTrainer, tmp_path: Path) -> None:
+    code = _code(tmp_path, {"w.py": "import os; print(os.getcwd())\n"})
+    workdir = tmp_path / "project"
+    first = trainer.start(_spec(code, "python", "w.py", workdir=str(workdir)))
+    run = trainer.follow_to_end(first["run"]["run_id"])
+    assert run["workdir"] == str(workdir) and Path(run["log"]).read_text().strip() == str(workdir)
+    assert (workdir / "w.py").is_file() and (workdir / ".provision-code.json").is_file()
+    again = trainer.start(_spec(code, "python", "w.py", workdir=str(workdir)))
+    assert again["sync"]["sent"] == 0
+    (workdir / "w.py").write_text("print('edited on the host')\n")  # changed there: sent again
+    third = trainer.start(_spec(code, "python", "w.py", workdir=str(workdir)))
+    assert third["sync"]["sent"] == 1
+    trainer.follow_to_end(third["run"]["run_id"])
+
+
+def test_live_view_shows_log_lines_as_data(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from provision.train.live import RunView
+
+    console = Console(record=True, force_terminal=True, width=160, file=open(os.devnull, "w"))
+    with RunView(console, live=True) as view:
+        assert view.live
+        view.update("gpu1", run_id="r1", state="running", started=time.time(), data_wait_fraction=0.61,
+                    steps=40, cpu_util_mean=97.0)
+        view.lines("gpu1", ["epoch [1/3] loss [bold]0.5"])
+    text = console.export_text()
+    assert "gpu1 | epoch [1/3] loss [bold]0.5" in text  # brackets are the log's, not markup

@@ -139,11 +139,11 @@ class MomentumSGD(object):
             if self.buffers is None:  # as torch: the first buffer is the gradient itself
                 self.buffers = [g.clone() for g in grads]
             else:
-                for buf, g in zip(self.buffers, grads):
-                    buf.mul_(self.momentum).add_(g)
+                for k, g in enumerate(grads):  # (no zip(strict=): this runs on Python 3.8)
+                    self.buffers[k].mul_(self.momentum).add_(g)
             grads = self.buffers
-        for p, g in zip(params, grads):
-            p.add_(g, alpha=-self.lr)
+        for k, p in enumerate(params):
+            p.add_(grads[k], alpha=-self.lr)
 
 
 def make_optimizer(params, on_gpu, lr=0.01, momentum=0.0):

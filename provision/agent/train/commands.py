@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 FOLLOW_MAX_S = 600.0  # one follow call; the controller calls again while the run goes on
 FOLLOW_POLL_S = 0.25
+HEARTBEAT_S = 15.0  # a quiet job still sends something: the controller can tell a live link from a dead one
 AGENT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
@@ -124,6 +125,7 @@ def follow(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     deadline = time.time() + limit
     pending = b""
     ended = False
+    beat = time.time()
     while True:
         state = rundir.current_state(directory) or {}
         done = state.get("state") in rundir.ENDED
@@ -139,6 +141,7 @@ def follow(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
             *lines, pending = pending.split(b"\n")
             if lines:
                 ctx.progress(lines=[b.decode("utf-8", "replace") for b in lines], offset=offset - len(pending))
+                beat = time.time()
             if len(data) == 1 << 20:
                 continue
         if done:
@@ -149,6 +152,9 @@ def follow(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
             break
         if time.time() >= deadline:
             break
+        if time.time() - beat >= HEARTBEAT_S:
+            ctx.progress(heartbeat=True, offset=offset - len(pending))
+            beat = time.time()
         time.sleep(FOLLOW_POLL_S)
     return {"run": _public(rundir.current_state(directory) or {}), "offset": offset - len(pending),
             "ended": ended}

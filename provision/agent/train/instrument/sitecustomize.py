@@ -59,11 +59,13 @@ def _paths_of(dataset, limit=3):
         return found
     for _, value in items[:50]:
         candidates = []
+        listed = False
         if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
             candidates = [value]
         elif isinstance(value, (list, tuple)) and value:
             first = value[0]
             candidates = [first[0] if isinstance(first, tuple) and first else first]
+            listed = True
         for c in candidates:
             try:
                 text = os.fsdecode(os.fspath(c))
@@ -71,6 +73,8 @@ def _paths_of(dataset, limit=3):
                 continue
             if text.startswith("/") or os.sep in text:
                 full = os.path.abspath(text)
+                if listed and os.path.isfile(full):
+                    full = os.path.dirname(full)  # a list of sample files: their folder is the data
                 if os.path.exists(full) and full not in found:
                     found.append(full)
         if len(found) >= limit:
