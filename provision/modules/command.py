@@ -309,11 +309,15 @@ class _CommandBase(Module):
         marker = "__pv_skip_" + secrets.token_hex(6) + "__"
         guard = _guard(args, marker)
         if ctx.check_mode:
+            would = "Command would have run if not in check mode"
             if args.get("creates") or args.get("removes"):
                 result = ctx.run(_guard(args, marker, chdir=False) + "exit 3")
                 if result.stdout.startswith(marker):
                     return self._skip_result(result.stdout, args)
-            return ModuleResult(skipped=True, msg="Command would have run if not in check mode")
+                # Ansible: creates/removes settle it, so the step reports the change it would make
+                return ModuleResult(changed=True, msg=would, rc=0, stdout="", stderr="")
+            # Ansible's shape: rc, stdout and stderr exist for the templates after it
+            return ModuleResult(skipped=True, msg=would, rc=0, stdout="", stderr="")
         # values travel on stdin, ahead of the task's own stdin: never in the command line (ps),
         # and no size limit from the kernel's argv or sshd's packet size
         prefix, values = stdin_env(env)

@@ -130,8 +130,9 @@ def test_amp_and_memory(quick_run: dict[str, Any]) -> None:
         assert amp["models"][name]["speedup"] == pytest.approx(ratio, rel=0.01)
     assert amp["train_samples_per_s"] == amp["models"]["convnet"]["best_samples_per_s"]
     mem = quick_run["memory"]
+    # the memory search trains in what AMP found fastest: fp32 where bf16 is slower (emulated)
     assert (
-        mem["dtype"] == "bf16"
+        mem["dtype"] == ("fp32" if amp["speedup"] < 1 else "bf16")
         and mem["budget_mb"] > 0
         and "available memory" in mem["budget_source"]
     )
