@@ -182,6 +182,8 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
     from provision.cli.run import parse_extra_vars, playbook_inventory
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
@@ -225,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
     for host, steps in timings.items():
         line = ", ".join(f"{s['task']} {s['seconds']:.1f}s" for s in steps if s["seconds"] >= 0.05)
         console.print(f"[dim]{host}: {line}[/]", soft_wrap=True)
+    for host, message in _install_warnings(result).items():
+        console.print(f"[yellow][bold]{escape(host)}[/]: {escape(message)}[/]", soft_wrap=True)
     # where the report is and what it found, on the console whether or not it is a terminal
     for host, (paths, findings) in _reports(result).items():
         console.print(
@@ -233,6 +237,17 @@ def run(args: argparse.Namespace) -> int:
         )
         console.print(f"[bold]{host}[/]: diagnosis: {diagnosis_headline(findings)}", soft_wrap=True)
     return result.exit_code()
+
+
+def _install_warnings(result: Any) -> dict[str, str]:
+    """{host: why no torch was installed} where none fits and the bench was off (install_torch
+    with required=false): the play went on, and the reason and options must still be seen."""
+    out: dict[str, str] = {}
+    for item in result.to_json().get("results", []):
+        data = item.get("result") or {}
+        if item.get("action") == "install_torch" and data.get("action") == "no-fit":
+            out[item.get("host")] = str(data.get("message") or item.get("msg") or "")
+    return out
 
 
 def _reports(result: Any) -> dict[str, tuple[dict[str, str], list[dict[str, Any]]]]:

@@ -186,9 +186,14 @@ class InstallResult:
 class InstallError(HostError):
     """The install failed or was refused; `.result` holds what is known (pip's lines included)."""
 
-    def __init__(self, host: str, message: str, result: InstallResult) -> None:
+    def __init__(
+        self, host: str, message: str, result: InstallResult, *, no_fit: bool = False
+    ) -> None:
         super().__init__(host, message)
         self.result = result
+        # no torch build fits this host (Python, driver, index): a caller that can do without
+        # torch (`up --no-bench`) warns and goes on; pip failures and the like stay failures
+        self.no_fit = no_fit
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -561,7 +566,9 @@ def install(
                 )
             except NoPlanError as exc:
                 result.reasons = list(getattr(exc, "reasons", []))
-                raise fail(exc.detail, "refused") from None
+                refused = fail(exc.detail, "refused")
+                refused.no_fit = True
+                raise refused from None
     # Ask the index in effect before deciding (a lagging mirror, a one-version private index):
     # the plan that is compared with the env below is one that can really be installed.
     index_cfg: IndexConfig | None = None
@@ -927,7 +934,7 @@ def _choose_index(
     except index_choice.IndexRefusal as exc:
         result.reasons = list(exc.reasons)
         result.action = "refused"
-        raise InstallError(host, exc.detail, result) from None
+        raise InstallError(host, exc.detail, result, no_fit=True) from None
 
 
 def _locked_torch_index(

@@ -15,8 +15,12 @@ switch; a rerun with the same arguments changes nothing. Check mode plans and co
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
+
+if TYPE_CHECKING:
+    from provision.install.installer import InstallError
 
 
 @register
@@ -32,8 +36,10 @@ class InstallTorch(Module):
         "python": Arg("str"),
         "conda": Arg("str"),
         "mirror": Arg("str"),
-        "index_url": Arg("str", no_log=True),  # may carry user:token
-        "extra_index_urls": Arg("list", default=[], elements="str", no_log=True),
+        # a URL is shown (messages name the index); its userinfo password (user:TOKEN@) is
+        # masked everywhere, as in any argument (secret_arg_values → secrets.url_passwords)
+        "index_url": Arg("str"),
+        "extra_index_urls": Arg("list", default=[], elements="str"),
         "find_links": Arg("list", default=[], elements="str"),
         "trusted_hosts": Arg("list", default=[], elements="str"),
         "proxy": Arg("str", no_log=True),
@@ -44,6 +50,9 @@ class InstallTorch(Module):
         "pip_timeout": Arg("float", default=30.0),
         "keep_base": Arg("bool", default=False),
         "allow_cuda_build_on_cpu": Arg("bool", default=False),
+        # false: when no torch build fits the host, say why and go on (changed=false)
+        "required": Arg("bool", default=True),
+        "no_fit_hint": Arg("str"),  # an option appended to the "no torch fits" failure
     }
     mutually_exclusive = (("mirror", "index_url"), ("env", "conda"))
     supports_check_mode = True
@@ -115,7 +124,12 @@ class InstallTorch(Module):
                 ctx.connection, ctx.agent, options, facts=facts, progress=ctx.on_progress
             )
         except InstallError as exc:
-            raise ModuleFailure(exc.detail, **exc.result.as_dict()) from None
+            if exc.no_fit and not a.get("required", True):
+                return _no_torch(exc)
+            detail = exc.detail
+            if exc.no_fit and a.get("no_fit_hint"):
+                detail += f"\n  option: {a['no_fit_hint']}"
+            raise ModuleFailure(detail, **exc.result.as_dict()) from None
         except ConfigError as exc:
             raise ModuleFailure(str(exc)) from None
         data = result.as_dict()
@@ -132,3 +146,13 @@ class InstallTorch(Module):
                 }
             },
         )
+
+
+def _no_torch(exc: InstallError) -> ModuleResult:
+    """No torch fits and none is required: the reason and the options as a warning, not a
+    failure, so the play goes on (staging needs no torch)."""
+    data = exc.result.as_dict()
+    message = f"no torch installed: {exc.detail}"
+    data.update(action="no-fit", changed=False, message=message)
+    data["warnings"] = [*data.get("warnings", []), message]
+    return ModuleResult(changed=False, msg=message, data=data)

@@ -2,10 +2,13 @@
 when" matrix of issue 9. `up` keeps the conda torch where it fits (gpu5, gpu6, gpu7), installs
 the real torch 2.13.0 CPU build from the tests' own index on the noisy high-port host (gpu2) and,
 as `ubuntu` with --become, on the sudo host (gpu4); the bullseye host's Python 3.9 has no torch on
-that index, and `up` says so with the options.
+that index: with --no-bench `up` warns with the reason and the options and goes on (stage),
+without it fails suggesting --no-bench.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from kinds import NOISE_OUT
@@ -110,16 +113,33 @@ def test_up_on_every_kind(rentals: Rentals, images, index: PackageIndex) -> None
         else:
             assert install["action"] == "installed", install
         assert run.results(name)["stage dataset"]["status"] in ("ok", "changed")
+
+
+def test_up_no_bench_on_bullseye_warns_that_no_torch_fits_and_goes_on(
+    rentals: Rentals, images, index: PackageIndex
+) -> None:
     if rentals.bullseye_missing:
-        return
+        pytest.skip(rentals.bullseye_missing)
     # Python 3.9: torch 2.13.0 needs a newer one and the index has no older torch
-    old = rentals.provision(
-        "up", "gpu8", "--json", *BASE, "--index-url", index.url, "--dataset", str(images),
-        "--dataset-name", DATASET, "--no-bench", "--no-project", "--out", str(rentals.work / "reports"),
-    )  # fmt: skip
+    args = ("up", "gpu8", "--json", *BASE, "--index-url", index.url, "--dataset", str(images),
+            "--dataset-name", DATASET, "--no-project", "--out", str(rentals.work / "reports"))  # fmt: skip
+    old = rentals.provision(*args, "--no-bench")
     rentals.timings["up --no-bench: gpu8 (bullseye, no torch for 3.9 on the index)"] = old.seconds
-    assert old.returncode == 1, old.describe()
-    failed = old.results("gpu8")["install matched torch"]
-    assert failed["status"] == "failed" and "option:" in failed["msg"], failed
-    for task in ("Gathering Facts", "compatibility check"):
+    assert old.returncode == 0, old.describe()
+    recap = old.doc["recap"]["gpu8"]
+    assert recap["failed"] == 0 and recap["unreachable"] == 0, (recap, old.describe())
+    install = old.results("gpu8")["install matched torch"]
+    assert install["status"] == "ok" and install["result"]["changed"] is False, install
+    assert install["result"]["action"] == "no-fit", install
+    assert "no torch installed" in install["msg"] and "option:" in install["msg"], install
+    assert "********" not in json.dumps(install), install  # a credential-free URL shows
+    assert "gpu8: no torch installed" in old.stdout + old.stderr  # the console says so too
+    for task in ("Gathering Facts", "compatibility check", "stage dataset"):
         assert old.results("gpu8")[task]["status"] in ("ok", "changed"), old.results("gpu8")[task]
+    assert _lmdb_kib(rentals, "gpu8", f"/root/autodl-tmp/datasets/{DATASET}.lmdb") > 0
+    # the bench needs torch: then it is a failure, with the reason and --no-bench to suggest
+    bench = rentals.provision(*args)
+    assert bench.returncode == 1, bench.describe()
+    failed = bench.results("gpu8")["install matched torch"]
+    assert failed["status"] == "failed" and "option: --no-bench" in failed["msg"], failed
+    assert "stage dataset" not in bench.results("gpu8")

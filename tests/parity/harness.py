@@ -165,7 +165,10 @@ def discover(corpus: Path = CORPUS) -> list[CorpusEntry]:
         entry = CorpusEntry(name=path.name, path=path)
         sidecar = path.with_name(path.stem + ".parity.yml")
         if sidecar.is_file():
-            data = yaml.safe_load(sidecar.read_text()) or {}
+            try:
+                data = yaml.safe_load(sidecar.read_text()) or {}
+            except yaml.YAMLError as exc:
+                raise ValueError(f"{sidecar}: not valid YAML ({exc})") from None
             unknown = set(data) - SIDECAR_KEYS
             if unknown:
                 raise ValueError(

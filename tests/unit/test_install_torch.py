@@ -210,7 +210,7 @@ def test_ctrl_c_during_pip_stops_it_and_leaves_the_env(
 
     def progress(message: str) -> None:
         seen.append(message)
-        if message.startswith("pip install"):
+        if message.startswith(("pip install", "uv pip install")):  # either installer's step
             threading.Timer(1.0, cancel.set).start()
 
     with PackageIndex(wheelhouse, delay=2.0) as slow:
@@ -352,3 +352,50 @@ def test_playbook_module_shares_the_install(installed, index, envs: Path, tmp_pa
     assert "pip failed" in failed.results[0].msg
     assert any("torch==2.13.0" in ln for ln in failed.results[0].result["pip_lines"])
     assert (snapshot(env), generations(env)) == before
+
+
+def test_no_torch_fits_warns_and_goes_on_unless_required(index, tmp_path: Path) -> None:
+    """`up --no-bench` (required: false): a torch the index lacks is a warning with the reason,
+    changed=false, and the next task runs; required (the bench needs it), it fails with the hint."""
+    env = tmp_path / "e"
+    task = (
+        f"    - name: torch\n      install_torch:\n        torch: '1.0'\n        env: {env}\n"
+        f"        python: {BASE_PYTHON}\n        index_url: {index.url}\n"
+        "        required: false\n        no_fit_hint: --no-bench\n      register: t\n"
+        "    - debug: {msg: 'went on: {{ t.action }}'}\n"
+    )
+    soft = _playbook(tmp_path, task)
+    assert soft.ok, [(r.task, r.msg) for r in soft.results]
+    first = soft.results[0]
+    assert first.status == "ok" and first.result["changed"] is False
+    assert first.result["action"] == "no-fit" and "no torch release" in first.msg
+    assert first.result["warnings"][-1] == first.msg
+    assert soft.results[-1].result["msg"] == "went on: no-fit"
+    hard = _playbook(tmp_path, task.replace("required: false", "required: true"))
+    assert hard.results[0].status == "failed" and len(hard.results) == 1
+    assert "no torch release" in hard.results[0].msg
+    assert hard.results[0].msg.endswith("option: --no-bench")
+    assert not env.exists() and not (tmp_path / ".e.gens").exists()
+
+
+def test_index_url_shows_and_only_its_userinfo_password_is_masked(index, tmp_path: Path) -> None:
+    """Messages name the index (`not on URL`): a credential-free URL is shown as given; from
+    `user:TOKEN@host` only TOKEN is hidden, in this task's result and the later ones."""
+    creds = index.url.replace("http://", "http://puller:s3cr3t-t0ken@")
+
+    def run(url: str):
+        task = (
+            f"    - name: torch\n      install_torch:\n        torch: '1.0'\n"
+            f"        env: {tmp_path / 'e'}\n        python: {BASE_PYTHON}\n"
+            f"        index_url: '{url}'\n        required: false\n      register: t\n"
+            f"    - debug: {{msg: 'index {url}'}}\n"
+        )
+        played = _playbook(tmp_path, task)
+        assert played.ok, [(r.task, r.msg) for r in played.results]
+        return json.dumps([r.result for r in played.results]), played.results[-1].result["msg"]
+
+    text, shown = run(index.url)
+    assert shown == f"index {index.url}" and "********" not in text
+    text, shown = run(creds)
+    assert shown == "index " + creds.replace("s3cr3t-t0ken", "********")
+    assert "s3cr3t-t0ken" not in text
