@@ -23,8 +23,8 @@ command -v "$g" >/dev/null 2>&1 || { echo "@@error git ($g) is not installed on 
 export LC_ALL=C GIT_TERMINAL_PROMPT=0
 is_sha() { case "$1" in *[!0-9a-f]*) return 1 ;; esac; [ ${#1} -ge 7 ] && [ ${#1} -le 40 ]; }
 remote_head() {
-  if [ "$ver" = HEAD ]; then out=$("$g" ls-remote "$1" HEAD) || return 1
-  else out=$("$g" ls-remote "$1" "refs/heads/$ver" "refs/tags/$ver^{}" "refs/tags/$ver") || return 1; fi
+  if [ "$ver" = HEAD ]; then out=$("$g" ls-remote -- "$1" HEAD) || return 1
+  else out=$("$g" ls-remote -- "$1" "refs/heads/$ver" "refs/tags/$ver^{}" "refs/tags/$ver") || return 1; fi
   peeled=$(printf '%s\n' "$out" | grep '\^{}$' | head -1 | cut -f1)
   first=$(printf '%s\n' "$out" | head -1 | cut -f1)
   if [ -n "$peeled" ]; then echo "$peeled"; elif [ -n "$first" ]; then echo "$first"
@@ -43,7 +43,7 @@ if [ ! -e "$gitcfg" ]; then
   [ "$single" = 1 ] && opts="$opts --single-branch"
   mkdir -p "$(dirname "$d")" || exit 1
   # $opts holds only flags built here (ver has no spaces: checked by the controller)
-  "$g" clone $opts --origin "$remote" "$repo" "$d" >/tmp/.pv-git.$$ 2>&1 || { echo "@@error git clone failed: $(tail -3 /tmp/.pv-git.$$ | tr '\n' ' ')"; rm -f /tmp/.pv-git.$$; exit 1; }
+  "$g" clone $opts --origin "$remote" -- "$repo" "$d" >/tmp/.pv-git.$$ 2>&1 || { echo "@@error git clone failed: $(tail -3 /tmp/.pv-git.$$ | tr '\n' ' ')"; rm -f /tmp/.pv-git.$$; exit 1; }
   rm -f /tmp/.pv-git.$$
   if [ "$bare" = 0 ] && is_sha "$ver"; then "$g" -C "$d" checkout -q --force "$ver" || { echo "@@error version $ver not found in $repo"; exit 1; }; fi
   echo "@@after $("$g" -C "$d" rev-parse HEAD)"; echo "@@changed clone"; exit 0
@@ -117,6 +117,11 @@ class Git(Module):
         version = str(args.get("version") or "HEAD")
         if not version or any(c.isspace() for c in version) or version.startswith("-"):
             errors.append(f"version {version!r} is not a branch, tag or commit name")
+        # git reads a leading `-` as an option (`--upload-pack=CMD` runs CMD): never a name
+        for key in ("repo", "remote"):
+            value = str(args.get(key) or "")
+            if value.startswith("-") or (key == "remote" and any(c.isspace() for c in value)):
+                errors.append(f"{key} {value!r} is not a repository URL/path or remote name (it may not start with '-')")
         if args.get("depth") is not None and args["depth"] < 1:
             errors.append("depth must be a positive number of commits")
         if args.get("refspec"):

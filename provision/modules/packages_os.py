@@ -75,7 +75,12 @@ class Dnf(Module):
         if not args.get("name") and not args.get("update_cache"):
             return [f"{self.name} needs name (packages) or update_cache: yes"]
         bad = [n for n in args.get("name") or [] if not _RPM_NAME.match(str(n))]
-        return [f"{n!r} is not an RPM package name (name, name-version or a glob)" for n in bad]
+        errors = [f"{n!r} is not an RPM package name (name, name-version or a glob)" for n in bad]
+        # these become `--opt=VALUE` words that the host's shell splits on spaces: one word each
+        for key in ("enablerepo", "disablerepo", "exclude"):
+            errors += [f"{key} {v!r} is not a repository id or package glob (no spaces)"
+                       for v in args.get(key) or [] if not str(v) or any(c.isspace() for c in str(v))]
+        return errors
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         args = ctx.args

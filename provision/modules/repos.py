@@ -319,6 +319,8 @@ class AptKey(Module):
                 raise ModuleFailure("; ".join(report.errors) or result.stderr.strip())
             return ModuleResult(changed=bool(report.changed), data={"id": args["id"]})
         if args.get("url"):
+            if not str(args["url"]).startswith(("http://", "https://")):  # `-o FILE` etc. would be a curl option
+                raise ModuleFailure(f"apt_key url {args['url']!r} must start with http:// or https://")
             fetch = sh('curl -fsSL --max-time 60 {u} > "$t" || wget -q -T 60 -O "$t" {u} || { echo "@@error download of" {u} "failed"; exit 1; }', u=str(args["url"]))
             stdin = None
         elif args.get("file"):

@@ -160,3 +160,89 @@ def module_cases(tmp: str, value: str) -> list[tuple[str, dict[str, Any]]]:
         ("venv", {"path": p, "python": value}),
         ("apt", {"name": [value]}),
     ]
+
+
+def builtin_module_cases(tmp: str, value: str, fx: dict[str, str]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(module, args, how) for the builtin modules of issue 11: every argument that can reach a
+    shell or a host command. `how`: {"check": True} runs in check mode (modules that would
+    change this machine's accounts, services, apt sources or crontab only read it then),
+    {"env": "rhel"} puts the fake rpm/dnf of `fx["rhel_path"]` first on PATH. `fx` names the
+    controller files the cases need: `script` (a shell script), `tar` (a small archive).
+    Non-path strings come in as `{{ v }}` so the value arrives intact; `raw`'s text and
+    `script`'s command are code by definition: only the values templated into them are attacked.
+    (`extra_opts` of unarchive are tar/unzip options by definition, like Ansible's: not here.)"""
+    p = f"{tmp}/{path_safe(value)}"
+    url = "http://127.0.0.1:9/"  # the discard port: refused at once, nothing leaves the machine
+    v = "{{ v }}"
+    check, rhel = {"check": True}, {"env": "rhel"}
+    return [
+        ("blockinfile", {"path": f"{tmp}/block", "block": v, "create": True}, {}),
+        ("blockinfile", {"path": p, "block": "x", "marker": "# {mark} " + v, "create": True}, {}),
+        ("blockinfile", {"path": f"{tmp}/block", "block": "x", "create": True, "marker_begin": v,
+                         "validate": "test -f %s && printf %s {{ v }}"}, {}),
+        ("replace", {"path": f"{tmp}/block", "regexp": "x", "replace": v}, {}),
+        ("replace", {"path": p, "regexp": "x", "validate": "printf %s {{ v }} %s"}, {}),
+        ("unarchive", {"src": fx["tar"], "dest": p}, {}),
+        ("unarchive", {"src": fx["tar"], "dest": tmp, "exclude": [value], "include": [value]}, {}),
+        ("unarchive", {"src": fx["tar"], "dest": tmp, "creates": value}, {}),
+        ("unarchive", {"src": value, "dest": tmp, "remote_src": True}, {}),
+        ("unarchive", {"src": url + value, "dest": tmp, "remote_src": True}, {}),
+        ("fetch", {"src": p, "dest": f"{tmp}/fetched"}, {}),
+        ("fetch", {"src": fx["tar"], "dest": p, "flat": True}, {}),
+        ("slurp", {"src": value}, {}),
+        ("slurp", {"src": p}, {}),
+        ("find", {"paths": [p, tmp], "patterns": [value], "excludes": [value], "contains": value[:2000]}, {}),
+        ("find", {"paths": [tmp], "patterns": [value[:2000]], "use_regex": True, "recurse": True}, {}),
+        ("script", {"cmd": fx["script"] + " {{ v }}", "chdir": p}, {}),
+        ("script", {"cmd": fx["script"], "creates": value}, {}),
+        ("script", {"cmd": fx["script"], "removes": p}, {}),
+        ("script", {"cmd": fx["script"] + " {{ v }}", "executable": value}, {}),
+        ("script", {"cmd": fx["script"], "creates": value, "removes": value}, check),
+        ("raw", {"cmd": "printf %s {{ v }} \"{{ v }}\""}, {}),
+        ("raw", {"cmd": "printf %s {{ v }}", "executable": value}, {}),
+        ("git", {"repo": value, "dest": p}, {}),
+        ("git", {"repo": url + value, "dest": f"{tmp}/g", "version": value}, {}),
+        ("git", {"repo": value, "dest": f"{tmp}/g", "remote": value}, check),
+        ("uri", {"url": url + value, "timeout": 1}, {}),
+        ("uri", {"url": url, "method": "POST", "body": v, "headers": {"X-Hostile": value},
+                 "dest": p, "timeout": 1, "url_username": value, "url_password": value}, {}),
+        ("uri", {"url": url, "creates": value, "removes": p, "timeout": 1}, {}),
+        ("dnf", {"name": [value], "state": "present"}, rhel),
+        ("yum", {"name": ["bash", value], "state": "latest", "enablerepo": [value], "exclude": [value]}, rhel),
+        ("dnf", {"name": ["bash"], "disablerepo": [value], "update_cache": True}, rhel),
+        ("package", {"name": [value], "state": "present"}, rhel),
+        ("package", {"name": ["bash"], "state": "present", "use": value}, rhel),
+        ("apt_repository", {"repo": value, "update_cache": False}, check),
+        ("apt_repository", {"repo": "deb http://127.0.0.1:9/x stable main", "filename": value,
+                            "update_cache": False, "codename": value}, check),
+        ("deb822_repository", {"name": value, "uris": [url + value], "suites": [value],
+                               "components": [value], "signed_by": value}, check),
+        ("apt_key", {"data": value, "keyring": p}, check),
+        ("apt_key", {"id": value, "keyring": p, "state": "absent"}, check),
+        ("apt_key", {"id": value, "state": "absent"}, check),
+        ("apt_key", {"url": value, "keyring": p}, check),
+        ("apt_key", {"url": url + value, "keyring": p}, check),
+        ("apt_key", {"file": value, "keyring": p}, check),
+        ("systemd", {"name": value, "state": "started", "enabled": True}, check),
+        ("systemd", {"name": value, "scope": "user", "masked": True, "daemon_reload": True}, check),
+        ("service", {"name": value, "state": "restarted", "pattern": value, "arguments": value}, check),
+        ("service", {"name": value, "enabled": False, "runlevel": value, "use": value}, check),
+        ("cron", {"name": value, "job": v, "cron_file": f"{tmp}/cronf", "user": value}, {}),
+        ("cron", {"name": "pv", "job": "true", "cron_file": f"{tmp}/cronf", "user": "root",
+                  "minute": value, "hour": value, "weekday": value}, {}),
+        ("cron", {"name": value, "job": v, "user": value}, check),
+        ("cron", {"name": value, "value": v, "env": True, "cron_file": p, "user": "root"}, {}),
+        ("user", {"name": value, "group": value, "groups": [value], "comment": value,
+                  "home": p, "shell": value}, check),
+        ("user", {"name": "root", "comment": value, "shell": value, "home": p}, check),
+        ("user", {"name": value, "state": "absent", "remove": True}, check),
+        ("group", {"name": value, "gid": 4243}, check),
+        ("group", {"name": value, "state": "absent"}, check),
+        ("sysctl", {"name": value, "value": value, "sysctl_file": f"{tmp}/sysctl.conf", "reload": False}, {}),
+        ("sysctl", {"name": "vm.swappiness", "value": value, "sysctl_file": p, "reload": True, "sysctl_set": True}, check),
+        ("mount", {"path": p, "src": value, "fstype": value, "opts": value, "state": "present",
+                   "fstab": f"{tmp}/fstab"}, {}),
+        ("mount", {"path": p, "src": value, "fstype": "xfs", "state": "mounted", "fstab": f"{tmp}/fstab"}, check),
+        ("mount", {"path": value, "state": "unmounted", "fstab": f"{tmp}/fstab"}, check),
+        ("mount_facts", {"devices": [value], "fstypes": [value]}, {}),
+    ]

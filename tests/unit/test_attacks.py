@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from provision.modules.command import shell_command
 from provision.shell import ShellValueError
 from tests.support.attacks import (
     CANARY_VAR,
+    builtin_module_cases,
     CORPUS,
     CORPUS_COMBINED,
     EXACT_OUTPUT,
@@ -69,9 +71,12 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
     a.conn.close()
 
 
-def run_module(arena: Arena, name: str, args: dict[str, Any], value: str) -> Any:
+def run_module(
+    arena: Arena, name: str, args: dict[str, Any], value: str, check: bool = False, env: dict[str, str] | None = None
+) -> Any:
     """One task the way the runner runs it: templates rendered (shell arguments keep values
-    apart), arguments checked, the module run with the canary variable in its environment."""
+    apart), arguments checked, the module run with the canary variable in its environment
+    (plus `env`; in check mode when `check`)."""
     cls = get_module(name)
     assert cls is not None, name
     module = cls()
@@ -88,7 +93,8 @@ def run_module(arena: Arena, name: str, args: dict[str, Any], value: str) -> Any
             host=arena.conn.host,
             connection=arena.conn,
             args=normalized,
-            environment={CANARY_VAR: str(arena.canary)},
+            environment={CANARY_VAR: str(arena.canary), **(env or {})},
+            check_mode=check,
             templar=T,
             timeout=30,
         )
@@ -232,3 +238,117 @@ def test_shell_values_travel_ahead_of_the_tasks_own_stdin(arena: Arena) -> None:
     arena.check(value)
     assert not isinstance(result, Exception), result
     assert result.stdout == f"{value}|in1\nin2"
+
+
+# -- the builtin modules of issue 11 -------------------------------------------------------------
+
+# a host with dnf and rpm (this machine has neither): rpm knows no package, dnf logs its argv
+_FAKE_RPM = "#!/bin/sh\nexit 1\n"
+_FAKE_DNF = '#!/bin/sh\nprintf "%s\\n" "$*" >> "$FAKE_LOG"\nexit 0\n'
+
+
+@pytest.fixture(scope="module")
+def builtin_fx(arena: Arena) -> dict[str, Any]:
+    """Controller files the cases use (outside the work dir that each value resets) and the
+    PATH of a fake RHEL host."""
+    fx = arena.root / "fx"
+    fx.mkdir()
+    (fx / "script.sh").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
+    (fx / "script.sh").chmod(0o755)
+    (fx / "payload").mkdir()
+    (fx / "payload" / "a.txt").write_text("a\n")
+    subprocess.run(["tar", "-cf", str(fx / "small.tar"), "-C", str(fx / "payload"), "a.txt"], check=True)
+    bin_dir = fx / "bin"
+    bin_dir.mkdir()
+    for name, text in (("rpm", _FAKE_RPM), ("dnf", _FAKE_DNF)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    for tool in ("sh", "grep", "id", "cat", "mv", "tr", "sed", "tail", "head", "touch"):
+        found = shutil.which(tool)
+        assert found, tool
+        os.symlink(found, bin_dir / tool)
+    return {
+        "script": str(fx / "script.sh"),
+        "tar": str(fx / "small.tar"),
+        "rhel": {"PATH": str(bin_dir), "FAKE_LOG": str(fx / "dnf.log")},
+    }
+
+
+N_BUILTIN = len(builtin_module_cases("/x", "v", {"script": "/s", "tar": "/t"}))
+
+
+def attack_builtins(arena: Arena, fx: dict[str, Any], value: str, only: int | None = None) -> None:
+    arena.reset()
+    for i, (name, args, how) in enumerate(builtin_module_cases(str(arena.work), value, fx)):
+        if only is None or i == only:
+            env = fx["rhel"] if how.get("env") == "rhel" else None
+            run_module(arena, name, args, value, check=bool(how.get("check")), env=env)
+            arena.check((name, args, value))
+
+
+def test_builtin_cases_cover_every_new_module() -> None:
+    names = {name for name, _, _ in builtin_module_cases("/x", "v", {"script": "/s", "tar": "/t"})}
+    assert names >= {
+        "blockinfile", "replace", "unarchive", "fetch", "slurp", "find", "script", "raw", "git", "uri",
+        "package", "dnf", "yum", "apt_repository", "deb822_repository", "apt_key", "systemd", "service",
+        "cron", "user", "group", "sysctl", "mount",
+    }
+    assert all(get_module(n) is not None for n in names)
+
+
+def test_corpus_through_every_builtin_module_argument(arena: Arena, builtin_fx: dict[str, Any]) -> None:
+    passwd = Path("/etc/passwd").read_bytes()
+    for value in CORPUS_COMBINED:
+        attack_builtins(arena, builtin_fx, value)
+    assert Path("/etc/passwd").read_bytes() == passwd  # check mode: the accounts only read
+
+
+@settings(SETTINGS, max_examples=120)
+@given(value=hostile_text(), case=st.integers(0, N_BUILTIN - 1))
+def test_generated_values_through_every_builtin_module_argument(
+    arena: Arena, builtin_fx: dict[str, Any], value: str, case: int
+) -> None:
+    attack_builtins(arena, builtin_fx, value, only=case)
+
+
+@SETTINGS
+@given(value=nul_text(), case=st.integers(0, N_BUILTIN - 1))
+def test_generated_nul_values_never_run_in_builtins(
+    arena: Arena, builtin_fx: dict[str, Any], value: str, case: int
+) -> None:
+    attack_builtins(arena, builtin_fx, value, only=case)
+
+
+# Values that are data to a shell but options to the command they reach: `git --upload-pack=CMD`
+# runs CMD through a shell, a space in a dnf repo id became a second option, curl reads `-K FILE`.
+OPTION_VALUES = ['--upload-pack=touch "$PV_CANARY"; false', '-u touch "$PV_CANARY"']
+
+
+@pytest.mark.parametrize("value", OPTION_VALUES)
+def test_git_repo_and_remote_are_never_options(arena: Arena, value: str) -> None:
+    arena.reset()
+    origin = arena.root / "origin"
+    if not origin.exists():
+        subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    for args, check in (
+        ({"repo": value, "dest": str(arena.work / "g")}, False),
+        ({"repo": value, "dest": str(arena.work / "g")}, True),
+        ({"repo": str(origin), "dest": str(arena.work / "g2"), "remote": value}, False),
+    ):
+        result = run_module(arena, "git", args, value, check=check)
+        arena.check((args, value))
+        assert isinstance(result, (ArgError, ModuleFailure)), result
+        assert "may not start with '-'" in str(result), result
+
+
+def test_dnf_repo_ids_and_excludes_stay_one_option(arena: Arena, builtin_fx: dict[str, Any]) -> None:
+    for key in ("enablerepo", "disablerepo", "exclude"):
+        result = run_module(arena, "dnf", {"name": ["bash"], key: ["epel --installroot=/tmp/x"]}, "", env=builtin_fx["rhel"])
+        assert isinstance(result, ArgError) and key in str(result) and "no spaces" in str(result), result
+    result = run_module(arena, "dnf", {"name": ["htop"], "enablerepo": ["epel"]}, "", env=builtin_fx["rhel"])
+    assert not isinstance(result, Exception) and result.changed, result  # a plain repo id still works
+
+
+def test_apt_key_url_must_be_http(arena: Arena) -> None:
+    result = run_module(arena, "apt_key", {"url": "-K/etc/passwd", "keyring": str(arena.work / "k.gpg")}, "", check=True)
+    assert isinstance(result, ModuleFailure) and "must start with http" in str(result), result
