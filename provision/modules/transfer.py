@@ -80,6 +80,8 @@ class Fetch(Module):
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         src = str(ctx.args["src"])
+        if "\x00" in src or "\x00" in str(ctx.args["dest"]):  # no path holds one: say so, don't crash
+            raise ModuleFailure(f"fetch: src {src!r} / dest {str(ctx.args['dest'])!r} contains a NUL byte")
         # the local path needs the host's absolute path: `~/x` is resolved on the host first
         probe_dest = self._local_dest(ctx, src) if not src.startswith("~") else None
         have = _sha1(probe_dest) if probe_dest is not None else ""

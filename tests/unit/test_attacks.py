@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provision.connection.local import LocalConnection
-from provision.engine.templating import _SHELL_ENV, TemplateError, Templar
+from provision.engine.templating import _SHELL_ENV, Templar, TemplateError
 from provision.errors import ProvisionError
 from provision.inventory.model import Host
 from provision.modules.base import ArgError, ModuleFailure, TaskContext, get_module, normalize_args
@@ -26,11 +26,11 @@ from provision.modules.command import shell_command
 from provision.shell import ShellValueError
 from tests.support.attacks import (
     CANARY_VAR,
-    builtin_module_cases,
     CORPUS,
     CORPUS_COMBINED,
     EXACT_OUTPUT,
     SHELL_CONTEXTS,
+    builtin_module_cases,
     hostile_text,
     module_cases,
     nul_text,
@@ -57,6 +57,7 @@ class Arena:
     def reset(self) -> None:
         subprocess.run(["rm", "-rf", "--", str(self.work)], check=True)
         self.work.mkdir()
+        os.chdir(self.work)  # the old cwd is gone: a module asking for it must get the new one
 
     def check(self, what: Any) -> None:
         assert not self.canary.exists(), f"hostile value ran as code: {what!r}"
