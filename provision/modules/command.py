@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from provision.engine.templating import QuotedWord, ShellTemplate
-from provision.shell import Raw, expanding_word, path, quote, sh, stdin_env
 from provision.modules.base import (
     Arg,
     Module,
@@ -33,6 +32,7 @@ from provision.modules.base import (
     TaskContext,
     register,
 )
+from provision.shell import Raw, expanding_word, path, quote, sh, stdin_env
 
 _COMMON_ARGS = {
     "cmd": Arg("raw"),
