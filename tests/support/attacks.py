@@ -1,5 +1,5 @@
 """Hostile values and the places they are fed to (tests/unit/test_attacks.py on LocalConnection,
-tests/fleet/test_attacks.py on an SSH host).
+tests/fleet/test_attacks_ssh.py on an SSH host).
 
 Every payload, if it ever ran as shell code, would create the file named by `$PV_CANARY` (an
 environment variable every attacked task has). Treated as data it is just text. The tests check
