@@ -138,6 +138,27 @@ def index_arguments(index: IndexConfig, env: dict[str, str]) -> list[str]:
     return args
 
 
+
+def finish_install_args(
+    args: list[str],
+    requirements: list[str],
+    requirement_files: list[str],
+    index: IndexConfig,
+    env: dict[str, str],
+    index_env_var: str,
+) -> tuple[list[str], str]:
+    """Append `-r FILE`s and requirements to an installer's argv (pip or uv), and return the
+    index secrets with the line shown to users: secrets scrubbed, the index named when it
+    travels in `index_env_var` rather than argv."""
+    for file in requirement_files:
+        args += ["-r", file]
+    args += list(requirements)
+    secrets = secrets_of([index.index_url, *index.extra_index_urls, *index.find_links, index.proxy])
+    display = scrub(str(argv(args)), secrets)
+    if env.get(index_env_var):
+        display += f"  (index {mask_url(env[index_env_var])} via {index_env_var})"
+    return secrets, display
+
 def install_command(
     python: str,
     requirements: list[str],
@@ -182,13 +203,7 @@ def install_command(
         args.append("--dry-run")
     if ignore_installed:
         args.append("--ignore-installed")
-    for path in requirement_files:
-        args += ["-r", path]
-    args += list(requirements)
-    secrets = secrets_of([index.index_url, *index.extra_index_urls, *index.find_links, index.proxy])
-    display = scrub(str(argv(args)), secrets)
-    if env.get("PIP_INDEX_URL"):
-        display += f"  (index {mask_url(env['PIP_INDEX_URL'])} via PIP_INDEX_URL)"
+    secrets, display = finish_install_args(args, requirements, requirement_files, index, env, "PIP_INDEX_URL")
     return PipCommand(
         argv=args, env=env, display=display, secrets=secrets, network_turbo=index.network_turbo
     )

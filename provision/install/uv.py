@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.connection.base import Connection
-from provision.install.mirrors import IndexConfig, mask_url, scrub, secrets_of
+from provision.install.mirrors import IndexConfig, scrub
 from provision.install.pip import (
     _SUPERVISOR,
     PipCommand,
     _prelude,
+    finish_install_args,
     index_arguments,
     install_command,
 )
@@ -132,13 +133,7 @@ def install_command_uv(
         args += ["--cache-dir", cache_dir.rstrip("/") + "/uv"]
     if require_hashes:
         args.append("--require-hashes")
-    for file in requirement_files:
-        args += ["-r", file]
-    args += list(requirements)
-    secrets = secrets_of([index.index_url, *index.extra_index_urls, *index.find_links, index.proxy])
-    display = scrub(str(argv(args)), secrets)
-    if env.get("UV_INDEX_URL"):
-        display += f"  (index {mask_url(env['UV_INDEX_URL'])} via UV_INDEX_URL)"
+    secrets, display = finish_install_args(args, requirements, requirement_files, index, env, "UV_INDEX_URL")
     return UvCommand(
         argv=args,
         env=env,

@@ -130,7 +130,7 @@ def test_failure_lines_name_the_cause(wheels: Path, template_venv: Path) -> None
     run = conn.run(cmd.script(), stdin=cmd.stdin, timeout=300)
     assert not run.ok
     lines = relevant_lines(run.stdout + run.stderr)
-    assert 1 <= len(lines) <= 12
+    assert sum("Retrying" in ln for ln in lines) <= 1  # pip's retry pages collapse to the last one
     assert any("No matching distribution" in ln or "Could not find a version" in ln for ln in lines)
     assert any("Connection refused" in ln or "NewConnectionError" in ln for ln in lines)
     assert not any(ln.startswith("Collecting") for ln in lines)
