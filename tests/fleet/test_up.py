@@ -19,10 +19,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fleet import Fleet, FleetError, preflight
+from rentals import Run  # the CLI run record the rental tests use too
 
 from provision.report.document import validate
 from provision.staging.sample import make_image_folder
@@ -63,24 +63,6 @@ def up_wheelhouse() -> Path:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stderr[-2000:]}"
     return root
-
-
-@dataclass
-class Run:
-    args: list[str]
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    @property
-    def doc(self) -> dict[str, Any]:
-        assert self.stdout.strip(), f"no JSON on stdout; stderr:\n{self.stderr[-3000:]}"
-        return json.loads(self.stdout)
-
-    def results(self, host: str) -> dict[str, dict[str, Any]]:
-        """Task name -> result item, for one host."""
-        return {r["task"]: r for r in self.doc["results"] if r["host"] == host}
 
 
 @dataclass
