@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
-from provision.modules.files import _ATTR_ARGS, parse_report
+from provision.modules.files import ATTR_ARGS, parse_report
 from provision.shell import Raw, sh
 from provision.shell import path as host_path
 
@@ -93,7 +93,7 @@ class Unarchive(Module):
         "validate_certs": Arg("bool", default=True),
         "io_buffer_size": Arg("int", default=64 * 1024),
         "decrypt": Arg("bool", default=True),
-        **_ATTR_ARGS,
+        **ATTR_ARGS,
     }
     mutually_exclusive = (("copy", "remote_src"), ("include", "exclude"))
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
-import secrets
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from provision.modules.base import (
@@ -34,7 +31,7 @@ _DIFF_LIMIT = 256 * 1024  # larger or binary files: "diff suppressed", like Ansi
 
 # mode/owner/group of one path: $1 path, $2 mode, $3 owner, $4 group, $5 check (1 = report only).
 # Symbolic modes are resolved on a scratch file so check mode can tell what would change.
-_ATTRS_FN = r"""
+ATTRS_FN = r"""
 pv_attrs() {
   if [ -n "$2" ]; then
     cur=$(stat -c %a "$1") || return 1
@@ -66,7 +63,7 @@ pv_attrs() {
 }
 """
 
-_ATTR_ARGS = {
+ATTR_ARGS = {
     "mode": Arg("mode"),
     "owner": Arg("str"),
     "group": Arg("str"),
@@ -103,7 +100,7 @@ def parse_report(stdout: str) -> Report:
     return report
 
 
-def _attrs_call(path_var: str, args: dict[str, Any], check: bool) -> str:
+def attrs_call(path_var: str, args: dict[str, Any], check: bool) -> str:
     mode, owner, group = args.get("mode") or "", args.get("owner") or "", args.get("group") or ""
     if not (mode or owner or group):
         return ""
@@ -140,7 +137,7 @@ def write_script(
 ) -> str:
     """One script: compare checksums, optionally report the old content, write from stdin when
     different (and not check mode), then fix mode/owner/group."""
-    lines = [_ATTRS_FN, sh("d={dest}", dest=host_path(dest))]
+    lines = [ATTRS_FN, sh("d={dest}", dest=host_path(dest))]
     if into_dir_name:
         lines.append(sh('if [ -d "$d" ]; then d="$d"/{name}; fi', name=into_dir_name))
     lines.append('echo "@@path $d"')
@@ -150,13 +147,19 @@ def write_script(
     lines.append('cur=""; if [ -f "$d" ]; then cur=$(sha1sum < "$d") || exit 1; cur=${cur%% *}; fi')
     if expect_old is not None:
         lines.append(
-            sh('if [ "$cur" != {old} ]; then echo "@@error $d changed while it was being edited; run again"; exit 1; fi', old=expect_old)
+            sh(
+                'if [ "$cur" != {old} ]; then echo "@@error $d changed while it was being edited; run again"; exit 1; fi',
+                old=expect_old,
+            )
         )
     lines.append(sh('if [ "$cur" != {sum} ]; then', sum=checksum))
     lines.append('  echo "@@changed content"')
     if want_before:
         lines.append(
-            sh('  if [ -f "$d" ] && [ "$(stat -c %s "$d")" -le {limit} ]; then ', limit=str(_DIFF_LIMIT))
+            sh(
+                '  if [ -f "$d" ] && [ "$(stat -c %s "$d")" -le {limit} ]; then ',
+                limit=str(_DIFF_LIMIT),
+            )
             + 'echo "@@before $(base64 < "$d" | tr -d \'\\n\')"; elif [ -f "$d" ]; then echo "@@bigbefore 1"; fi'
         )
     if not check and send_content:
@@ -176,7 +179,12 @@ def write_script(
             'if [ "$(id -u)" = 0 ]; then chown "$(stat -c %u:%g "$d")" "$t"; fi; fi'
         )
         if validate:
-            lines.append(sh('  {validate} || { echo "@@error validation failed"; exit 1; }', validate=Raw(validate)))
+            lines.append(
+                sh(
+                    '  {validate} || { echo "@@error validation failed"; exit 1; }',
+                    validate=Raw(validate),
+                )
+            )
         if args.get("backup"):
             lines.append(
                 '  if [ -f "$d" ]; then b="$d.$(date +%Y%m%d%H%M%S).$$~"; cp -p "$d" "$b" && echo "@@backup_file $b"; fi'
@@ -188,7 +196,7 @@ def write_script(
     elif check and not args.get("force", True):
         lines.append('  if [ -e "$d" ]; then echo "@@kept exists"; exit 0; fi')
     lines.append("fi")
-    attrs = _attrs_call("$d", args, check)
+    attrs = attrs_call("$d", args, check)
     if attrs:
         lines.append(sh('if [ -e "$d" ]; then {attrs}; fi', attrs=Raw(attrs.strip())))
     return "\n".join(lines) + "\n"
@@ -266,11 +274,11 @@ _COPY_ARGS = {
     "force": Arg("bool", default=True),
     "backup": Arg("bool", default=False),
     "validate": Arg("raw"),
-    **_ATTR_ARGS,
+    **ATTR_ARGS,
 }
 
 
-def _validate_cmd(ctx: TaskContext) -> str | None:
+def validate_cmd(ctx: TaskContext) -> str | None:
     """`validate: visudo -cf %s`: the temp file's path replaces %s (quoted by the shell)."""
     validate = ctx.args.get("validate")
     if validate is None:
@@ -309,7 +317,7 @@ class Copy(Module):
                 raise ModuleFailure(
                     "dest must be a file path when content is given, not a directory"
                 )
-            return put_content(ctx, data, args["dest"], validate=_validate_cmd(ctx))
+            return put_content(ctx, data, args["dest"], validate=validate_cmd(ctx))
         src = ctx.find_file(args["src"], "files")
         if src.is_dir():
             raise ModuleFailure(
@@ -318,7 +326,7 @@ class Copy(Module):
         data = src.read_bytes()
         # like Ansible: an existing directory as dest receives the file under its own name
         return put_content(
-            ctx, data, str(args["dest"]), into_dir_name=src.name, validate=_validate_cmd(ctx)
+            ctx, data, str(args["dest"]), into_dir_name=src.name, validate=validate_cmd(ctx)
         )
 
     def _remote(self, ctx: TaskContext) -> ModuleResult:
@@ -327,7 +335,7 @@ class Copy(Module):
             raise ModuleFailure("remote_src needs src (a path on the host)")
         script = "\n".join(
             [
-                _ATTRS_FN,
+                ATTRS_FN,
                 sh("s={src}; d={dest}", src=host_path(args["src"]), dest=host_path(args["dest"])),
                 'if [ ! -f "$s" ]; then echo "@@error source $s does not exist on the host"; exit 1; fi',
                 'if [ -d "$d" ]; then d="$d/$(basename "$s")"; fi',
@@ -341,7 +349,7 @@ class Copy(Module):
                 )
                 + "fi",
                 'if [ -e "$d" ]; then '
-                + (_attrs_call("$d", args, ctx.check_mode).strip() or ":")
+                + (attrs_call("$d", args, ctx.check_mode).strip() or ":")
                 + "; fi",
             ]
         )
@@ -363,7 +371,7 @@ class Template(Module):
         "force": Arg("bool", default=True),
         "backup": Arg("bool", default=False),
         "validate": Arg("raw"),
-        **_ATTR_ARGS,
+        **ATTR_ARGS,
     }
     shell_args = ("validate",)
 
@@ -389,7 +397,7 @@ class Template(Module):
             text.encode(),
             ctx.args["dest"],
             into_dir_name=src.name.removesuffix(".j2"),
-            validate=_validate_cmd(ctx),
+            validate=validate_cmd(ctx),
         )
 
 
@@ -401,373 +409,3 @@ def dict_overlay(base: Any, extra: dict[str, Any]) -> Any:
     if isinstance(base, LazyVars):
         return LazyVars(ChainMap(extra, base.raw()), base._templar)  # noqa: SLF001
     return ChainMap(extra, base)
-
-
-@register
-class File(Module):
-    name = "file"
-    args = {
-        "path": Arg("path", required=True, aliases=("dest", "name")),
-        "state": Arg("str", choices=("file", "directory", "absent", "touch", "link", "hard")),
-        "src": Arg("path"),
-        "recurse": Arg("bool", default=False),
-        "force": Arg("bool", default=False),
-        "access_time": Arg("str"),
-        "modification_time": Arg("str"),
-        **_ATTR_ARGS,
-    }
-    required_if = (("state", "link", ("src",)), ("state", "hard", ("src",)))
-
-    def run(self, ctx: TaskContext) -> ModuleResult:
-        args = ctx.args
-        check = ctx.check_mode
-        state = args.get("state") or ("link" if args.get("src") else None)
-        lines = [_ATTRS_FN, sh("p={p}", p=host_path(args["path"]))]
-
-        def act(command: str) -> str:
-            """The changing command, or a no-op in check mode."""
-            return ":" if check else command + " || exit 1"
-
-        if state is None:
-            # Ansible: keep whatever exists (file or directory), fail when nothing does
-            lines.append(
-                'if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "@@error file $p does not exist '
-                '(use state=touch or state=directory to create it)"; exit 1; fi'
-            )
-            state = "file"
-        elif state == "file":
-            lines.append(
-                'if [ ! -e "$p" ]; then echo "@@error file $p does not exist (use state=touch to create it)"; exit 1; fi'
-            )
-            lines.append(
-                'if [ -d "$p" ]; then echo "@@error $p is a directory, not a file"; exit 1; fi'
-            )
-        elif state == "directory":
-            lines.append(
-                'if [ -e "$p" ] && [ ! -d "$p" ]; then echo "@@error $p exists and is not a directory"; exit 1; fi'
-            )
-            lines.append(
-                'if [ ! -d "$p" ]; then echo "@@changed created"; '
-                + act('mkdir -p -- "$p"')
-                + "; fi"
-            )
-        elif state == "absent":
-            lines.append(
-                'if [ -e "$p" ] || [ -L "$p" ]; then echo "@@changed removed"; '
-                + act('rm -rf -- "$p"')
-                + "; fi"
-            )
-        elif state == "touch":
-            preserve = (
-                args.get("modification_time") == "preserve"
-                and args.get("access_time") == "preserve"
-            )
-            lines.append(
-                'dir=$(dirname "$p"); if [ ! -d "$dir" ]; then echo "@@error directory $dir does not exist"; exit 1; fi'
-            )
-            if preserve:
-                lines.append(
-                    'if [ ! -e "$p" ]; then echo "@@changed created"; '
-                    + act('touch -- "$p"')
-                    + "; fi"
-                )
-            else:
-                # like Ansible: touching updates the times, so it always reports a change
-                lines.append(
-                    'if [ ! -e "$p" ]; then echo "@@changed created"; else echo "@@changed touched"; fi'
-                )
-                lines.append(act('touch -- "$p"'))
-        elif state == "link":
-            src = str(args["src"])
-            lines.append(sh("s={src}", src=host_path(src) if src.startswith("~") else src))
-            replace = (
-                act('rm -rf -- "$p"')
-                if args.get("force")
-                else 'echo "@@error $p exists and is not a link (force: yes replaces it)"; exit 1'
-            )
-            lines.append('if [ -L "$p" ] && [ "$(readlink "$p")" = "$s" ]; then :; else')
-            lines.append(sh('  if [ -e "$p" ] && [ ! -L "$p" ]; then {replace}; fi', replace=Raw(replace)))
-            lines.append('  echo "@@changed linked"; ' + act('ln -sfn -- "$s" "$p"') + "")
-            lines.append("fi")
-        elif state == "hard":
-            lines.append(sh("s={src}", src=host_path(str(args["src"]))))
-            lines.append(
-                'if [ ! -e "$s" ]; then echo "@@error hard link source $s does not exist"; exit 1; fi'
-            )
-            lines.append(
-                'if [ -e "$p" ] && [ "$(stat -c %d:%i "$p")" = "$(stat -c %d:%i "$s")" ]; then :; else'
-            )
-            lines.append('  echo "@@changed linked"; ' + act('ln -f -- "$s" "$p"') + "")
-            lines.append("fi")
-        if state not in ("absent", "link") and (
-            args.get("mode") or args.get("owner") or args.get("group")
-        ):
-            attrs = _attrs_call("$p", args, check).strip()
-            if args.get("recurse") and state == "directory":
-                attrs = self._recurse(args, check)
-            lines.append(sh('if [ -e "$p" ]; then {attrs}; fi', attrs=Raw(attrs)))
-        if state == "link" and (args.get("owner") or args.get("group")):
-            lines.append(
-                sh(
-                    'if [ -L "$p" ]; then pv_attrs "$p" "" {owner} {group} {check} || exit 1; fi',
-                    owner=args.get("owner") or "",
-                    group=args.get("group") or "",
-                    check="1" if check else "0",
-                )
-            )
-        result = ctx.run("\n".join(lines) + "\n")
-        report = parse_report(result.stdout)
-        if report.errors or not result.ok:
-            raise ModuleFailure(
-                "; ".join(report.errors)
-                or result.stderr.strip()
-                or f"exit code {result.exit_code}",
-                path=args["path"],
-            )
-        changed = bool(report.changed)
-        out = ModuleResult(changed=changed, data={"path": args["path"], "state": state})
-        if ctx.diff and changed:
-            out.diff = [
-                {
-                    "before_header": args["path"],
-                    "after_header": args["path"],
-                    "before": "",
-                    "after": "",
-                    "note": ", ".join(report.changed),
-                }
-            ]
-        return out
-
-    @staticmethod
-    def _recurse(args: dict[str, Any], check: bool) -> str:
-        """chmod/chown -R, reporting a change only when some entry differs. Modes are compared
-        per distinct (type, mode) pair in the tree, so symbolic modes and check mode work."""
-        parts = []
-        mode, owner, group = args.get("mode"), args.get("owner"), args.get("group")
-        if mode:
-            parts.append(
-                "c=0; "
-                'for km in $(find "$p" ! -type l -exec stat -c %F:%a {} + | tr " " _ | sort -u); do '
-                "k=${km%:*}; cur=${km##*:}; "
-                'if [ "$k" = directory ]; then t=$(mktemp -d); else t=$(mktemp); fi; '
-                + sh('m={mode}; ', mode=mode)
-                + 'chmod "$cur" "$t" && chmod "$m" "$t" || { rm -rf "$t"; echo "@@error invalid mode $m"; exit 1; }; '
-                '[ "$(stat -c %a "$t")" != "$cur" ] && c=1; rm -rf "$t"; done; '
-                'if [ $c = 1 ]; then echo "@@changed mode"; '
-                + ("" if check else 'chmod -R "$m" "$p" || exit 1; ')
-                + "fi"
-            )
-        if owner:
-            parts.append(
-                sh('o={owner}; ', owner=owner)
-                + 'if [ -n "$(find "$p" ! -user "$o" -print -quit)" ]; then echo "@@changed owner"; '
-                + ("" if check else 'chown -R -- "$o" "$p" || exit 1; ')
-                + "fi"
-            )
-        if group:
-            parts.append(
-                sh('g={group}; ', group=group)
-                + 'if [ -n "$(find "$p" ! -group "$g" -print -quit)" ]; then echo "@@changed group"; '
-                + ("" if check else 'chgrp -R -- "$g" "$p" || exit 1; ')
-                + "fi"
-            )
-        return "; ".join(parts) or ":"
-
-
-@register
-class LineInFile(Module):
-    name = "lineinfile"
-    args = {
-        "path": Arg("path", required=True, aliases=("dest", "destfile", "name")),
-        "line": Arg("str", aliases=("value",)),
-        "regexp": Arg("str", aliases=("regex",)),
-        "search_string": Arg("str"),
-        "state": Arg("str", default="present", choices=("present", "absent")),
-        "insertafter": Arg("str"),
-        "insertbefore": Arg("str"),
-        "create": Arg("bool", default=False),
-        "backrefs": Arg("bool", default=False),
-        "firstmatch": Arg("bool", default=False),
-        "backup": Arg("bool", default=False),
-        **_ATTR_ARGS,
-    }
-    mutually_exclusive = (("insertafter", "insertbefore"), ("regexp", "search_string"))
-
-    def check_args(self, args: dict[str, Any]) -> list[str]:
-        errors = []
-        if args.get("state") == "present" and args.get("line") is None:
-            errors.append("state=present requires 'line'")
-        if (
-            args.get("state") == "absent"
-            and args.get("line") is None
-            and args.get("regexp") is None
-            and args.get("search_string") is None
-        ):
-            errors.append("state=absent requires 'line', 'regexp' or 'search_string'")
-        for key in ("regexp", "insertafter", "insertbefore"):
-            value = args.get(key)
-            if value and value not in ("EOF", "BOF"):
-                try:
-                    re.compile(value)
-                except re.error as exc:
-                    errors.append(f"{key} {value!r} is not a valid regular expression: {exc}")
-        return errors
-
-    def run(self, ctx: TaskContext) -> ModuleResult:
-        args = ctx.args
-        marker = "@@content-" + secrets.token_hex(4)
-        read = ctx.run(
-            sh('p={p}; echo "@@path $p"; if [ -f "$p" ]; then echo {marker}; base64 < "$p" || exit 1; ', p=host_path(args["path"]), marker=marker)
-            + 'elif [ -e "$p" ]; then echo "@@error $p is not a regular file"; else echo "@@missing 1"; fi'
-        )
-        report = parse_report(read.stdout.split(marker, 1)[0])
-        if report.errors or not read.ok:
-            raise ModuleFailure("; ".join(report.errors) or read.stderr.strip())
-        path = report.values.get("path", args["path"])
-        exists = "missing" not in report.values
-        if exists:
-            raw = base64.b64decode("".join(read.stdout.split(marker, 1)[1].split()))
-            before = raw.decode("utf-8", "surrogateescape")
-        else:
-            if args["state"] == "absent":
-                return ModuleResult(changed=False, msg="file not present", data={"path": path})
-            if not args["create"]:
-                raise ModuleFailure(f"{path} does not exist (create: yes makes it)", rc=257)
-            raw, before = b"", ""
-        after, msg = edit_lines(before, args)
-        if after == before and exists:
-            # content unchanged; mode/owner may still differ
-            if args.get("mode") or args.get("owner") or args.get("group"):
-                res = put_content(ctx, raw, path, expect_old=hashlib.sha1(raw).hexdigest())
-                return ModuleResult(
-                    changed=res.changed,
-                    msg="ownership, perms or SE linux context changed" if res.changed else "",
-                    data={"path": path},
-                )
-            return ModuleResult(changed=False, data={"path": path})
-        new = after.encode("utf-8", "surrogateescape")
-        old_sum = hashlib.sha1(raw).hexdigest() if exists else ""
-        res = put_content(ctx, new, path, expect_old=old_sum)
-        res.msg = msg
-        res.data["path"] = path
-        if ctx.diff:
-            res.diff = unified_diff(before, after, path)
-        return res
-
-
-def edit_lines(text: str, args: dict[str, Any]) -> tuple[str, str]:
-    """Ansible's lineinfile on a string: returns (new text, message)."""
-    lines = text.splitlines(keepends=True)
-    line = args.get("line")
-    regexp = re.compile(args["regexp"]) if args.get("regexp") else None
-    search = args.get("search_string")
-
-    def matches(candidate: str) -> bool:
-        body = candidate.rstrip("\r\n")
-        if regexp is not None:
-            return regexp.search(body) is not None
-        if search is not None:
-            return search in body
-        return body == line
-
-    if args["state"] == "absent":
-        kept = [ln for ln in lines if not matches(ln)]
-        removed = len(lines) - len(kept)
-        return "".join(kept), f"{removed} line(s) removed" if removed else ""
-
-    found = [i for i, ln in enumerate(lines) if matches(ln)]
-    if found:
-        index = found[0] if args.get("firstmatch") else found[-1]
-        newline = line
-        if args.get("backrefs") and regexp is not None:
-            m = regexp.search(lines[index].rstrip("\r\n"))
-            newline = m.expand(line) if m else line
-        eol = lines[index][len(lines[index].rstrip("\r\n")) :] or "\n"
-        if lines[index].rstrip("\r\n") == newline:
-            return text, ""
-        lines[index] = newline + eol
-        return "".join(lines), "line replaced"
-    if args.get("backrefs"):
-        return text, ""  # backrefs: no match → no change (Ansible)
-    if any(ln.rstrip("\r\n") == line for ln in lines):
-        return text, ""
-    newline = line + "\n"
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    after_re, before_re = args.get("insertafter"), args.get("insertbefore")
-    position = len(lines)
-    if before_re == "BOF":
-        position = 0
-    elif before_re:
-        hits = [i for i, ln in enumerate(lines) if re.search(before_re, ln.rstrip("\r\n"))]
-        if hits:
-            position = hits[0] if args.get("firstmatch") else hits[-1]
-    elif after_re and after_re != "EOF":
-        hits = [i for i, ln in enumerate(lines) if re.search(after_re, ln.rstrip("\r\n"))]
-        if hits:
-            position = (hits[0] if args.get("firstmatch") else hits[-1]) + 1
-    lines.insert(position, newline)
-    return "".join(lines), "line added"
-
-
-@register
-class Stat(Module):
-    name = "stat"
-    args = {
-        "path": Arg("path", required=True, aliases=("dest", "name")),
-        "get_checksum": Arg("bool", default=True),
-        "follow": Arg("bool", default=False),
-    }
-
-    def run(self, ctx: TaskContext) -> ModuleResult:
-        args = ctx.args
-        fmt = "%F|%a|%u|%g|%U|%G|%s|%Y|%h|%i|%d"
-        checksum = (
-            'if [ -f "$p" ] && [ -r "$p" ]; then c=$(sha1sum < "$p"); echo "@@checksum ${c%% *}"; fi'
-            if args["get_checksum"]
-            else ":"
-        )
-        script = (
-            sh(
-                'p={p}\nif [ -e "$p" ] || [ -L "$p" ]; then echo "@@stat $(stat {flags} -c {fmt} "$p")"; ',
-                p=host_path(args["path"]),
-                flags=["-L"] if args["follow"] else [],
-                fmt=fmt,
-            )
-            + 'if [ -L "$p" ]; then echo "@@lnk_source $(readlink -f "$p")"; fi; '
-            f'{checksum}; else echo "@@missing 1"; fi\n'
-        )
-        result = ctx.run(script)
-        report = parse_report(result.stdout)
-        if not result.ok:
-            raise ModuleFailure(result.stderr.strip() or f"exit code {result.exit_code}")
-        if "missing" in report.values:
-            return ModuleResult(data={"stat": {"exists": False}})
-        kind, mode, uid, gid, user, group, size, mtime, nlink, inode, dev = report.values[
-            "stat"
-        ].split("|")
-        info: dict[str, Any] = {
-            "exists": True,
-            "path": args["path"],
-            "mode": mode.zfill(4),
-            "isdir": kind == "directory",
-            "isreg": kind.startswith("regular"),
-            "islnk": kind == "symbolic link",
-            "uid": int(uid),
-            "gid": int(gid),
-            "pw_name": user,
-            "gr_name": group,
-            "size": int(size),
-            "mtime": float(mtime),
-            "nlink": int(nlink),
-            "inode": int(inode),
-            "dev": int(dev),
-        }
-        if "checksum" in report.values:
-            info["checksum"] = report.values["checksum"]
-        if "lnk_source" in report.values:
-            info["lnk_source"] = report.values["lnk_source"]
-        return ModuleResult(data={"stat": info})
-
-
-__all__ = ["Copy", "File", "LineInFile", "Stat", "Template", "edit_lines", "put_content", "Path"]

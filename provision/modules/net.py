@@ -19,7 +19,7 @@ from provision.modules.base import (
     TaskContext,
     register,
 )
-from provision.modules.files import _ATTR_ARGS, _ATTRS_FN, _attrs_call, parse_report
+from provision.modules.files import ATTR_ARGS, ATTRS_FN, attrs_call, parse_report
 from provision.secrets import mask_urls
 from provision.shell import Raw, path, sh
 
@@ -88,7 +88,7 @@ class GetUrl(Module):
         "validate_certs": Arg("bool", default=True),
         "url_username": Arg("str", aliases=("username",)),
         "url_password": Arg("str", aliases=("password",), no_log=True),
-        **_ATTR_ARGS,
+        **ATTR_ARGS,
     }
 
     def check_args(self, args: dict[str, Any]) -> list[str]:
@@ -144,7 +144,7 @@ class GetUrl(Module):
         )
         script = sh(
             _GET_URL_SCRIPT,
-            attrs_fn=Raw(_ATTRS_FN),
+            attrs_fn=Raw(ATTRS_FN),
             dest=path(args["dest"]),
             shown=shown,
             want=want,
@@ -156,7 +156,7 @@ class GetUrl(Module):
             curl=curl,
             wget=wget,
             python=python,
-            attrs=Raw(_attrs_call("$d", args, check).strip() or ":"),
+            attrs=Raw(attrs_call("$d", args, check).strip() or ":"),
         )
         secret_input = (url + "\n" + "".join(h + "\n" for h in headers)).encode()
         result = ctx.run(script, stdin=secret_input)

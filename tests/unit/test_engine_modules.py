@@ -23,7 +23,7 @@ import pytest
 from provision.engine.results import PlaybookResult
 from provision.engine.runner import run_playbook
 from provision.inventory.model import Host
-from provision.modules.files import edit_lines
+from provision.modules.text import edit_lines
 
 
 def run_tasks(

@@ -1,0 +1,102 @@
+"""`key=value` task text (`copy: src=a dest="b c"`), split as Ansible splits it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from provision.modules.base import (
+    Module,
+)
+
+_KV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+
+
+def split_words(text: str) -> list[tuple[int, int]]:
+    """Spans of whitespace-separated words, keeping quotes and {{ }} / {% %} together."""
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            break
+        start = i
+        quote: str | None = None
+        depth = 0
+        while i < n:
+            c = text[i]
+            if quote:
+                if c == "\\" and quote == '"':
+                    i += 2
+                    continue
+                if c == quote:
+                    quote = None
+            elif text.startswith(("{{", "{%", "{#"), i):
+                depth += 1
+                i += 2
+                continue
+            elif depth and text.startswith(("}}", "%}", "#}"), i):
+                depth -= 1
+                i += 2
+                continue
+            elif depth == 0 and c in "'\"":
+                quote = c
+            elif depth == 0 and c.isspace():
+                break
+            i += 1
+        if quote:
+            raise ValueError(f"unbalanced quote in {text!r}")
+        spans.append((start, i))
+    return spans
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+
+
+def _unquote(value: str) -> str:
+    """Strip one pair of quotes; in "double quotes" \\n, \\t, \\" … are escapes (as in Ansible)."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        inner = value[1:-1]
+        if value[0] == '"':
+            return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), inner)
+        return inner
+    return value
+
+
+def parse_kv(text: str, module: Module) -> dict[str, Any]:
+    """`src=a dest="b c" mode=0644` -> dict. For free-form modules (command, shell) only the
+    module's own keys are pulled out; the rest of the text, untouched, is the free form."""
+    spans = split_words(text)
+    args: dict[str, Any] = {}
+    if module.free_form:
+        keep: list[tuple[int, int]] = []
+        for start, end in spans:
+            match = _KV.match(text[start:end])
+            if match and match.group(1) in module.free_form_keys:
+                args[match.group(1)] = _unquote(match.group(2))
+            else:
+                keep.append((start, end))
+        if keep:
+            args[module.free_form] = text[keep[0][0] : keep[-1][1]]
+            # words pulled out from the middle leave the rest joined as written around them
+            removed = [
+                (s, e) for s, e in spans if (s, e) not in keep and keep[0][0] < s < keep[-1][1]
+            ]
+            if removed:
+                pieces, cursor = [], keep[0][0]
+                for s, e in removed:
+                    pieces.append(text[cursor:s].rstrip())
+                    cursor = e
+                pieces.append(text[cursor : keep[-1][1]].lstrip())
+                args[module.free_form] = " ".join(p for p in pieces if p)
+        return args
+    for start, end in spans:
+        word = text[start:end]
+        match = _KV.match(word)
+        if not match:
+            raise ValueError(
+                f"expected key=value, got {word!r} (this module takes no free-form text)"
+            )
+        args[match.group(1)] = _unquote(match.group(2))
+    return args

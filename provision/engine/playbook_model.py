@@ -1,0 +1,363 @@
+"""What a loaded playbook is: plays, tasks, blocks, includes, roles, and the keywords each takes."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provision.engine.yamlpos import Pos, YMap
+from provision.errors import ConfigError
+from provision.modules.base import (
+    Module,
+    canonical_name,
+)
+
+
+class PlaybookError(ConfigError):
+    """One or more problems in a playbook; the message lists each with its position."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        head = "playbook has errors:" if len(problems) > 1 else "playbook error:"
+        body = "\n".join(f"  {p}" for p in problems[:50])
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        super().__init__(f"{head}\n{body}{more}" if len(problems) > 1 else problems[0])
+
+
+PLAY_KEYWORDS = {
+    "name",
+    "hosts",
+    "vars",
+    "vars_files",
+    "gather_facts",
+    "gather_subset",
+    "become",
+    "become_user",
+    "become_method",
+    "environment",
+    "tasks",
+    "handlers",
+    "pre_tasks",
+    "post_tasks",
+    "roles",
+    "tags",
+    "any_errors_fatal",
+    "force_handlers",
+    "ignore_errors",
+    "ignore_unreachable",
+    "no_log",
+    "check_mode",
+    "diff",
+    "remote_user",
+    "connection",
+    "strategy",
+    "timeout",
+    "serial",
+    "max_fail_percentage",
+    "order",
+    "module_defaults",
+    "collections",
+    "vars_prompt",
+}
+TASK_KEYWORDS = {
+    "name",
+    "when",
+    "loop",
+    "loop_control",
+    "with_items",
+    "with_list",
+    "with_dict",
+    "register",
+    "notify",
+    "changed_when",
+    "failed_when",
+    "ignore_errors",
+    "ignore_unreachable",
+    "tags",
+    "become",
+    "become_user",
+    "become_method",
+    "environment",
+    "retries",
+    "until",
+    "delay",
+    "run_once",
+    "no_log",
+    "vars",
+    "args",
+    "check_mode",
+    "diff",
+    "timeout",
+    "delegate_to",
+    "local_action",
+    "async",
+    "poll",
+    "any_errors_fatal",
+    "listen",
+    "debugger",
+    "collections",
+    "throttle",
+}
+BLOCK_KEYWORDS = {
+    "name",
+    "block",
+    "rescue",
+    "always",
+    "when",
+    "tags",
+    "become",
+    "become_user",
+    "become_method",
+    "environment",
+    "vars",
+    "ignore_errors",
+    "ignore_unreachable",
+    "no_log",
+    "any_errors_fatal",
+    "check_mode",
+    "diff",
+    "run_once",
+    "timeout",
+    "delegate_to",
+    "collections",
+}
+SPECIAL_ACTIONS = {
+    "import_tasks",
+    "include_tasks",
+    "include",
+    "import_role",
+    "include_role",
+    "meta",
+}
+META_ACTIONS = {
+    "flush_handlers",
+    "noop",
+    "end_play",
+    "end_batch",
+    "end_host",
+    "clear_host_errors",
+}
+DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
+UNSUPPORTED = {
+    "local_action": "local_action is not supported: use a play with `hosts: localhost`",
+    "async": "async/poll are not supported: long steps stream their output; use a timeout instead",
+    "poll": "async/poll are not supported",
+    "max_fail_percentage": "max_fail_percentage is not supported (any_errors_fatal is)",
+    "debugger": "debugger is not supported",
+    "throttle": "throttle is not supported (use --forks)",
+    "module_defaults": "module_defaults is not supported",
+}
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ids = itertools.count(1)
+
+
+@dataclass
+class Role:
+    name: str
+    path: Path
+    defaults: dict[str, Any] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    handlers: list[Task] = field(default_factory=list)
+
+
+@dataclass
+class Inherit:
+    """Keywords a block/import/role passes to the tasks inside it."""
+
+    when: tuple[Any, ...] = ()
+    tags: frozenset[str] = frozenset()
+    vars: tuple[Mapping[str, Any], ...] = ()
+    become: bool | None = None
+    become_user: str | None = None
+    environment: tuple[Any, ...] = ()
+    no_log: Any = None
+    ignore_errors: Any = None
+    ignore_unreachable: Any = None
+    check_mode: Any = None
+    diff: Any = None
+    run_once: Any = None
+    any_errors_fatal: Any = None
+    timeout: Any = None
+    delegate_to: Any = None
+    role: Role | None = None
+
+
+@dataclass
+class Node:
+    pos: Pos
+    name: str | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+    when: tuple[Any, ...] = ()
+    tags: frozenset[str] = frozenset()
+    vars: tuple[Mapping[str, Any], ...] = ()
+    become: bool | None = None
+    become_user: str | None = None
+    environment: tuple[Any, ...] = ()
+    no_log: Any = None
+    ignore_errors: Any = None
+    ignore_unreachable: Any = None
+    check_mode: Any = None
+    diff: Any = None
+    run_once: Any = None
+    any_errors_fatal: Any = None
+    timeout: Any = None
+    delegate_to: Any = None  # only the controller (localhost) is supported
+    role: Role | None = None
+    base_dir: Path = Path(".")
+
+
+@dataclass
+class Task(Node):
+    action: str = ""
+    module: Module | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    loop: Any = None
+    loop_kind: str | None = None  # loop | with_items | with_list | with_dict
+    loop_control: dict[str, Any] = field(default_factory=dict)
+    register: str | None = None
+    notify: list[str] = field(default_factory=list)
+    changed_when: tuple[Any, ...] | None = None
+    failed_when: tuple[Any, ...] | None = None
+    retries: Any = None
+    until: tuple[Any, ...] | None = None
+    delay: Any = None
+    listen: list[str] = field(default_factory=list)
+
+    @property
+    def display_name(self) -> str:
+        name = self.name or self.action
+        return f"{self.role.name} : {name}" if self.role else name
+
+
+@dataclass
+class Block(Node):
+    block: list[Node] = field(default_factory=list)
+    rescue: list[Node] = field(default_factory=list)
+    always: list[Node] = field(default_factory=list)
+    when_once: bool = False  # include_role: `when` decides once for the whole role
+
+
+@dataclass
+class Include(Node):
+    """include_tasks: the file (maybe templated) is loaded when reached, per host."""
+
+    file: str = ""
+    loop: Any = None
+    loop_kind: str | None = None
+    loop_control: dict[str, Any] = field(default_factory=dict)
+    static_children: list[Node] | None = None
+    inherit: Inherit = field(default_factory=Inherit)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"include_tasks {self.file}"
+
+
+@dataclass
+class Meta(Node):
+    action: str = "noop"
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"meta: {self.action}"
+
+
+@dataclass
+class Play:
+    pos: Pos
+    name: str
+    hosts: str | list[str]
+    vars: dict[str, Any] = field(default_factory=dict)
+    vars_files: list[tuple[str, Pos]] = field(default_factory=list)
+    gather_facts: bool = True
+    become: bool | None = None
+    become_user: str | None = None
+    environment: Any = None
+    connection: str | None = None
+    remote_user: str | None = None
+    any_errors_fatal: bool = False
+    force_handlers: bool = False
+    pre_tasks: list[Node] = field(default_factory=list)
+    roles: list[Node] = field(default_factory=list)
+    tasks: list[Node] = field(default_factory=list)
+    post_tasks: list[Node] = field(default_factory=list)
+    handlers: list[Task] = field(default_factory=list)
+    tags: frozenset[str] = frozenset()
+    base_dir: Path = Path(".")
+    check_mode: Any = None
+    diff: Any = None
+    serial: Any = None  # batches (int, "N%", or a list of those); None: all hosts at once
+    vars_prompt: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Playbook:
+    path: Path
+    plays: list[Play]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+def roles_in(nodes: list[Node]) -> list[Role]:
+    """Every role loaded statically under these nodes, outermost first, each once."""
+    found: list[Role] = []
+
+    def walk(items: list[Node]) -> None:
+        for node in items:
+            if isinstance(node, Block):
+                if node.role is not None and all(r is not node.role for r in found):
+                    found.append(node.role)
+                walk(node.block + node.rescue + node.always)
+            elif isinstance(node, Include) and node.static_children:
+                walk(node.static_children)
+
+    walk(nodes)
+    return found
+
+
+def canonical_actions(data: YMap) -> YMap:
+    """The task with `ansible.builtin.include_tasks` (and every other FQCN form of a special
+    action) renamed to its short name, positions kept; modules resolve their FQCN themselves."""
+    renamed = {
+        k: canonical_name(k)
+        for k in data
+        if isinstance(k, str)
+        and k != canonical_name(k)
+        and canonical_name(k) in SPECIAL_ACTIONS | {"import_playbook"}
+    }
+    if not renamed:
+        return data
+    out = YMap()
+    out.pos, out.key_pos, out.value_pos = data.pos, {}, {}
+    for key, value in data.items():
+        new = renamed.get(key, key)
+        out[new] = value
+        out.key_pos[new] = data.where(key)
+        out.value_pos[new] = data.where(key, True)
+    return out
+
+
+def iter_tasks(play: Play) -> list[Task]:
+    """All module tasks of a play that are known before running (for checks and listings)."""
+    out: list[Task] = []
+
+    def walk(nodes: list[Node]) -> None:
+        for node in nodes:
+            if isinstance(node, Task):
+                out.append(node)
+            elif isinstance(node, Block):
+                walk(node.block)
+                walk(node.rescue)
+                walk(node.always)
+            elif isinstance(node, Include) and node.static_children:
+                walk(node.static_children)
+
+    walk(play.pre_tasks + play.roles + play.tasks + play.post_tasks + list(play.handlers))
+    return out

@@ -1,0 +1,265 @@
+"""Loading roles: search path, defaults/vars, tasks_from, handlers, meta dependencies (once per play)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from provision.engine.playbook_model import (
+    _VAR_NAME,
+    Block,
+    Inherit,
+    Node,
+    Role,
+    Task,
+)
+from provision.engine.templating import is_template
+from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
+from provision.errors import ConfigError
+
+
+class RoleLoading:
+    """Mixin of the playbook loader: everything about roles."""
+
+    def find_role(self, name: str, base_dir: Path, where: Pos) -> Path | None:
+        candidates = [base_dir / "roles" / name, self.playbook_dir / "roles" / name]
+        extra_paths = os.environ.get("PROVISION_ROLES_PATH", "").split(os.pathsep)
+        for extra in [*extra_paths, *self.config.roles_path]:  # roles_path from ansible.cfg
+            if extra:
+                candidates.append(Path(extra).expanduser() / name)
+        candidates.append(base_dir / name)
+        for candidate in candidates:
+            if (
+                (candidate / "tasks").is_dir()
+                or (candidate / "handlers").is_dir()
+                or (candidate / "defaults").is_dir()
+            ):
+                return candidate
+        self.error(
+            where,
+            f"role {name!r} not found (looked in: {', '.join(display_path(c) for c in candidates)})",
+        )
+        return None
+
+    def load_role(
+        self,
+        name: str,
+        params: dict[str, Any],
+        data: YMap,
+        inherit: Inherit,
+        base_dir: Path,
+        where: Pos,
+        tasks_from: str = "main",
+        when_once: bool = False,
+    ) -> Block | None:
+        path = self.find_role(name, base_dir, where)
+        if path is None:
+            return None
+
+        def read_vars(kind: str) -> dict[str, Any]:
+            for ext in ("yml", "yaml"):
+                file = path / kind / f"main.{ext}"
+                if file.is_file():
+                    try:
+                        loaded = load_yaml(file)
+                    except ConfigError as exc:
+                        self.problems.append(str(exc))
+                        return {}
+                    if loaded is None:
+                        return {}
+                    if not isinstance(loaded, Mapping):
+                        self.error(
+                            Pos(display_path(file), 1, 1),
+                            f"role {kind} must be a mapping of name: value",
+                        )
+                        return {}
+                    self.check_templates(loaded, Pos(display_path(file), 1, 1))
+                    return dict(loaded)
+            return {}
+
+        role = Role(
+            name=name,
+            path=path,
+            defaults=read_vars("defaults"),
+            vars=read_vars("vars"),
+            params=params,
+        )
+        role_inherit = self.extend(inherit, data, role=role)
+        if when_once:
+            role_inherit = replace(role_inherit, when=inherit.when)
+        apply = data.get(next((k for k in data if k in ("include_role", "import_role")), ""))
+        if isinstance(apply, Mapping) and isinstance(apply.get("apply"), YMap):
+            role_inherit = self.extend(role_inherit, apply["apply"], role=role)  # `apply:` keywords
+        depends = self.role_dependencies(path, replace(inherit, vars=()), where)
+        tasks: list[Node] = []
+        for ext in ("yml", "yaml"):
+            file = path / "tasks" / f"{tasks_from}.{ext}"
+            if file.is_file():
+                tasks = self.load_tasks_file(file, role_inherit, where)
+                break
+        else:
+            if tasks_from != "main":
+                self.error(
+                    where,
+                    f"role {name}: tasks file {tasks_from}.yml not found in {display_path(path / 'tasks')}",
+                )
+        for ext in ("yml", "yaml"):
+            file = path / "handlers" / f"main.{ext}"
+            if file.is_file():
+                data_h = self._load(file)
+                handler_inherit = replace(role_inherit, when=(), tags=frozenset())
+                role.handlers = [
+                    n
+                    for n in self.task_list(
+                        data_h,
+                        Pos(display_path(file), 1, 1),
+                        handler_inherit,
+                        file.parent,
+                        "handlers",
+                        handlers=True,
+                    )
+                    if isinstance(n, Task)
+                ]
+                break
+        for dep in depends:  # meta/main.yml dependencies run first, their handlers join
+            if isinstance(dep, Block) and dep.role is not None:
+                role.handlers.extend(dep.role.handlers)
+        tasks = [*depends, *tasks]
+        fields = self.node_fields(data, inherit, base_dir)
+        fields["name"] = fields["name"] or f"role {name}"
+        if not when_once:
+            fields["when"] = ()
+        return Block(block=tasks, when_once=when_once, **{**fields, "role": role})
+
+    def role_dependencies(self, path: Path, inherit: Inherit, where: Pos) -> list[Node]:
+        """The roles `meta/main.yml` lists under `dependencies:` (searched beside this role too)."""
+        for ext in ("yml", "yaml"):
+            file = path / "meta" / f"main.{ext}"
+            if file.is_file():
+                meta = self._load(file)
+                if not isinstance(meta, Mapping) or not meta.get("dependencies"):
+                    return []
+                deps = meta["dependencies"]
+                at = meta.where("dependencies", True) if isinstance(meta, YMap) else where
+                if path.resolve() in self.role_stack:
+                    self.error(at, f"role dependency loop through {display_path(path)}")
+                    return []
+                self.role_stack.append(path.resolve())
+                try:
+                    return self.roles_section(deps, at, inherit, path.parent, dependency=True)
+                finally:
+                    self.role_stack.pop()
+        return []
+
+    def _load(self, file: Path) -> Any:
+        try:
+            return load_yaml(file)
+        except ConfigError as exc:
+            self.problems.append(str(exc))
+            return None
+
+    def role_include(
+        self, data: YMap, action: str, inherit: Inherit, base_dir: Path
+    ) -> Node | None:
+        raw = data.get(action)
+        where = data.where(action, True)
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+            self.error(where, f"{action} needs `name: ROLE`")
+            return None
+        unknown = set(raw) - {
+            "name",
+            "tasks_from",
+            "vars_from",
+            "defaults_from",
+            "handlers_from",
+            "public",
+            "apply",
+        }
+        for key in unknown:
+            self.error(where, f"{action}: unknown argument '{key}'")
+        if is_template(raw["name"]):
+            self.error(where, f"{action}: the role name can't use variables")
+            return None
+        params = self.vars_of(data)
+        return self.load_role(
+            raw["name"],
+            params,
+            data,
+            inherit,
+            base_dir,
+            where,
+            tasks_from=str(raw.get("tasks_from") or "main"),
+            when_once=action == "include_role",
+        )
+
+    def roles_section(
+        self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False
+    ) -> list[Node]:
+        if data is None:
+            return []
+        if not isinstance(data, list):
+            self.error(pos, "roles must be a list of role names or `- role: NAME` entries")
+            return []
+        blocks: list[Node] = []
+        for i, entry in enumerate(data):
+            where = data.where(i) if isinstance(data, YList) else pos
+            if isinstance(entry, str):
+                entry_map = YMap({"role": entry})
+                entry_map.pos, entry_map.key_pos, entry_map.value_pos = where, {}, {}
+            elif isinstance(entry, YMap) and isinstance(entry.get("role", entry.get("name")), str):
+                entry_map = entry
+            else:
+                self.error(where, "a role entry is a name or a mapping with `role: NAME`")
+                continue
+            name = entry_map.get("role", entry_map.get("name"))
+            keywords = {
+                "role",
+                "name",
+                "when",
+                "tags",
+                "become",
+                "become_user",
+                "environment",
+                "vars",
+                "no_log",
+                "ignore_errors",
+                "check_mode",
+                "diff",
+                "any_errors_fatal",
+                "timeout",
+            }
+            params = (
+                dict(entry_map.get("vars") or {})
+                if isinstance(entry_map.get("vars"), Mapping)
+                else {}
+            )
+            for key, value in entry_map.items():
+                if key not in keywords:
+                    if isinstance(key, str) and _VAR_NAME.match(key):
+                        params[key] = value  # role parameters, as in Ansible
+                    else:
+                        self.error(entry_map.where(key), f"invalid role parameter {key!r}")
+            clean = YMap(
+                {
+                    k: v
+                    for k, v in entry_map.items()
+                    if k in keywords and k not in ("role", "name", "vars")
+                }
+            )
+            clean.pos, clean.key_pos, clean.value_pos = (
+                entry_map.pos,
+                entry_map.key_pos,
+                entry_map.value_pos,
+            )
+            if dependency:
+                key = (str(name), repr(sorted(params.items(), key=lambda kv: str(kv[0]))))
+                if key in self.play_roles:
+                    continue  # Ansible runs a dependency once per play (same parameters)
+                self.play_roles.add(key)
+            block = self.load_role(str(name), params, clean, inherit, base_dir, where)
+            if block is not None:
+                blocks.append(block)
+        return blocks
