@@ -4,12 +4,16 @@
     sudo python3 benchmarks/facts_bench.py                      # 8 and 32 hosts, 7 repeats
     sudo python3 benchmarks/facts_bench.py --sizes 8 --repeats 3 --no-ansible
     sudo python3 benchmarks/facts_bench.py --profile            # + where provision's time goes
+    git archive HEAD | tar -x -C /tmp/before && \
+    sudo python3 benchmarks/facts_bench.py --before /tmp/before   # + an older tree, same run
 
 For each fleet size: one discarded warm-up run per tool, then `--repeats` rounds of
-[provision warm, pyinfra] in alternating order (noise on a shared machine hits both), then
-`--cold-repeats` provision runs with the agent removed from every host and known_hosts emptied
-first (a first contact: host keys recorded, agent uploaded and unpacked, bytecode compiled),
-then `ansible all -m setup` on the size given by --ansible-size. Wall-clock time of the whole
+[provision warm, pyinfra warm, provision cold, pyinfra cold] in rotating order (noise on a
+shared machine hits all), then `ansible all -m setup` on the size given by --ansible-size.
+Cold = a first contact: for provision the agent removed from every host, the controller's
+known_hosts and its memo of agents on hosts emptied (the controller's cache of built agent
+bundles stays: it is built once per provision version); for pyinfra its known_hosts emptied.
+`--before DIR` adds the same warm and cold runs of another provision source tree. Wall-clock time of the whole
 command, interpreter start-up included; medians reported. Each run's output is checked (every
 host answered, with its own hostname) and a run that fails stops the benchmark.
 
@@ -122,13 +126,17 @@ def base_env(work: Path) -> dict[str, str]:
 
 
 class Bench:
-    def __init__(self, fleet: Fleet, work: Path, pyinfra: str | None, ansible: str | None) -> None:
+    def __init__(self, fleet: Fleet, work: Path, pyinfra: str | None, ansible: str | None,
+                 tree: Path = ROOT) -> None:
         self.fleet = fleet
         self.work = work
         self.n = len(fleet.hosts)
         self.pyinfra = pyinfra
         self.ansible = ansible
+        self.tree = tree  # the provision source tree under test
         self.env = base_env(work)
+        self.env["PYTHONPATH"] = str(tree)
+        self.digests = agent_digests(tree, self.env)
         self.inventory = fleet.write_inventory(work / "hosts.ini")
         self.ssh_config = work / "ssh_config"
         self.ssh_config.write_text("")  # the user's ~/.ssh/config takes no part
@@ -184,14 +192,14 @@ class Bench:
 
     # -- running -----------------------------------------------------------------------------
     def _timed(
-        self, cmd: list[str], env: dict[str, str], label: str
+        self, cmd: list[str], env: dict[str, str], label: str, cwd: Path = ROOT
     ) -> tuple[float, float, float, str]:
         log = self.work / f"{label}.stderr"
         cpu0, hosts0 = children_cpu(), hosts_cpu(self.fleet)
         started = time.perf_counter()
         with open(log, "w") as err:
             proc = subprocess.run(
-                cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT, timeout=600
+                cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=cwd, timeout=600
             )
         seconds = time.perf_counter() - started
         cpu, host = children_cpu() - cpu0, hosts_cpu(self.fleet) - hosts0
@@ -202,7 +210,7 @@ class Bench:
         return seconds, cpu, host, proc.stdout
 
     def run_provision(self) -> tuple[float, float, float, int]:
-        seconds, cpu, host, out = self._timed(self.provision_cmd(), self.env, "provision")
+        seconds, cpu, host, out = self._timed(self.provision_cmd(), self.env, "provision", self.tree)
         hosts = json.loads(out)["hosts"]
         got = {name: f.get("hostname") for name, f in hosts.items()}
         if got != {n: n for n in self.names}:
@@ -231,10 +239,28 @@ class Bench:
         return seconds, cpu, host, statistics.median(counts)
 
     def make_cold(self) -> None:
-        """As before a first contact: no agent on any host, no recorded host keys."""
+        """As before a first contact: no agent of this tree on any host (another tree's stays),
+        no recorded host keys, no memo of agents on hosts."""
+        folders = " ".join(f"/root/.cache/provision/agent-{d}*" for d in self.digests)
         for host in self.fleet.hosts:
-            self.fleet.ns_exec(host, "rm -rf /root/.cache/provision")
+            self.fleet.ns_exec(host, f"rm -rf {folders}")
         Path(self.env["PROVISION_KNOWN_HOSTS"]).unlink(missing_ok=True)
+        shutil.rmtree(Path(self.env["PROVISION_HOME"]) / "agent" / "hosts", ignore_errors=True)
+
+    def make_pyinfra_cold(self) -> None:
+        (self.work / "pyinfra_known_hosts").write_text("")
+
+
+def agent_digests(tree: Path, env: dict[str, str]) -> list[str]:
+    """The agent folder names (digests) a provision tree uses on hosts."""
+    code = (
+        "from provision.remote import agent as a\n"
+        "try:\n    print(a.agent_digest('core'), a.agent_digest('full'))\n"
+        "except TypeError:\n    print(a.agent_digest())"  # trees with one agent folder
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=tree, check=True).stdout
+    return out.split()
 
 
 def bench_size(
@@ -243,26 +269,40 @@ def bench_size(
     n = len(fleet.hosts)
     with tempfile.TemporaryDirectory(prefix=f"facts-bench-{n}-") as tmp:
         bench = Bench(fleet, Path(tmp), pyinfra, ansible)
-        warm = Series("provision facts (warm)", n)
-        cold = Series("provision facts (cold: upload)", n)
-        pyi = Series("pyinfra", n)
-        series = [warm, cold] + ([pyi] if pyinfra else [])
+        trees = [("", bench)]
+        if args.before:
+            (Path(tmp) / "before").mkdir()
+            trees.append((" before", Bench(fleet, Path(tmp) / "before", None, None, args.before)))
+        tasks: list[tuple[Series, Any]] = []
+        series: list[Series] = []
+        for label, b in trees:
+            warm = Series(f"provision{label} facts (warm)", n)
+            cold = Series(f"provision{label} facts (cold)", n)
 
-        bench.run_provision()  # warm-up: uploads the agent, records host keys, fills caches
+            def cold_run(b: Bench = b) -> tuple[float, float, float, int]:
+                b.make_cold()
+                return b.run_provision()
+
+            tasks += [(warm, b.run_provision), (cold, cold_run)]
+            series += [warm, cold]
+            b.run_provision()  # warm-up: uploads the agent, records host keys, fills caches
         if pyinfra:
+            pyi, pyi_cold = Series("pyinfra (warm)", n), Series("pyinfra (cold)", n)
+
+            def pyinfra_cold() -> tuple[float, float, float, int]:
+                bench.make_pyinfra_cold()
+                return bench.run_pyinfra()
+
+            tasks += [(pyi, bench.run_pyinfra), (pyi_cold, pyinfra_cold)]
+            series += [pyi, pyi_cold]
             bench.run_pyinfra()
+        # rotating order, and each warm run right after its own tool's cold one half the time:
+        # a warm run always finds its agent in place (cold runs remove only their own tree's)
         for i in range(args.repeats):
-            order = [("p", bench.run_provision), ("i", bench.run_pyinfra)]
-            if i % 2:
-                order.reverse()
-            for tag, func in order:
-                if tag == "i" and not pyinfra:
-                    continue
-                (warm if tag == "p" else pyi).add(func())
+            shift = i % len(tasks)
+            for target, func in tasks[shift:] + tasks[:shift]:
+                target.add(func())
             print(f"  {n} hosts, round {i + 1}/{args.repeats} done", file=sys.stderr, flush=True)
-        for _ in range(args.cold_repeats):
-            bench.make_cold()
-            cold.add(bench.run_provision())
         if ansible and n == args.ansible_size:
             ans = Series("ansible -m setup", n)
             for i in range(args.ansible_repeats):
@@ -395,14 +435,16 @@ def profile(bench: Bench) -> None:
 
 # -- output --------------------------------------------------------------------------------------
 def print_table(all_series: list[Series]) -> None:
-    pyinfra_median = {s.hosts: s.median for s in all_series if s.tool == "pyinfra"}
+    pyinfra_median = {s.hosts: s.median for s in all_series if s.tool == "pyinfra (warm)"}
+    pyinfra_cold = {s.hosts: s.median for s in all_series if s.tool == "pyinfra (cold)"}
     header = (
         "hosts",
         "tool",
         "runs",
         "median",
         "min-max",
-        "vs pyinfra",
+        "vs pyinfra warm",
+        "vs pyinfra cold",
         "anchor",
         "vs anchor",
         "controller CPU",
@@ -422,6 +464,7 @@ def print_table(all_series: list[Series]) -> None:
             str(s.hosts), s.tool, str(len(s.seconds)), f"{s.median:.2f} s",
             f"{min(s.seconds):.2f}-{max(s.seconds):.2f}",
             f"{s.median / ref:.2f}x" if ref else "-",
+            f"{s.median / pyinfra_cold[s.hosts]:.2f}x" if s.hosts in pyinfra_cold else "-",
             f"{anchor:.2f} s" if anchor else "-",
             f"{s.median / anchor:.2f}x" if anchor else "-",
             f"{statistics.median(s.controller_cpu):.2f} s",
@@ -436,7 +479,8 @@ def print_table(all_series: list[Series]) -> None:
     print(
         "\nanchors: pyinfra gathering 4 facts (provision rows compare with it), `ansible -m setup`;"
     )
-    print("shared/reference/anchors.md. vs pyinfra = median / pyinfra's median in this run.")
+    print("shared/reference/anchors.md. vs pyinfra warm/cold = median / pyinfra's warm/cold median")
+    print("in this run (pyinfra cold: its known_hosts emptied first).")
     print("CPU: medians of CPU seconds used by the tool's process tree (controller) and by all")
     print("hosts' sshd sessions (hosts) -- on this machine both come out of the same cores.")
     print("ansible's ControlPersist masters outlive the run, so its CPU columns undercount.")
@@ -445,8 +489,9 @@ def print_table(all_series: list[Series]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32])
-    parser.add_argument("--repeats", type=int, default=7, help="warm rounds per size (default 7)")
-    parser.add_argument("--cold-repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7, help="rounds per size (default 7)")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="also run another provision source tree (e.g. `git archive HEAD`)")
     parser.add_argument("--ansible-size", type=int, default=8)
     parser.add_argument("--ansible-repeats", type=int, default=3)
     parser.add_argument("--no-ansible", action="store_true")
@@ -454,7 +499,7 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="also break down provision's time")
     parser.add_argument("--json-out", metavar="FILE", help="also write the raw timings here")
     args = parser.parse_args()
-    for name in ("repeats", "cold_repeats", "ansible_repeats"):
+    for name in ("repeats", "ansible_repeats"):
         if not 1 <= getattr(args, name) <= 50:
             parser.error(f"--{name.replace('_', '-')} must be 1..50")
     reason = preflight()

@@ -15,6 +15,9 @@ Per round, in this order:
 - provision install --installer pip, cold (empty cache): venv, pip, verification, switch;
 - provision install --installer uv, cold (empty uv cache; uv already on the host);
 - provision install --installer uv, warm: a second env from the same packages and cache;
+- provision install --force, identical request into that env (the warm reinstall of an
+  identical env: uv relinks from its cache, the new generation is checked file by file against
+  the verified one, provision/install/reuse.py);
 - provision install, identical request again: the no-op check (nothing to do);
 - plain pip, warm (same cache as the cold run), for reference.
 Once per host before the rounds: uv's bootstrap from the index (`pip install --target`).
@@ -40,6 +43,8 @@ sys.path.insert(0, str(ROOT / "tests" / "fleet"))
 sys.path.insert(0, str(ROOT))
 
 from fleet import Fleet, preflight  # noqa: E402
+
+from provision.shell import sh  # noqa: E402
 
 SSD = "/root/autodl-tmp"
 PACKAGES = ["torch==2.13.0+cpu", "lmdb", "pillow"]
@@ -92,16 +97,26 @@ class Bench:
             raise RuntimeError(f"{command[:120]}... failed: {result.stderr[-1500:]}")
         return dt
 
-    def plain_pip(self, venv: str, cache: str) -> float:
-        self.sh(f"rm -rf {venv}")
-        pkgs = " ".join(f"'{p}'" for p in PACKAGES)
-        return self.sh(
-            f"python3 -m venv {venv} && {venv}/bin/pip install --no-input --disable-pip-version-check "
-            f"--progress-bar off --index-url {self.index_url} --trusted-host {self.fleet.controller_address} "
-            f"--cache-dir {cache} {pkgs} >/dev/null"
+    def plain_pip(self, venv: str, cache: str) -> tuple[float, float]:
+        """(python3 -m venv, pip install) seconds."""
+        self.sh(sh("rm -rf {venv}", venv=venv))
+        made = self.sh(sh("python3 -m venv {venv}", venv=venv))
+        return made, self.sh(
+            sh(
+                "{pip} install --no-input --disable-pip-version-check --progress-bar off "
+                "--index-url {url} --trusted-host {host} --cache-dir {cache} {pkgs} >/dev/null",
+                pip=venv + "/bin/pip", url=self.index_url, host=self.fleet.controller_address,
+                cache=cache, pkgs=PACKAGES,
+            )
         )
 
-    def provision(self, env: str, cache: str, installer: str) -> tuple[float, dict]:
+    def first_import(self, env: str, scratch: str | None) -> float:
+        """`import torch` in a new process; with `scratch`, bytecode looked for (and written)
+        there only: the cost of an import that finds no .pyc at all."""
+        prefix = sh("PYTHONPYCACHEPREFIX={d} ", d=scratch) if scratch else ""
+        return self.sh(prefix + sh("{py} -c 'import torch' 2>/dev/null", py=env + "/bin/python"))
+
+    def provision(self, env: str, cache: str, installer: str, force: bool = False) -> tuple[float, dict]:
         from provision.install.installer import InstallOptions, install
         from provision.install.mirrors import IndexOptions
 
@@ -114,6 +129,7 @@ class Bench:
             index=IndexOptions(index_url=self.index_url),
             pip_cache=cache,
             installer=installer,
+            force=force,
         )
         t = time.perf_counter()
         result = install(self.conn, self.agent, options, facts=self.facts)
@@ -145,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             with PackageIndex(wheels, host=fleet.controller_address) as index:
                 bench = Bench(fleet, index.url)
                 # uv onto the host once, from the same index (what a first install does)
-                bench.sh(f"python3 -m venv {SSD}/boot")
+                bench.sh(sh("python3 -m venv {boot}", boot=f"{SSD}/boot"))
                 t = time.perf_counter()
                 uv_path, how = uv_mod.obtain_uv(
                     bench.conn,
@@ -163,20 +179,32 @@ def main(argv: list[str] | None = None) -> int:
 
                 for r in range(args.rounds):
                     c = f"{SSD}/c{r}"
-                    record("plain pip install, fresh venv, cold cache", bench.plain_pip(f"{SSD}/plain", c + "-plain"))
+                    made, pip = bench.plain_pip(f"{SSD}/plain", c + "-plain")
+                    record("plain pip install, fresh venv, cold cache", made + pip)
+                    details[f"plain{r}"] = {"venv": round(made, 2), "pip": round(pip, 2)}
                     dt, doc = bench.provision(f"{SSD}/envs/pip{r}", c + "-pip", "pip")
                     record("provision install --installer pip, cold", dt)
                     details[f"pip{r}"] = doc["seconds"]
                     dt, doc = bench.provision(f"{SSD}/envs/uv{r}", c + "-uv", "uv")
                     record("provision install --installer uv, cold", dt)
                     details[f"uv{r}"] = doc["seconds"]
+                    uv_env = f"{SSD}/envs/uv{r}"
+                    record("  import torch, uv env (bytecode from the verification)", bench.first_import(uv_env, None))
+                    record("  import torch, no bytecode at all (compiles)", bench.first_import(uv_env, f"{SSD}/pyc{r}"))
+                    record("  import torch, pip env (pip compiled everything)", bench.first_import(f"{SSD}/envs/pip{r}", None))
                     dt, doc = bench.provision(f"{SSD}/envs/uvw{r}", c + "-uv", "uv")
                     record("provision install --installer uv, warm (new env)", dt)
                     details[f"uvw{r}"] = doc["seconds"]
+                    dt, doc = bench.provision(f"{SSD}/envs/uvw{r}", c + "-uv", "uv", force=True)
+                    record("provision install --force, identical env (warm reinstall)", dt)
+                    details[f"force{r}"] = doc["seconds"]
+                    details[f"force{r}"]["reused"] = (doc.get("verify") or {}).get("reused")
                     dt, doc = bench.provision(f"{SSD}/envs/uvw{r}", c + "-uv", "uv")
                     record("provision install again, identical (no-op)", dt)
-                    record("plain pip install, fresh venv, warm cache", bench.plain_pip(f"{SSD}/plain", c + "-plain"))
-                    bench.sh(f"rm -rf {SSD}/envs {SSD}/plain {c}-*")
+                    made, pip = bench.plain_pip(f"{SSD}/plain", c + "-plain")
+                    record("plain pip install, fresh venv, warm cache", made + pip)
+                    bench.sh(sh("rm -rf {paths}", paths=[f"{SSD}/envs", f"{SSD}/plain", f"{SSD}/pyc{r}",
+                                                        c + "-plain", c + "-pip", c + "-uv"]))  # fmt: skip
                 bench.conn.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -191,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {med:.2f} s | {med / base:.2f}x |")
     uv_cold = statistics.median(rows["provision install --installer uv, cold"])
     warm = statistics.median(rows["provision install --installer uv, warm (new env)"])
-    print(f"\nuv cold = {uv_cold / base:.2f}x plain pip (goal <= 0.6x); warm rebuild {warm:.1f} s (goal < 5 s)")
+    force = statistics.median(rows["provision install --force, identical env (warm reinstall)"])
+    print(
+        f"\nuv cold = {uv_cold / base:.2f}x plain pip (goal <= 0.6x); warm new env {warm:.1f} s; "
+        f"warm reinstall of an identical env {force:.1f} s (goal < 5 s)"
+    )
     print("phases (s):", json.dumps(details))
     if args.json_out:
         args.json_out.write_text(json.dumps({"rows": rows, "phases": details}, indent=2))

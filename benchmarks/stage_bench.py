@@ -28,7 +28,10 @@ Every run also records CPU: the controller's (the tool's process tree; the API's
 and the host's (its sshd listener with every session it reaped: sshd, shell, python3, tar), shown
 as CPU milliseconds per MB of data. With --text, a second folder of CSV files (~95 MB, ~2.5x with
 zstd) is staged the same way, the host's Python given `zstandard` (copied into its user site):
-the case where compressing the stream can pay.
+the case where compressing the stream can pay. After the tables: the compression decisions of
+each CLI/API run (zstd / raw windows, each mode's measured pace), and the fixed costs: the CLI
+and the API on a dataset already up to date (nothing streamed: start-up, connect, one call), so
+the CLI's overhead over the API is measured apart from the link.
 
 Anchors (shared/reference/anchors.md, this kind of machine, 8,000 files): tar|ssh 0.86 s, rsync
 1.14 s, per-file SFTP 7.10 s. Goals (issue 14): stage <= 1.05x tar|ssh unshaped, <= 1.0x at
@@ -119,6 +122,8 @@ class Bench:
             p for p in data.rglob("*") if p.is_file() and not p.name.startswith(".")
         )
         self.sftp_sample = sftp_sample
+        self.expect_skip = False
+        self.decisions: list[tuple[str, dict]] = []  # (path, the stage's `compression` summary)
         self.ssh_config = work / "ssh_config"
         self.ssh_config.write_text("")
         self.inventory = fleet.write_inventory(work / "hosts.ini")
@@ -180,7 +185,8 @@ class Bench:
         if proc.returncode != 0:
             raise RuntimeError(f"provision stage failed: {proc.stderr[-2000:]}")
         entry = json.loads(proc.stdout)["hosts"][self.host.name]
-        assert entry["count"] == len(self.files) and not entry["skipped"], entry
+        assert entry["count"] == len(self.files) and entry["skipped"] == self.expect_skip, entry
+        self.decisions.append(("CLI", entry.get("compression") or {}))
         return dt
 
     def stage_api(self) -> float:
@@ -192,6 +198,7 @@ class Bench:
             result = stage_dataset(conn, None, str(self.data), name="bench", dest=f"{SSD}/datasets")
         dt = time.perf_counter() - t
         assert result["count"] == len(self.files), result
+        self.decisions.append(("API", result.get("compression") or {}))
         return dt
 
     def tar_ssh(self) -> float:
@@ -246,6 +253,22 @@ class Bench:
         client.close()
         dt = time.perf_counter() - t
         return dt * len(self.files) / len(files)
+
+
+def fixed_costs(bench: Bench, repeats: int) -> dict[str, float]:
+    """Median seconds of a stage with nothing to send (the dataset is up to date): what the CLI
+    costs over the API is interpreter start-up and imports; both include connect + one call."""
+    bench.clean()
+    bench.stage_api()
+    bench.expect_skip = True
+    out: dict[str, list[float]] = {"CLI": [], "API": []}
+    try:
+        for _ in range(repeats):
+            out["CLI"].append(bench.stage_cli())
+            out["API"].append(bench.stage_api())
+    finally:
+        bench.expect_skip = False
+    return {k: statistics.median(v) for k, v in out.items()}
 
 
 def read_throughput(
@@ -346,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         datasets["CSV"] = make_data(args.text_data or work / "data" / "csv", args.count, "text")
     sizes = {k: sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) / 1e6 for k, d in datasets.items()}
     results: dict[str, dict[str, dict[str, list[tuple[float, float, float]]]]] = {}
+    decided: dict[tuple[str, str], str] = {}
+    fixed: dict[str, dict[str, float]] = {}
     notes: list[str] = []
     with Fleet(1, ssd_size="2g") as fleet:
         bench = Bench(fleet, datasets["JPEG"], work, args.sftp_sample)
@@ -382,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                     p for p in data.rglob("*") if p.is_file() and not p.name.startswith(".")
                 )
                 series = results.setdefault(link, {}).setdefault(kind, {})
+                bench.decisions.clear()
                 names = [n for n in methods if kind == "JPEG" or n != "per-file SFTP"]
                 for r in range(args.repeats):
                     order = names[r % len(names) :] + names[: r % len(names)]
@@ -398,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                             f"cpu {sample[1]:.2f}s + host {sample[2]:.2f}s",
                             file=sys.stderr,
                         )
+                decided[(link, kind)] = _decisions(bench.decisions)
+            fixed[link] = fixed_costs(bench, args.repeats)
+            print(f"{link:>20} fixed costs (up to date): {fixed[link]}", file=sys.stderr)
             fleet.unshape(bench.host)
         bench.clean()
     read = []
@@ -408,12 +437,31 @@ def main(argv: list[str] | None = None) -> int:
         stage_local(make_request(str(datasets["JPEG"]), name="bench"), str(lmdb_path))
         read = read_throughput(datasets["JPEG"], lmdb_path, [0, 4])
     print_tables(results, read, args.count, sizes, notes, args.sftp_sample)
+    print("\n## Compression decisions (zstd / raw windows per run; measured paces, MB/s)\n")
+    for (link, kind), line in decided.items():
+        print(f"- {link}, {kind}: {line}")
+    print("\n## Fixed costs: a stage with nothing to send (dataset up to date), medians\n")
+    print("| link | provision stage (CLI) | provision stage (API) | CLI - API (start-up, imports) |")
+    print("|---|---|---|---|")
+    for link, f in fixed.items():
+        print(f"| {link} | {f['CLI']:.2f} s | {f['API']:.2f} s | {f['CLI'] - f['API']:.2f} s |")
     if args.json_out:
         args.json_out.write_text(
             json.dumps({"transfer": results, "read": read, "files": args.count, "mb": sizes}, indent=2)
         )
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _decisions(decisions: list[tuple[str, dict]]) -> str:
+    parts = []
+    for where, c in decisions:
+        w = c.get("windows") or {}
+        parts.append(
+            f"{where} {w.get('zstd', 0)}/{w.get('raw', 0)} "
+            f"(raw {c.get('raw_mb_per_s') or '-'}, zstd {c.get('zstd_mb_per_s') or '-'})"
+        )
+    return "; ".join(parts) or "-"
 
 
 def _med(samples: list[tuple[float, float, float]], k: int) -> float:

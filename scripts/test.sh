@@ -90,7 +90,9 @@ install_python_packages() {
   local stamp
   stamp="$stamp_dir/test-install-$(printf '%s\n' "$PY" "$REPO" | cat - pyproject.toml | sha256sum | cut -c1-16)"
   local where
-  where="$("$PY" -c 'import provision, pytest, pytest_timeout, os; print(os.path.dirname(os.path.dirname(provision.__file__)))' 2>/dev/null || true)"
+  # Asked from / so the answer is the installed one, not this checkout found through the cwd
+  # (an editable install of a clone since deleted leaves `provision` importable only from here).
+  where="$(cd / && "$PY" -c 'import provision, pytest, pytest_timeout, os; print(os.path.dirname(os.path.dirname(provision.__file__)))' 2>/dev/null || true)"
   if [ "${PROVISION_TEST_REINSTALL:-0}" = 1 ] || [ ! -e "$stamp" ] || [ "$where" != "$REPO" ]; then
     say "pip install -e '.[test]' into $PY"
     "${pip[@]}" -e ".[test]"

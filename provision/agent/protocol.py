@@ -39,6 +39,9 @@ COMMANDS = {
     "train_stop": "provision.agent.train.commands:stop",
     "train_summary": "provision.agent.train.commands:summary",
     "train_idle": "provision.agent.train.commands:idle_watch",
+    "net_listen": "provision.agent.net_probe:listen",
+    "net_probe": "provision.agent.net_probe:connect",
+    "train_torch": "provision.agent.train.commands:torch_of",
 }
 
 

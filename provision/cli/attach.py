@@ -23,6 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     view = RunView(console, live=False if (args.no_live or args.json) else None)
+    info = _distributed_info(args)
+    if info:  # one job across hosts: follow all of them (their lines from where they are now)
+        from provision.cli.common import connect_options
+        from provision.cli.train_distributed import attach_distributed, print_distributed
+
+        with view:
+            doc = attach_distributed(args, args.run_id, info, connect_options(args), view)
+        return print_distributed(doc, args.json)
 
     def work(trainer: HostTrainer) -> dict[str, Any]:
         status = trainer.status(args.run_id, lines=20)
@@ -36,6 +44,15 @@ def run(args: argparse.Namespace) -> int:
     with view:
         outcomes = on_hosts(args, [args.target], work)
     return report_entries(outcomes, args.json)
+
+
+def _distributed_info(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The run's `distributed` record (hosts, nproc) when the named host runs part of one."""
+    outcomes = on_hosts(args, [args.target], lambda t: t.status(args.run_id, lines=0)["run"])
+    states = [o.value for o in outcomes.values() if o.ok]
+    if len(outcomes) == 1 and states and isinstance(states[0].get("distributed"), dict):
+        return states[0]["distributed"]
+    return None
 
 
 def _log_size(trainer: HostTrainer, run_state: dict[str, Any]) -> int:

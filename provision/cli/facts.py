@@ -132,6 +132,8 @@ def facts_table(name: str, facts: dict[str, Any]) -> Table:
         )
     else:
         table.add_row("Data dir", f"none ({dd.get('reason') or dd.get('error') or '?'})")
+    for label, text in _network_rows(facts.get("network")):
+        table.add_row(label, text)
     py = _get(facts, "python", "agent") or {}
     table.add_row("Python", f"{py.get('version', '?')} ({py.get('executable', '?')})")
     torch = facts.get("torch") or {}
@@ -144,3 +146,31 @@ def facts_table(name: str, facts: dict[str, Any]) -> Table:
     else:
         table.add_row("torch", f"not installed ({torch.get('reason') or 'not importable'})")
     return table
+
+
+def _network_rows(net: Any) -> list[tuple[str, str]]:
+    """Interfaces with an address (loopback left out), RDMA ports, NCCL settings already made."""
+    if not isinstance(net, dict) or "interfaces" not in net:
+        return [("Network", f"? ({_get(net, 'error', default='not gathered')})")]
+    default = {r.get("iface") for r in net.get("default_routes") or []}
+    rows = []
+    for i in net["interfaces"]:
+        addrs = [f"{a['address']}/{a['prefix']}" for a in i.get("ipv4") or []]
+        addrs += [f"{a['address']}/{a['prefix']}" for a in i.get("ipv6") or [] if a.get("scope") == "global"]
+        if i.get("kind") == "loopback" or not addrs:
+            continue
+        speed = f" · {i['speed_mbps'] / 1000:g} Gb/s" if i.get("speed_mbps") else ""
+        rows.append((f"Net {i['name']}", f"{', '.join(addrs)} · {i.get('kind')}{speed} · MTU {i.get('mtu')}"
+                     f"{' · ' + i['operstate'] if i.get('operstate') not in ('up', 'unknown') else ''}"
+                     f"{' · default route' if i['name'] in default else ''}"))  # fmt: skip
+    for dev in net.get("ib_devices") or []:
+        for port in dev.get("ports") or []:
+            rows.append((f"RDMA {dev['name']}/{port.get('port')}",
+                         f"{port.get('state')} · {port.get('rate') or '?'} · {port.get('link_layer') or '?'}"
+                         f"{' → ' + port['netdev'] if port.get('netdev') else ''}"))  # fmt: skip
+    loaded = [m for m, on in (net.get("gpudirect_rdma") or {}).items() if on]
+    if net.get("ib_devices") or loaded:
+        rows.append(("GPUDirect", ", ".join(loaded) + " loaded" if loaded else "no peer-memory module loaded"))
+    if net.get("nccl_env"):
+        rows.append(("NCCL env", " ".join(f"{k}={v}" for k, v in net["nccl_env"].items())))
+    return rows

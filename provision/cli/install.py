@@ -137,9 +137,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     env.add_argument(
         "--env",
         metavar="PATH",
-        help="managed env path on the host (default ~/.provision/envs/provision; /workspace/... on RunPod)",
+        help="managed env path on the host (default ~/.provision/envs/provision; with --become "
+        "/opt/provision/envs/provision; host var provision_env_root changes the folder; /workspace/... on RunPod)",
     )
     env.add_argument("--conda", metavar="NAME", help=argparse.SUPPRESS)  # removed: says what to do
+    env.add_argument(
+        "--no-keep",
+        action="store_true",
+        help="build the managed env even when the active or base conda env already has a torch "
+        "that fits (default: keep that one; --env or --python also build the managed env)",
+    )
     env.add_argument(
         "--relay",
         action="store_true",
@@ -154,6 +161,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="what fills the env: auto (uv where it can be had on the host, pip otherwise "
         "and after a uv failure), uv, or pip",
+    )
+    env.add_argument(  # H5 (issue 14)
+        "--force",
+        action="store_true",
+        help="build a new generation even when the env already has the request and verifies "
+        "(with uv's cache warm: seconds; docs/install.md)",
     )
 
 
@@ -229,6 +242,7 @@ def build_options(args: argparse.Namespace, *, allow_locked: bool = True) -> tup
         allow_cuda_build_on_cpu=args.allow_cuda_build_on_cpu,
         pip_timeout=args.pip_timeout,
         installer=getattr(args, "installer", "auto"),
+        force=getattr(args, "force", False),
     )
     if args.pip_timeout <= 0:
         raise ConfigError(f"--pip-timeout must be > 0, got {args.pip_timeout}")
@@ -278,7 +292,10 @@ def run(args: argparse.Namespace) -> int:
     cancel = threading.Event()
 
     def work(host):
-        opts = dataclasses.replace(options, cancel=cancel)
+        # a working torch in the active/base conda env (AutoDL's) is kept, as `up` does, unless
+        # the user named the env or interpreter to build, or said --no-keep
+        keep_conda = not (args.no_keep or options.env or options.python or options.locked)
+        opts = dataclasses.replace(options, cancel=cancel, keep_conda=keep_conda)
         with connect(host, copts) as conn:
             return install(
                 conn,
@@ -318,6 +335,9 @@ def print_result(name: str, doc: dict[str, Any], verbose: int) -> None:
         torch = (doc.get("verify") or {}).get("torch") or {}
         gpus = len((doc.get("verify") or {}).get("devices") or [])
         detail = f"torch {torch.get('version')}, cuDNN {torch.get('cudnn') or '-'}, {gpus} GPU(s) checked"
+        reused = (doc.get("verify") or {}).get("reused")
+        if reused:  # H5: file-for-file the generation verified before (install --force, warm)
+            detail += f" (the same files as {reused.get('from')}: its verification stands)"
         console.print(
             f"[bold green]{name}[/]: installed and verified in {doc.get('env')} — {detail}{took}"
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from provision.agent.datasets.ingest import DEFAULT_STALL
+from provision.agent.datasets import DEFAULT_STALL
 from provision.agent.datasets.layouts import LAYOUTS
 from provision.cli.common import (
     EXIT_HOST_FAILED,

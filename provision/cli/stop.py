@@ -1,5 +1,6 @@
 """`provision stop HOST RUN`: end a run: its whole process group (and any process that left it
-but carries the run's id), SIGTERM then SIGKILL after --grace seconds."""
+but carries the run's id), SIGTERM then SIGKILL after --grace seconds. A distributed run
+(`provision train --distributed`) is stopped on every host it runs on, whichever host is named."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     outcomes = on_hosts(args, [args.target], lambda t: t.stop(args.run_id, args.grace))
+    peers: list[str] = []
+    for o in outcomes.values():
+        dist = (o.value["run"].get("distributed") or {}) if o.ok else {}
+        peers += [h for h in dist.get("hosts") or [] if h not in outcomes and h not in peers]
+    if peers:  # the other hosts of a distributed run: every rank ends
+        outcomes.update(on_hosts(args, peers, lambda t: t.stop(args.run_id, args.grace)))
     if args.json:
         emit_json({"hosts": {n: ({"run_id": o.value["run"].get("run_id"), "state": o.value["run"].get("state"),
                                   "exit_code": o.value["run"].get("exit_code"), "already_ended": o.value["already"],

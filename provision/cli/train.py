@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from provision.cli import train_distributed
 from provision.cli.common import (
     EXIT_HOST_FAILED,
     EXIT_OK,
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", help="name the run (default: time-based)")
     parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
     parser.add_argument("--no-live", action="store_true", help="plain prefixed log lines, no live table")
+    train_distributed.add_arguments(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> TrainSpec:
@@ -145,6 +147,11 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"code: {len(files)} files, {sum(f.size for f in files) / 1e6:.2f} MB from {spec.code_dir}",
                       markup=False)
     view = RunView(console, live=False if (args.no_live or args.json) else None)
+    if args.distributed:
+        with view:
+            doc = train_distributed.run_distributed(args, spec, hosts, files, options, view)
+        return train_distributed.print_distributed(doc, args.json)
+    train_distributed.check_single_host_args(args)
 
     def one(host: Host) -> dict[str, Any]:
         import dataclasses

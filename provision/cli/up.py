@@ -8,6 +8,7 @@ when there is one: the command line wins key by key, `-e` vars win over both.
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
     from provision.paths import bundle_dir
+    from provision.report.document import add_timings
     from provision.report.render import diagnosis_headline
 
     options = connect_options(args)
@@ -206,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
     args.limit = None
     inventory, limit = playbook_inventory(args, options)
     display = RichDisplay(console, verbosity=args.verbose, live=None if not args.json else False)
+    started = time.monotonic()
+    background = {}
+    if not args.check and not extra.get("up_datasets") and not extra.get("up_dataset"):
+        background = _sample_meanwhile()
     result = run_playbook(
         bundle_dir("playbooks") / "up.yml",
         inventory,
@@ -217,16 +223,24 @@ def run(args: argparse.Namespace) -> int:
         display=display,
     )
     reports = _report_paths(result)
-    timings = step_timings(result)  # H8 (issue 14): where up's time went, per host
+    timings = step_timings(result, time.monotonic() - started, background)  # per host
+    for host, paths in reports.items():
+        if host in timings and not args.check:
+            try:
+                add_timings(paths, timings[host])  # the report's "Timings" table
+            except (ConfigError, OSError, ValueError) as exc:  # the report itself stays as written
+                console.print(f"[yellow]{host}: timings not added to the report: {exc}[/]")
     if args.json:
         doc = result.to_json()
         doc["reports"] = reports
         doc["timings"] = timings
         emit_json(doc)
     print_recap(console, result)
-    for host, steps in timings.items():
-        line = ", ".join(f"{s['task']} {s['seconds']:.1f}s" for s in steps if s["seconds"] >= 0.05)
-        console.print(f"[dim]{host}: {line}[/]", soft_wrap=True)
+    for host, t in timings.items():
+        line = ", ".join(
+            f"{s['step']} {s['seconds']:.1f}s" for s in t["steps"] if s["seconds"] >= 0.05
+        )
+        console.print(f"[dim]{host}: {t['total_seconds']:.1f}s: {line}[/]", soft_wrap=True)
     for host, message in _install_warnings(result).items():
         console.print(f"[yellow][bold]{escape(host)}[/]: {escape(message)}[/]", soft_wrap=True)
     # where the report is and what it found, on the console whether or not it is a terminal
@@ -260,19 +274,37 @@ def _reports(result: Any) -> dict[str, tuple[dict[str, str], list[dict[str, Any]
     return out
 
 
-def step_timings(result: Any) -> dict[str, list[dict[str, Any]]]:
-    """{host: [{task, action, status, seconds}]} in run order: per-step wall time of `up`."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for item in result.to_json().get("results", []):
-        out.setdefault(item.get("host"), []).append(
-            {
-                "task": item.get("task"),
-                "action": item.get("action"),
-                "status": item.get("status"),
-                "seconds": item.get("seconds", 0.0),
-            }
-        )
-    return out
+def step_timings(
+    result: Any, total_seconds: float, background: dict[str, float] | None = None
+) -> dict[str, dict[str, Any]]:
+    """{host: {total_seconds, steps: [{step, action, status, seconds, share, phases, parallel}],
+    background, ...}} in run order (provision/report/timings.py)."""
+    from provision.report.timings import host_timings
+
+    return host_timings(result.to_json().get("results", []), total_seconds, dict(background or {}))
+
+
+def _sample_meanwhile() -> dict[str, float]:
+    """Generate the embedded sample (seconds of controller CPU, once per machine) while facts,
+    the compatibility check and the install wait on the hosts, instead of in the stage step.
+    Returns {what: seconds}, filled in when it finishes; a failure is left to the stage step,
+    which asks again and reports it."""
+    import threading
+
+    from provision.modules.datasets import sample_source
+
+    done: dict[str, float] = {}
+
+    def work() -> None:
+        t0 = time.monotonic()
+        try:
+            sample_source()
+        except Exception:  # the stage step repeats it and says what failed
+            return
+        done["embedded sample (controller)"] = round(time.monotonic() - t0, 3)
+
+    threading.Thread(target=work, name="sample", daemon=True).start()
+    return done
 
 
 def _report_paths(result: Any) -> dict[str, dict[str, str]]:

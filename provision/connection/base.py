@@ -110,6 +110,12 @@ class Connection(ABC):
     @abstractmethod
     def get(self, remote_path: str) -> bytes: ...
 
+    def identity(self) -> str | None:
+        """Who this connection logs in as, where, and the host's key: what the agent's
+        controller-side memo of "already on that host" is keyed by (a re-rented address comes
+        with a new host key). None: unknown, the agent bundle is offered on every first call."""
+        return None
+
     @abstractmethod
     def close(self) -> None: ...
 

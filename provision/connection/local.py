@@ -227,5 +227,8 @@ class LocalConnection(Connection):
     def get(self, remote_path: str) -> bytes:
         return Path(os.path.expanduser(remote_path)).read_bytes()
 
+    def identity(self) -> str | None:
+        return f"local {os.getuid()} {os.path.expanduser('~')}"
+
     def close(self) -> None:
         pass

@@ -547,6 +547,13 @@ class SSHConnection(Connection):
             raise OSError(f"{self.host.name}: reading {remote_path} failed: {reason or 'cat failed'}")
         return run.stdout
 
+    def identity(self) -> str | None:
+        transport = self._open()
+        key = transport.get_remote_server_key()
+        fab = self._fabric
+        assert fab is not None
+        return f"ssh {fab.user}@{fab.host}:{fab.port} {key.get_name()} {key.get_base64()}"
+
     def close(self) -> None:
         if self._watchdog is not None:
             self._watchdog.stop()

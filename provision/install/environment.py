@@ -37,11 +37,16 @@ from typing import Any
 
 from provision.connection.base import Connection
 from provision.errors import ConfigError, HostError
-from provision.shell import quote
+from provision.shell import path as shell_path
+from provision.shell import quote, sh
 
 MANIFEST = "provision-env.json"
 _MANIFEST_MARK = "manifest-follows:"  # in state(): everything after it is the manifest, as stored
 DEFAULT_NAME = "provision"
+# Where envs go when installed as root (become): root-owned, readable by the login user, found
+# by later commands with or without become. The host var `provision_env_root` overrides it.
+SYSTEM_ENV_ROOT = "/opt/provision/envs"
+ENV_ROOT_VAR = "provision_env_root"
 PIP_PID_FILE = ".provision-pip.pid"
 STALE_LOCK_MINUTES = 360
 _GEN_NAME = re.compile(r"^\d{8}T\d{6}-[0-9a-f]{6}$")
@@ -51,13 +56,64 @@ class EnvironmentError_(HostError):
     """Creating, switching or removing a managed environment failed on the host."""
 
 
-def default_env_path(facts: dict[str, Any], name: str = DEFAULT_NAME) -> str:
-    """Where the managed env lives when the user does not say (see the module docstring)."""
+def default_env_path(
+    facts: dict[str, Any],
+    name: str = DEFAULT_NAME,
+    *,
+    system: bool = False,
+    root: str | None = None,
+) -> str:
+    """Where the managed env lives when the user does not say (see the module docstring).
+    `system`: installing as root (become): the system location, owned by root and readable by
+    every user, instead of the login user's home. `root`: the host var `provision_env_root`,
+    which overrides both."""
+    if root:
+        return f"{str(root).rstrip('/') or '/'}/{name}".replace("//", "/")
     provider = str(((facts.get("os") or {}).get("provider") or {}).get("name") or "").lower()
     data_dir = facts.get("data_dir") or {}
     if provider == "runpod" or data_dir.get("path") == "/workspace":
         return f"/workspace/.provision/envs/{name}"
+    if system:
+        return f"{SYSTEM_ENV_ROOT}/{name}"
     return f"~/.provision/envs/{name}"
+
+
+def env_root_of(host_vars: dict[str, Any] | None) -> str | None:
+    """The inventory's `provision_env_root` for a host, checked (None when not set)."""
+    value = (host_vars or {}).get(ENV_ROOT_VAR)
+    if value in (None, ""):
+        return None
+    text = str(value)
+    if not (text.startswith("/") or text == "~" or text.startswith("~/")):
+        raise ConfigError(
+            f"{ENV_ROOT_VAR}={text!r}: give an absolute path or one under ~/ (e.g. /opt/provision/envs)"
+        )
+    return text
+
+
+def env_candidates(facts: dict[str, Any], host_vars: dict[str, Any] | None, become: bool) -> list[str]:
+    """Where a managed env installed with the defaults may be, in the order to use it: the one
+    this mode installs to first (become: the system location), then the other. So `check`,
+    `bench`, `train` and `health` run as the login user find an env `install --become` put
+    under the system location, and the other way round."""
+    root = env_root_of(host_vars)
+    if root:
+        return [default_env_path(facts, root=root)]
+    user, system = default_env_path(facts), default_env_path(facts, system=True)
+    ordered = [system, user] if become else [user, system]
+    return list(dict.fromkeys(ordered))
+
+
+def find_env(connection: Connection, candidates: list[str]) -> str | None:
+    """The first candidate that holds an env with a python (one round trip), as the host
+    spells it (`~/` expanded by the login user's shell), or None."""
+    script = " ".join(
+        str(sh("if [ -x {p}/bin/python ]; then printf '%s\\n' {p}; exit 0; fi;", p=shell_path(c)))
+        for c in candidates
+    ) + " exit 0"
+    result = connection.run(script, timeout=30)
+    found = [line for line in result.stdout.splitlines() if line.startswith("/")]
+    return found[0] if found else None
 
 
 def default_pip_cache(facts: dict[str, Any]) -> str | None:
@@ -69,6 +125,14 @@ def default_pip_cache(facts: dict[str, Any]) -> str | None:
 
 def _q(path: str) -> str:
     return quote(path)
+
+
+def home_of(connection: Connection) -> str:
+    """$HOME of whoever runs `connection`'s commands (root's under become)."""
+    result = connection.run('printf %s "$HOME"', timeout=30)
+    if not result.ok or not result.stdout.startswith("/"):
+        raise EnvironmentError_(connection.host.name, f"cannot read $HOME: {result.stderr.strip()}")
+    return result.stdout.strip()
 
 
 @dataclass
@@ -106,12 +170,7 @@ class ManagedEnv:
         return self.connection.host.name
 
     def _home(self) -> str:
-        result = self.connection.run('printf %s "$HOME"', timeout=30)
-        if not result.ok or not result.stdout.startswith("/"):
-            raise EnvironmentError_(
-                self.connection.host.name, f"cannot read $HOME: {result.stderr.strip()}"
-            )
-        return result.stdout.strip()
+        return home_of(self.connection)
 
     def _absolute(self, path: str) -> str:
         if path == "~" or path.startswith("~/"):

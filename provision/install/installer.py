@@ -29,7 +29,7 @@ from typing import Any
 from provision import __version__
 from provision.connection.base import Connection
 from provision.errors import AgentError, ConfigError, HostError
-from provision.install import index_choice, keep
+from provision.install import index_choice, keep, reuse
 from provision.install import relay as relay_mod
 from provision.install import uv as uv_mod
 from provision.install.environment import (
@@ -38,6 +38,9 @@ from provision.install.environment import (
     ManagedEnv,
     default_env_path,
     default_pip_cache,
+    env_root_of,
+    find_env,
+    home_of,
 )
 from provision.install.index_query import list_from_host, offer_of
 from provision.install.lockfile import Lock, LockedPackage, packages_from_report, platform_problems
@@ -61,6 +64,7 @@ from provision.install.planning import (
     resolve,
 )
 from provision.remote.agent import Agent
+from provision.remote.become import BecomeConnection
 from provision.shell import quote as shell_quote
 from provision.shell import sh
 
@@ -103,9 +107,13 @@ class InstallOptions:
     # `provision up`: with no managed env yet, a base interpreter whose torch verifies and fits
     # the request is kept as it is (no multi-GB download to replace a working install)
     keep_base: bool = False
+    # `provision install`: the same, for the torch of the active or base conda env only (an
+    # AutoDL image's); the system python3's torch is never kept by install
+    keep_conda: bool = False
     # a CUDA build on a host without an NVIDIA GPU (multi-GB, runs on the CPU): only when asked
     allow_cuda_build_on_cpu: bool = False
     installer: str = "auto"  # H8: auto (uv where it can be had, else pip) | uv | pip
+    force: bool = False  # rebuild even when the env has the same contents and verifies
 
     def validate(self) -> None:
         bad = [w for w in self.with_ if w not in COMPANIONS]
@@ -506,9 +514,26 @@ def install(
 
     with _timed(t, "inspect"):
         base = options.python or connection.host.python or "python3"
+        # as the login user, whatever become says: sudo's secure_path would find another python3
+        # than the one the user's PATH (a conda init, a pyenv) gives; the venv is made from this
+        # absolute path, also under sudo
         py = host_python(connection, base)
-        env = ManagedEnv(connection, options.env or default_env_path(facts))
+        become = agent.becoming()
+        # under become the env is built (and owned) by root, at the system location by default
+        env_conn: Any = connection if become is None else BecomeConnection(connection, become)
+        path = options.env or default_env_path(
+            facts, system=become is not None, root=env_root_of(connection.host.vars)
+        )
+        env = ManagedEnv(env_conn, path)
         state = env.state()
+        if become is None and not options.env and not state.exists:
+            system = default_env_path(facts, system=True, root=env_root_of(connection.host.vars))
+            if system != path and find_env(connection, [system]):
+                result.warnings.append(
+                    f"{system} (installed as root, with --become) is left as it is: without --become "
+                    f"this install manages {env.path}; check, bench and train use {env.path} once it "
+                    "exists. Add --become to update the system one instead."
+                )
     result.env, result.python = env.path, env.python
     if state.lock_holder:
         raise fail(
@@ -516,13 +541,13 @@ def install(
             f"remove the stale lock: rm -r {env.lock_dir}"
         )
 
-    if options.keep_base and not state.exists and options.locked is None:
+    if (options.keep_base or options.keep_conda) and not state.exists and options.locked is None:
         # python3 (or --python), then, unless an interpreter was named, the conda envs with a torch
-        tried = [py]
+        tried = [py] if options.keep_base else []
         for exe in [] if options.python else keep.conda_pythons(facts):
             if exe not in {p.executable for p in tried}:
                 with contextlib.suppress(HostError):
-                    tried.append(host_python(connection, exe))
+                    tried.append(py if exe == py.executable else host_python(connection, exe))
         for candidate in tried:
             kept = _keep_base_interpreter(agent, connection, candidate, options, facts, gpus, result)
             if kept is not None:
@@ -579,13 +604,14 @@ def install(
             )
     result.plan = plan.as_dict()
     result.reasons = list(plan.reasons)
-    result.warnings = plan_warnings(plan, options.with_)
+    # after what inspecting and keeping said (a system env left alone, a kept torch pip couldn't extend)
+    result.warnings = list(dict.fromkeys([*result.warnings, *plan_warnings(plan, options.with_)]))
     fp = env_fingerprint(
         plan, options.with_, options.extras, requirement_texts, py.major_minor, lock
     )
 
     # Already there? Same contents (fingerprint) and it still verifies: nothing to do.
-    if state.exists and state.has_python:
+    if state.exists and state.has_python and not options.force:
         same = bool(state.manifest) and state.manifest.get("fingerprint") == fp
         foreign_fits = (
             not state.managed
@@ -665,19 +691,29 @@ def install(
     result.generation = generation
     switched = False
     try:
+        # H5 (issue 14): uv's cache on the env's filesystem (hardlinks); a uv already on the
+        # host makes the venv (no ensurepip run), else `python -m venv` as before
+        uv_cache = uv_mod.cache_dir_for(
+            _pip_cache(options, facts), options.pip_cache not in (None, "off"), env.gens
+        )
         with _timed(t, "create"):
-            env.create_venv(py.executable, generation)
+            uv_found, uv_how, seeded = uv_mod.create_with_uv(
+                env_conn, options, py.executable, generation, uv_cache, result.warnings,
+                index=None if options.relay else index_cfg, pip_cache=_pip_cache(options, facts), say=say,
+            )  # fmt: skip
+            if seeded is None:
+                env.create_venv(py.executable, generation)
         gen_python = env.python_of(generation)
         meta_dir = f"{generation}/.provision"
         req_files = []
         for i, text in enumerate(requirement_texts):
             remote = f"{meta_dir}/requirements-{i}.txt"
-            connection.put(text, remote, mode=0o600)
+            env_conn.put(text, remote, mode=0o600)
             req_files.append(remote)
         require_hashes = False
         if lock is not None:
             remote = f"{meta_dir}/locked-requirements.txt"
-            connection.put(lock.requirements_text().encode(), remote, mode=0o600)
+            env_conn.put(lock.requirements_text().encode(), remote, mode=0o600)
             req_files.append(remote)
             require_hashes = True
         if options.relay:
@@ -696,7 +732,7 @@ def install(
                     say=say,
                 )
             remote = f"{meta_dir}/relay-requirements.txt"
-            connection.put(relay_reqs.encode(), remote, mode=0o600)
+            env_conn.put(relay_reqs.encode(), remote, mode=0o600)
             req_files, requirements, require_hashes = [remote], [], True
             result.index = index_cfg.as_dict()
         cache = _pip_cache(options, facts)
@@ -713,11 +749,14 @@ def install(
         )
         # H8 (issue 14): uv fills the venv where it is available, same plan and index
         with _timed(t, "uv"):
-            uv_path = uv_mod.choose(connection, options, facts, gen_python, index_cfg, cache, say, result)
+            uv_path = uv_mod.choose(env_conn, options, facts, gen_python, index_cfg, cache, say, result,
+                                    found=uv_found, how=uv_how)  # fmt: skip
         pip_cmd = cmd
         uv_before: dict[str, str] = {}
         if uv_path:
-            uv_before = uv_mod.installed_packages(connection, gen_python)  # pip from ensurepip
+            uv_before = (  # what the venv was seeded with
+                seeded if seeded is not None else uv_mod.installed_packages(env_conn, gen_python)
+            )
             cmd = uv_mod.install_command_uv(
                 uv_path,
                 gen_python,
@@ -728,12 +767,13 @@ def install(
                 cache_dir=cache,
                 timeout=options.pip_timeout,
                 retries=options.pip_retries,
+                uv_cache=uv_cache,
             )
         result.pip_command = scrub(cmd.display, secrets)
         say(f"pip install ({index_cfg.describe()})" + (" with uv" if uv_path else ""))
         _check_cancel(options, host, result)
         with _timed(t, "pip"):
-            code, output = run_pip(connection, cmd, generation, options, say)
+            code, output = run_pip(env_conn, cmd, generation, options, say)
         _check_cancel(options, host, result)
         if code not in (0, 130) and uv_path and options.installer == "auto":
             # uv failed: pip gets its turn in the same venv, so a uv-only problem costs time,
@@ -745,7 +785,7 @@ def install(
             result.installer = {"tool": "pip", "after": "uv failed"}
             result.pip_command = scrub(cmd.display, secrets)
             with _timed(t, "pip"):
-                code, output = run_pip(connection, cmd, generation, options, say)
+                code, output = run_pip(env_conn, cmd, generation, options, say)
             _check_cancel(options, host, result)
         if code != 0:
             result.pip_lines = relevant_lines(output, cmd.secrets + secrets)
@@ -763,21 +803,32 @@ def install(
                 f"{why}; {env.path} is unchanged. "
                 + (result.pip_lines[-1] if result.pip_lines else "")
             )
-        with contextlib.suppress(OSError, ValueError):
-            report = json.loads(connection.get(f"{meta_dir}/pip-report.json"))
-            result.packages = {p.name: p.version for p in packages_from_report(report)}
-        if uv_path and not result.packages:  # uv writes no pip report
-            result.packages = uv_mod.installed_packages(connection, gen_python, since=uv_before)
+        if not uv_path:  # uv writes no pip report: its packages are listed below
+            with contextlib.suppress(OSError, ValueError):
+                report = json.loads(env_conn.get(f"{meta_dir}/pip-report.json"))
+                result.packages = {p.name: p.version for p in packages_from_report(report)}
 
         say("verifying on the host")
         with _timed(t, "verify"):
-            check = verify_env(agent, gen_python, plan, gpus)
+            # uv linked the same cache files as a verified twin generation: its verification
+            # stands, checked file by file (provision/install/reuse.py); else the full one
+            reused = None
+            if uv_path:
+                reused = reuse.reused_verification(
+                    env_conn, state.generations, fp, gpus, gen_python, generation
+                )
+            check = Verification(True, [], reused) if reused else verify_env(agent, gen_python, plan, gpus)
+        listed = check.data.pop("packages", None) if reused else None  # the comparison listed them
         result.verify = check.data
         if not check.ok:
             raise fail(
                 f"the new environment failed verification: {'; '.join(check.problems)}; "
                 f"{env.path} is unchanged"
             )
+        if uv_path:  # what the install added or changed, as pip's report gives the pip path
+            if listed is None:
+                listed = uv_mod.installed_packages(env_conn, gen_python)
+            result.packages = {n: v for n, v in listed.items() if uv_before.get(n) != v}
 
         env.write_manifest(
             generation,
@@ -792,7 +843,9 @@ def install(
                 "base_python": py.executable,
                 "index": result.index,
                 "packages": result.packages,
-                "verify": {"torch": (check.data.get("torch") or {})},
+                "verify": {"torch": (check.data.get("torch") or {}),
+                           "devices": check.data.get("devices") or []},  # fmt: skip
+                "gpus": gpus,
                 "locked": bool(lock),
             },
         )
@@ -1002,7 +1055,9 @@ def _relay(
             f"--relay: {str(exc).splitlines()[0]}; {env.path} is unchanged",
             result,
         ) from None
-    remote_dir = options.relay_dir or f"{env.home.rstrip('/')}/{relay_mod.REMOTE_DIR}"
+    # pushed as the login user (under become too: root's pip reads the login user's files)
+    home = env.home if env.connection is connection else home_of(connection)
+    remote_dir = options.relay_dir or f"{home.rstrip('/')}/{relay_mod.REMOTE_DIR}"
     say(f"pushing wheels to {remote_dir}")
     sent, sent_bytes = relay_mod.push(connection, files, remote_dir)
     result.relayed = {"files": len(files), "sent": sent, "bytes_sent": sent_bytes}

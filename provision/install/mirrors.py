@@ -12,7 +12,8 @@ versions each index really has is asked at install time (provision/install/index
 
 Sources (see ../shared/reference/gpu_compat.yaml `mirrors:`): each mirror's help page, listed
 on its preset. PyTorch wheel mirror availability is reported inconsistently, so every one is
-asked from the host at install time (bounded: a few seconds each) before it is used.
+asked from the host at install time before it is used (all at once, the whole question
+bounded by 3x probe_timeout: provision/agent/index_list.py).
 """
 
 from __future__ import annotations

@@ -222,7 +222,8 @@ _RELEVANT = re.compile(
     r"5\d\d Server Error|THESE PACKAGES DO NOT MATCH|Expected sha256|Got +[0-9a-f]{64}|"
     r"Hashes are required|ResolutionImpossible|conflict|Requires-Python|requires a different Python|"
     r"is not a supported wheel|No space left|Permission denied|SSLError|CERTIFICATE_VERIFY_FAILED|"
-    r"Looking in indexes|Looking in links|network_turbo|^\s+\S+==\S+ from )",
+    r"Looking in indexes|Looking in links|network_turbo|^\s+\S+==\S+ from |"
+    r"^\s*(cause|Caused by):|unsatisfiable)",  # uv's why: "  cause: Because ... unsatisfiable."
     re.IGNORECASE,
 )
 _RETRY = re.compile(r"^WARNING: Retrying")

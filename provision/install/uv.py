@@ -3,7 +3,7 @@
 Same plan, same index configuration, same verification and atomic switch as the pip path
 (installer.py): only the command that fills the new generation's venv changes. uv downloads in
 parallel, installs from its cache by linking, and resolves in Rust; the same torch CPU env from
-the same index measured ~0.4x pip's time cold and a few seconds warm (docs/benchmarks.md).
+the same index measured 0.36x plain pip's time cold (docs/benchmarks.md, "install").
 
 Where the host's uv comes from, first that works:
   1. one already there: ~/.cache/provision/uv/bin/uv (a previous bootstrap or relay), or on PATH;
@@ -16,7 +16,12 @@ Otherwise pip builds the env, as before. `installer="pip"` forces pip, `"uv"` fa
 uv reads no pip.conf; its own configuration files and UV_* variables on the host are switched
 off (UV_NO_CONFIG, the variables unset) for the reason pip's are: a rented host's settings must
 not add sources the plan never chose. pip's merging of indexes is kept
-(--index-strategy unsafe-best-match), and bytecode is compiled as pip does.
+(--index-strategy unsafe-best-match).
+
+Speed (issue 14, docs/install.md "uv or pip"): the venv by `uv venv` seeded with the base
+Python's bundled pip (create_venv; no ensurepip run), files hard-linked from a uv cache on the
+env's filesystem (cache_dir_for), no --compile-bytecode (the verification's import compiles what
+torch imports); a rebuild identical to a verified generation is checked by reuse.py.
 """
 
 from __future__ import annotations
@@ -111,8 +116,11 @@ def install_command_uv(
     cache_dir: str | None = None,
     timeout: float = 30,
     retries: int = 2,
+    uv_cache: str | None = None,
+    compile_bytecode: bool = False,
 ) -> UvCommand:
-    """`uv pip install --python VENV_PYTHON ...`: what install_command does with pip."""
+    """`uv pip install --python VENV_PYTHON ...`: what install_command does with pip. `uv_cache`
+    is uv's cache dir as is; else `cache_dir` (pip's) + /uv."""
     env: dict[str, str] = {
         "UV_HTTP_TIMEOUT": f"{max(1, int(timeout))}",
         "UV_HTTP_RETRIES": str(max(0, retries)),
@@ -125,11 +133,16 @@ def install_command_uv(
         python,
         "--index-strategy",
         "unsafe-best-match",  # pip's rule: the best version from every index
-        "--compile-bytecode",  # as pip: the first import must not compile torch's 2,000 files
+        "--link-mode",
+        "hardlink",  # files shared with uv's cache (on the env's filesystem: see cache_dir_for)
         "--no-progress",
     ]
+    if compile_bytecode:  # off by default: the verification's import compiles what torch imports
+        args.append("--compile-bytecode")
     args += uv_arguments(index, env)
-    if cache_dir:
+    if uv_cache:
+        args += ["--cache-dir", uv_cache]
+    elif cache_dir:
         args += ["--cache-dir", cache_dir.rstrip("/") + "/uv"]
     if require_hashes:
         args.append("--require-hashes")
@@ -258,6 +271,82 @@ def obtain_uv(
     raise UvUnavailable("; ".join(reasons))
 
 
+# -- the venv ----------------------------------------------------------------------------------
+# Run by the BASE interpreter (host Python 3.8+, stdlib): print the wheels `python -m venv` would
+# seed (ensurepip's bundled pip, and setuptools before 3.12; Debian keeps them in
+# /usr/share/python-wheels), then exec `uv venv` + `uv pip install` of those local files. One
+# round trip, no index, no ensurepip subprocess: users' `pip install` in the env keeps working,
+# with the same pip a pip-built env has.
+_SEED = r"""
+import glob, os, subprocess, sys
+uv, gen, cache = sys.argv[1:4]
+names = ["pip"] + (["setuptools"] if sys.version_info < (3, 12) else [])
+import sysconfig
+dirs = [sysconfig.get_config_var("WHEEL_PKG_DIR") or ""]  # ensurepip's own order (3.11+)
+try:
+    import ensurepip
+    dirs.append(os.path.join(os.path.dirname(ensurepip.__file__), "_bundled"))
+except ImportError:
+    pass
+dirs = [d for d in dirs + ["/usr/share/python-wheels"] if d]
+def key(p):
+    v = os.path.basename(p).split("-")[1]
+    return [int(x) if x.isdigit() else 0 for x in v.split(".")]
+wheels = []
+for d in dirs:  # the first folder with a pip wheel, as ensurepip itself picks one
+    found = [sorted(glob.glob(os.path.join(d, n + "-*.whl")), key=key) for n in names]
+    if found[0]:
+        wheels = [f[-1] for f in found if f]
+        break
+if not wheels:
+    sys.stderr.write("no bundled pip wheel next to %s (python -m venv makes this env)\n" % sys.executable)
+    sys.exit(3)
+for w in wheels:
+    print("seed=" + os.path.basename(w))
+sys.stdout.flush()
+code = subprocess.call([uv, "venv", "--quiet", "--no-project", "--python", sys.executable, gen])
+if code:
+    sys.exit(code)
+os.execv(uv, [uv, "pip", "install", "--quiet", "--python", gen + "/bin/python", "--no-index",
+              "--no-deps", "--link-mode", "hardlink", "--cache-dir", cache] + wheels)
+"""
+
+
+def create_venv(
+    connection: Connection, uv: str, base_python: str, generation: str, uv_cache: str
+) -> dict[str, str]:
+    """The new generation's venv by `uv venv` (no ensurepip run: ~40 s under load before),
+    seeded with the base Python's bundled pip (and setuptools) from local files. Returns the
+    seeded name -> version (what the env held before the install: installed_packages' `since`).
+    Raises UvUnavailable with uv's words when uv cannot make it (the caller uses `python -m venv`)."""
+    parent = generation.rpartition("/")[0] or "/"
+    script = (
+        _NO_UV_CONFIG
+        + sh("mkdir -p {parent} && exec {py} -c {code} {uv} {gen} {cache}", parent=parent,
+             py=base_python, code=_SEED, uv=uv, gen=generation, cache=uv_cache)  # fmt: skip
+    )
+    result = connection.run(script, timeout=600)
+    if not result.ok:
+        detail = (result.stderr.strip() or result.stdout.strip() or f"exit {result.exit_code}")
+        connection.run(sh("rm -rf -- {gen}", gen=generation), timeout=120)
+        raise UvUnavailable(f"uv venv from {base_python} failed: {detail.splitlines()[-1][:300]}")
+    seeded = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("seed="):
+            name, _, rest = line[5:].partition("-")
+            seeded[name] = rest.partition("-")[0]
+    return seeded
+
+
+def cache_dir_for(pip_cache: str | None, explicit: bool, gens: str) -> str:
+    """uv's cache: beside the generations (same filesystem, so `--link-mode hardlink` links and
+    an env costs no space beyond the cache's copy) unless a cache was named (--pip-cache):
+    then <it>/uv, as before; uv copies where that is another filesystem."""
+    if explicit and pip_cache:
+        return pip_cache.rstrip("/") + "/uv"
+    return gens.rstrip("/") + "/.uv-cache"
+
+
 _LIST = (
     "import importlib.metadata as m, json; "
     "print(json.dumps(dict((d.metadata['Name'], d.version) for d in m.distributions())))"
@@ -291,14 +380,20 @@ def choose(
     cache_dir: str | None,
     say: Callable[[str], None],
     result: Any,
+    found: str | None = None,
+    how: str = "found",
 ) -> str | None:
     """The uv to build with, or None for pip: per `options.installer` (auto | uv | pip).
-    auto falls back to pip with a warning in `result`; uv raises InstallError's cause."""
+    auto falls back to pip with a warning in `result`; uv raises InstallError's cause.
+    `found`: a uv already located on the host (find_host_uv), not looked for again."""
     mode = getattr(options, "installer", "auto") or "auto"
     if mode == "pip":
         return None
     try:
-        uv, how = obtain_uv(connection, python, index, facts, cache_dir, say)
+        if found:
+            uv = found
+        else:
+            uv, how = obtain_uv(connection, python, index, facts, cache_dir, say)
     except UvUnavailable as exc:
         if mode == "uv":
             from provision.errors import HostError
@@ -311,3 +406,32 @@ def choose(
         return None
     result.installer = {"tool": "uv", "path": uv, "how": how}
     return uv
+
+
+def create_with_uv(
+    connection: Connection, options: Any, base_python: str, generation: str, uv_cache: str,
+    warnings: list[str], index: IndexConfig | None = None, pip_cache: str | None = None,
+    say: Callable[[str], None] = lambda m: None,
+) -> tuple[str | None, str, dict[str, str] | None]:
+    """(uv on the host or None, how it got there, the seeded packages when uv made the venv,
+    else None: then the caller runs `python -m venv`). With no uv on the host yet, a base
+    Python that has pip (conda, pyenv, python:3.x images; not Debian's) bootstraps it first
+    from `index`; otherwise the first install's venv pip does that later (choose)."""
+    if (getattr(options, "installer", "auto") or "auto") == "pip":
+        return None, "", None
+    found, how = find_host_uv(connection), "found"
+    if not found and index is not None and not index.no_index:
+        has_pip = connection.run(sh("{py} -m pip --version", py=base_python), timeout=60)
+        if has_pip.ok:
+            say("bootstrapping uv from the index")
+            try:
+                found, how = bootstrap_uv(connection, base_python, index, pip_cache), "bootstrapped"
+            except UvUnavailable as exc:
+                warnings.append(f"uv could not be bootstrapped with {base_python}'s pip ({exc})")
+    if not found:
+        return None, "", None
+    try:
+        return found, how, create_venv(connection, found, base_python, generation, uv_cache)
+    except UvUnavailable as exc:
+        warnings.append(f"{exc}: made with python -m venv")
+        return found, how, None

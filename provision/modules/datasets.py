@@ -6,6 +6,7 @@ With no `src`, stages the embedded sample dataset (generated once on the control
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
 SAMPLE_NAME = "provision-sample"
+_sample_lock = threading.Lock()  # `up` may generate it in the background while hosts stage
 
 
 def sample_source() -> str:
@@ -22,9 +24,10 @@ def sample_source() -> str:
 
     root = state_dir() / SAMPLE_NAME
     marker = root / ".complete"
-    if not marker.exists():
-        make_sample_dataset(root)
-        marker.write_text("ok\n")
+    with _sample_lock:
+        if not marker.exists():
+            make_sample_dataset(root)
+            marker.write_text("ok\n")
     return str(root)
 
 

@@ -13,6 +13,25 @@
 
 `job.run` is the entry `provision train --json` prints for the host (run_id, state, exit_code,
 seconds, workdir, log, profile, findings, report); a failed run fails the task.
+
+    - name: one job across the play's hosts (torchrun; docs/train.md "Distributed")
+      train:
+        command: [python, train.py]
+        dir: code/
+        distributed: true
+        nproc_per_node: auto       # or a number; auto: one per GPU, 1 without GPUs
+        master: gpu1:29500         # default: the play's first host, a free port
+        iface: ib0                 # default: chosen from the hosts' network facts
+        allreduce: true            # measure the all-reduce bandwidth first
+      register: job
+
+With `distributed: true` every host of the play (ansible_play_hosts) takes part in ONE run: each
+host's task joins a meeting point (provision/train/gang.py); the play's first host leads, starts
+torchrun everywhere over its own connections once every host has joined (at most
+`join_timeout` seconds; --forks must be at least the number of hosts), follows the job and
+writes the reports; every host's task then reports its own part: `job.run` (its entry) and
+`job.distributed` (the whole run: fabric, all-reduce, findings). The task fails on every host
+when any rank failed.
 """
 
 from __future__ import annotations
@@ -38,11 +57,19 @@ class Train(Module):
         "run_id": Arg("str"),
         "out": Arg("str"),
         "max_code_size_mb": Arg("float", default=256.0),
+        "distributed": Arg("bool", default=False),
+        "nproc_per_node": Arg("str"),
+        "master": Arg("str"),
+        "iface": Arg("str"),
+        "allreduce": Arg("bool", default=True),
+        "grad_mb": Arg("float"),
+        "join_timeout": Arg("float", default=300.0),
     }
     supports_check_mode = False  # starting a job is the whole point: skipped in --check
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         from provision.errors import AgentError, ConfigError
+        from provision.train.gang import GangError
         from provision.train.launch import HostTrainer, TrainSpec, new_run_id
         from provision.train.options import parse_duration, stop_command_hint
         from provision.train.report import run_entry
@@ -61,6 +88,8 @@ class Train(Module):
                 run_id=a.get("run_id") or new_run_id(), hosts=[ctx.host.name],
             )
             trainer = HostTrainer(ctx.connection, ctx.agent, dict(ctx.facts) if ctx.facts.get("data_dir") else None)
+            if a["distributed"]:
+                return self._distributed(ctx, spec, trainer)
             if spec.stop_when_idle is not None:
                 spec.stop_command = str(ctx.vars.get("stop_command") or ctx.host.vars.get("stop_command") or "")
                 if not spec.stop_command:
@@ -75,7 +104,7 @@ class Train(Module):
                                     data={"run": entry})
             final = trainer.follow_to_end(run["run_id"])
             entry = self._finish(trainer, final, a.get("out"))
-        except (AgentError, ConfigError) as exc:
+        except (AgentError, ConfigError, GangError) as exc:
             raise ModuleFailure(f"train: {exc}") from None
         failed = entry["state"] != "finished"
         msg = f"run {entry['run_id']} {entry['state']} (exit code {entry['exit_code']})"
@@ -95,3 +124,44 @@ class Train(Module):
             paths = write(doc, out)
             history.record(doc)
         return run_entry(summary["run"], summary, findings, paths)
+
+    def _distributed(self, ctx: TaskContext, spec: Any, trainer: Any) -> ModuleResult:
+        from provision.train.cluster import ClusterTrainer, finish_run
+        from provision.train.distributed import DistributedOptions, parse_nproc
+        from provision.train.gang import gang_for
+
+        a = ctx.args
+        names = [str(n) for n in (ctx.vars.get("ansible_play_hosts") or [ctx.host.name])]
+        if spec.stop_when_idle is not None:
+            raise ModuleFailure("train: stop_when_idle is not supported with distributed: true")
+        options = DistributedOptions(
+            nproc_per_node=parse_nproc(a.get("nproc_per_node")), master=a.get("master"), iface=a.get("iface"),
+            allreduce=a["allreduce"], grad_bytes=int(float(a["grad_mb"]) * 1e6) if a.get("grad_mb") else None)
+        key = f"{ctx.task_name}\0{a.get('run_id') or ''}"
+        gang = gang_for(key, names)
+
+        def lead(members: dict[str, Any]) -> dict[str, Any]:
+            hosts = [members[n][0] for n in names]
+            cluster = ClusterTrainer(hosts, {n: members[n][1] for n in names}, spec, options)
+            cluster.prepare()
+            if options.allreduce and len(hosts) > 1:
+                cluster.measure_allreduce()
+            cluster.start(None)
+            if a["detach"]:
+                from provision.train.report import run_entry
+
+                return {"runs": {n: run_entry(s["run"], None, [], None) for n, s in cluster.started.items()},
+                        "distributed": cluster.distributed_section()}
+            outcomes = cluster.follow(lambda host, lines: None)
+            return finish_run(cluster, {n: o.value for n, o in outcomes.items() if o.ok}, a.get("out"))
+
+        doc = gang.run(ctx.host.name, (ctx.host, trainer), lead, float(a["join_timeout"]))
+        entry = doc["runs"].get(ctx.host.name) or {"error": "no result for this host"}
+        if "error" in entry:
+            raise ModuleFailure(f"train: {entry['error']}")
+        everyone = [e.get("state") for e in doc["runs"].values()]
+        failed = any(s in ("failed", "stopped") for s in everyone) or "error" in str(everyone)
+        msg = (f"run {entry['run_id']} {entry['state']} on {ctx.host.name} "
+               f"(node {names.index(ctx.host.name)} of {len(names)})")
+        return ModuleResult(changed=True, failed=failed, msg=msg, rc=entry.get("exit_code"),
+                            data={"run": entry, "distributed": doc.get("distributed")})

@@ -1,53 +1,56 @@
-"""Ship the agent once per content hash and call it: one round trip per step.
+"""Ship the agent and call it: one ssh command per call, a first contact included.
 
-The zipapp is built in memory from provision/agent/ (plus the import-free provision/__init__.py),
-so its hash changes exactly when host-side code changes. On the host it is unpacked into
-~/.cache/provision/agent-HASH/ and run from there (`python3 DIR/__main__.py COMMAND`): Python
-cannot cache bytecode for modules imported from a zip, so a zipapp recompiles every module it
-imports on every call -- about half the agent's CPU for `facts`, paid per host per call. From a
-folder the host's Python writes __pycache__ on the first call and every later call loads
-bytecode (the agent's __main__.py turns bytecode writing back on where PYTHONDONTWRITEBYTECODE
-is set). The script is named rather than the folder: running a folder goes through runpy,
-whose imports cost ~4 ms of CPU per call.
+Every call runs provision/agent/bootstrap.py (`python3 -c`) with the agent's folder on the
+host, ~/.cache/provision/agent-DIGEST/, as its argument and, on stdin, a bundle
+(provision/remote/agent_bundle.py) ahead of the request: the bootstrap unpacks it when the
+folder is missing or incomplete and skips it otherwise, then runs the command from the folder.
+So a first contact is one round trip -- no probe, no separate upload -- and the bytes go only
+where they may be needed: on a connection's first call, unless the controller's memo (keyed by
+login, address and host key; provision/remote/agent_memo.py) says the host has that agent. A
+host that lost it answers 97 and the call is repeated with the bundle.
 
-The light commands (facts, health, ping) start the interpreter with -S: no `site`, whose .pth
-processing may import whole packages on every start-up (certifi, distutils hacks, editable
-installs' finders); provision/agent/protocol.py puts the site-packages folders on sys.path
-itself. The others keep `site`: they import torch and lmdb, which may depend on what .pth files
-set up.
+The light commands (facts, health, ping) use the core bundle (what they import, ~1/5 of the
+agent) and start the interpreter with -S: no `site`, whose .pth processing may import whole
+packages on every start-up; provision/agent/protocol.py puts the site-packages folders on
+sys.path itself. The others use the full bundle and keep `site` (torch, lmdb may depend on .pth
+files). Bundles carry the controller's bytecode, which a host with the same Python version
+loads instead of compiling; from a folder the host's Python caches bytecode for the rest.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import logging
 import sys
-import threading
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from provision.connection.base import Connection
 from provision.errors import AgentError
+from provision.remote import agent_bundle, agent_memo
 from provision.remote.become import Become, wanted_by_host
 from provision.shell import Raw, sh
 from provision.shell import path as shell_path
 
 log = logging.getLogger("provision.agent")
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _MISSING_AGENT = 97
 _MISSING_PYTHON = 98
 NO_SITE_COMMANDS = frozenset({"facts", "health", "ping"})
-# The zip's __main__.py. Bytecode writing on: the folder is ours and the agent runs again and
-# again (Docker images often set PYTHONDONTWRITEBYTECODE=1, which would recompile every call).
-_MAIN = (
-    b"import sys\n"
-    b"sys.dont_write_bytecode = False\n"
-    b"from provision.agent.protocol import main\n"
-    b"sys.exit(main())\n"
+_BOOTSTRAP = (Path(__file__).resolve().parent.parent / "agent" / "bootstrap.py").read_text()
+# What `python3 -c` compiles on every call: the bootstrap from the agent folder (bytecode), or
+# its text from argv where the folder is missing or broken. The text travels only with a bundle:
+# without one (the agent is believed there) a missing bootstrap is a missing agent, exit 97.
+_STUB = (
+    "import sys\n"
+    "sys.path[0] = sys.argv[1]\n"
+    "try:\n"
+    "    from provision_boot import run\n"
+    "except Exception:\n"
+    "    if not sys.argv[4:]:\n"
+    "        sys.exit(97)\n"
+    "    exec(sys.argv[4])\n"
+    "sys.exit(run(sys.argv[1:4]))\n"
 )
 EventCallback = Callable[[dict[str, Any]], None]
 # A deadline on every agent call (seconds), overridable per call with `timeout=`. `stage` streams
@@ -67,75 +70,19 @@ DEFAULT_DEADLINE_S = 3600.0  # commands added later without an entry
 IDLE_TIMEOUT_S = 900.0
 UPLOAD_TIMEOUT_S = 300.0
 
-# Runs on the host's Python (3.8+), zip bytes on stdin, the target folder as argv[1]. Unpacked
-# under a temp name and renamed, so a half-written agent is never run; when a parallel upload
-# (another controller) renamed first, its copy is identical and ours is dropped. Agents of other
-# versions untouched for 30 days are removed: a controller that still wants one re-uploads it.
-_UNPACK = """import io, os, shutil, sys, time, zipfile
-final = sys.argv[1]
-tmp = "%s.tmp-%d" % (final, os.getpid())
-zipfile.ZipFile(io.BytesIO(sys.stdin.buffer.read())).extractall(tmp)
-try:
-    os.rename(tmp, final)
-except OSError:
-    shutil.rmtree(tmp, ignore_errors=True)
-    if not os.path.isfile(os.path.join(final, "__main__.py")):
-        raise
-cache = os.path.dirname(final)
-for name in os.listdir(cache):
-    path = os.path.join(cache, name)
-    try:
-        if name.startswith("agent-") and path != final and os.lstat(path).st_mtime < time.time() - 30 * 86400:
-            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
-    except OSError:
-        pass
-"""
 
-_build_lock = threading.Lock()
-_sources: tuple[list[tuple[str, bytes]], str] | None = None
-_built: tuple[bytes, str] | None = None
+def agent_digest(kind: str = "full") -> str:
+    """The content hash naming a bundle's folder on the host. Cheap: a warm run never builds one."""
+    return agent_bundle.digest(kind)
 
 
-def _agent_sources() -> tuple[list[tuple[str, bytes]], str]:
-    """([(path in the zip, bytes)], short content hash), read once per controller process.
-    The zip is built from these same bytes, so it always matches the hash it is stored under."""
-    global _sources
-    if _sources is None:
-        files = [_PACKAGE_DIR / "__init__.py", *sorted((_PACKAGE_DIR / "agent").rglob("*.py"))]
-        digest = hashlib.sha256(b"__main__.py\0" + _MAIN)
-        sources = []
-        for path in files:
-            arc = "provision/" + path.relative_to(_PACKAGE_DIR).as_posix()
-            data = path.read_bytes()
-            digest.update(arc.encode() + b"\0" + data)
-            sources.append((arc, data))
-        _sources = (sources, digest.hexdigest()[:16])
-    return _sources
+def bootstrap_args(folder: str, command: str, keep: str = "", *, with_text: bool = True) -> list[str]:
+    """The interpreter's arguments for one agent call (after any -S): what the host runs."""
+    return ["-c", _STUB, folder, command, keep, *([_BOOTSTRAP] if with_text else [])]
 
 
-def agent_digest() -> str:
-    """The agent's content hash: names its folder on the host. Cheap (no compression), so a run
-    where every host already has the agent never builds the zip."""
-    with _build_lock:
-        return _agent_sources()[1]
-
-
-def agent_zipapp() -> tuple[bytes, str]:
-    """(zip bytes, short content hash), built once per controller process, on first upload."""
-    global _built
-    with _build_lock:
-        if _built is None:
-            sources, digest = _agent_sources()
-            buf = io.BytesIO()
-            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-                for arc, data in sources:
-                    info = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    zf.writestr(info, data)
-                info = zipfile.ZipInfo("__main__.py", date_time=(2020, 1, 1, 0, 0, 0))
-                zf.writestr(info, _MAIN)
-            _built = (buf.getvalue(), digest)
-        return _built
+def bundle_kind(command: str) -> str:
+    return "core" if command in NO_SITE_COMMANDS else "full"
 
 
 class Agent:
@@ -146,10 +93,13 @@ class Agent:
         host = connection.host
         default = sys.executable if host.local else "python3"
         self.python = python or host.python or default
-        self.uploads = 0
+        self.uploads = 0  # bundles the host unpacked for this handle (it reports each one)
+        self.bundles_sent = 0  # bundles sent (a warm host skips them)
         # a play's/task's `become` (the runner sets it per task); --become / ansible_become also apply
         self.become: bool | None = None
         self._become: Become | None = None
+        self._present: set[str] = set()  # digests that answered on this connection
+        self._memo: tuple[str | None, set[str]] | None = None  # (identity, digests), read once
 
     def becoming(self) -> Become | None:
         """How agent commands run as root here (probed once), or None when become is not asked for."""
@@ -161,24 +111,57 @@ class Agent:
 
     @property
     def remote_path(self) -> str:
-        """The agent's folder on the host (its __main__.py is what runs)."""
-        return f"~/.cache/provision/agent-{agent_digest()}"
+        """The full agent's folder on the host (the light commands run from the core one)."""
+        return self.remote_path_for("full")
 
-    def _dir_expr(self) -> str:
-        return '"$HOME"/.cache/provision/' + f"agent-{agent_digest()}"
+    def remote_path_for(self, kind: str) -> str:
+        return f"~/.cache/provision/agent-{agent_digest(kind)}"
 
-    def _command(self, command: str, python: str) -> str:
+    def _kind(self, command: str) -> str:
+        """The full agent also serves the light commands where it is known to be there."""
+        kind = bundle_kind(command)
+        return "full" if kind == "core" and agent_digest("full") in self._present else kind
+
+    def _command(self, command: str, python: str, kind: str | None = None, *, send: bool = True) -> str:
+        kind = kind or self._kind(command)
+        other = "full" if kind == "core" else "core"
         return sh(
             "command -v {py} >/dev/null 2>&1 || exit {no_python}; "
-            "test -r {main} || exit {no_agent}; "
-            "exec {py} {flags} {main} {command}",
+            "exec {py} {flags} -c {stub} {folder} {command} {keep} {boot}",
             py=python,
             no_python=str(_MISSING_PYTHON),
-            no_agent=str(_MISSING_AGENT),
-            main=Raw(self._dir_expr() + "/__main__.py"),
             flags=["-S"] if command in NO_SITE_COMMANDS else [],
+            stub=_STUB,
+            boot=[_BOOTSTRAP] if send else [],
+            folder=Raw('"$HOME"/.cache/provision/' + f"agent-{agent_digest(kind)}"),
             command=command,
+            keep=f"agent-{agent_digest(other)}",  # the other bundle of this version: never pruned
         )
+
+    def _mode(self) -> str:
+        become = self.becoming()
+        return become.mode if become else "login"
+
+    def _known(self) -> set[str]:
+        """Digests the controller believes the host has: answered here, or in the memo."""
+        if self._memo is None:
+            identity = self.connection.identity()
+            self._memo = (identity, agent_memo.known(identity, self._mode()))
+        return self._present | self._memo[1]
+
+    def _answered(self, digest: str) -> None:
+        if digest in self._present:
+            return
+        self._present.add(digest)
+        if self._memo is not None and digest not in self._memo[1]:
+            agent_memo.remember(self._memo[0], self._mode(), digest)
+            self._memo[1].add(digest)
+
+    def _lost(self, digest: str) -> None:
+        self._present.discard(digest)
+        if self._memo is not None and digest in self._memo[1]:
+            self._memo[1].discard(digest)
+            agent_memo.forget(self._memo[0], self._mode(), digest)
 
     def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
         """Write a file where the agent will read it: under become, as root (so `~` is root's
@@ -197,29 +180,49 @@ class Agent:
         if not result.ok:
             raise AgentError(self.connection.host.name, f"writing {remote_path} as root failed: {result.stderr.strip()}")
 
-    def upload(self, python: str | None = None) -> None:
-        """Send the zipapp on stdin and unpack it on the host in the same round trip."""
-        data, digest = agent_zipapp()
-        host = self.connection.host.name
-        log.info("%s: uploading agent %s (%d bytes)", host, digest, len(data))
-        command = sh(
-            'mkdir -p "$HOME"/.cache/provision && exec {py} -c {code} {target}',
-            py=python or self.python,
-            code=_UNPACK,
-            target=Raw(self._dir_expr()),
-        )
-        become = self.becoming()  # as root: into root's cache, where the become calls look
-        result = self.connection.run(
-            become.wrap(command) if become else command,
-            stdin=(become.stdin_prefix() if become else b"") + data,
-            timeout=UPLOAD_TIMEOUT_S,
-        )
-        if become:
-            become.check_rejected(host, result.stderr)
+    def upload(self, python: str | None = None, kind: str = "full") -> None:
+        """Put a bundle on the host now (a call does this itself, in the same round trip)."""
+        result, _ = self._run("-", b"", None, python or self.python, kind, send=True,
+                              handle=lambda line: None, timeout=UPLOAD_TIMEOUT_S, idle=UPLOAD_TIMEOUT_S)
         if not result.ok:
             detail = (result.stderr.strip().splitlines() or [f"exit code {result.exit_code}"])[-1]
-            raise AgentError(host, f"could not unpack the agent into {self.remote_path}: {detail}")
-        self.uploads += 1
+            raise AgentError(self.connection.host.name,
+                             f"could not unpack the agent into {self.remote_path_for(kind)}: {detail}")
+        self._answered(agent_digest(kind))
+
+    def _run(self, command: str, request_line: bytes, payload: Iterable[bytes] | IO[bytes] | None,
+             python: str, kind: str, *, send: bool, handle: Callable[[str], None],
+             timeout: float | None, idle: float) -> tuple[Any, bool]:
+        """One ssh command: the bootstrap, the bundle (when `send`) and the request on stdin.
+        Returns (the CommandResult, whether the host unpacked the bundle)."""
+        unpacked = [False]
+        data = agent_bundle.bundle(kind).data if send else b""
+        head = b"PROVISION-BUNDLE %d\n" % len(data)
+
+        def on_line(line: str) -> None:
+            if line == '{"event": "unpacked"}':
+                unpacked[0] = True
+            else:
+                handle(line)
+
+        text: str = self._command(command, python, kind, send=send)
+        first = [head, data, request_line]
+        become = self.becoming()
+        if become:  # the sudo password (when one is needed) goes first on stdin
+            text, first = str(become.wrap(text)), [become.stdin_prefix(), *first]
+        if send:
+            self.bundles_sent += 1
+            log.info("%s: uploading agent %s bundle %s (%d bytes)", self.connection.host.name, kind,
+                     agent_digest(kind), len(data))
+        result = self.connection.stream(
+            text, source=_prepend(b"".join(first), payload), on_stdout_line=on_line,
+            timeout=timeout, idle_timeout=idle,
+        )
+        if become:
+            become.check_rejected(self.connection.host.name, result.stderr)
+        if unpacked[0]:
+            self.uploads += 1
+        return result, unpacked[0]
 
     def call(
         self,
@@ -249,7 +252,9 @@ class Agent:
         py = python or self.python
         deadline = timeout if timeout is not None else DEADLINES.get(command, DEFAULT_DEADLINE_S)
         idle = idle_timeout if idle_timeout is not None else IDLE_TIMEOUT_S
-        for attempt in range(2):
+        kind = self._kind(command)
+        send = agent_digest(kind) not in self._known()
+        for attempt in range(3):  # bounded: a missing agent, then a module the core lacks
             outcome: dict[str, Any] = {}
 
             def handle(line: str, outcome: dict[str, Any] = outcome) -> None:
@@ -270,21 +275,19 @@ class Agent:
                     log.info("%s: %s", host, event.get("message"))
 
             request_line = (json.dumps(request or {}) + "\n").encode()
-            become = self.becoming()
-            text = self._command(command, py)
-            if become:  # the sudo password (when one is needed) goes first on stdin
-                text, request_line = become.wrap(text), become.stdin_prefix() + request_line
-            result = self.connection.stream(
-                text,
-                source=_prepend(request_line, payload),
-                on_stdout_line=handle,
-                timeout=deadline,
-                idle_timeout=idle,
-            )
-            if become:
-                become.check_rejected(host, result.stderr)
-            if result.exit_code == _MISSING_AGENT and attempt == 0:
-                self.upload(py)
+            result, _ = self._run(command, request_line, payload, py, kind, send=send, handle=handle,
+                                  timeout=deadline, idle=idle)
+            if result.exit_code == _MISSING_AGENT and not send:
+                self._lost(agent_digest(kind))  # the memo was wrong, or the agent was removed
+                send = True
+                continue
+            if outcome.get("event") in ("result", "error"):
+                self._answered(agent_digest(kind))
+            if (outcome.get("event") == "error" and kind == "core" and outcome.get("kind") in ("ModuleNotFoundError", "ImportError")
+                    and "provision.agent" in str(outcome.get("message")) and attempt < 2):
+                log.warning("%s: the core agent lacks a module (%s); using the full agent", host, outcome.get("message"))
+                kind = "full"
+                send = agent_digest(kind) not in self._known()
                 continue
             if result.exit_code == _MISSING_PYTHON:
                 raise AgentError(
@@ -306,7 +309,7 @@ class Agent:
             if result.exit_code >= 128 and result.exit_code != 255:
                 detail = f"killed by signal {result.exit_code - 128}" + (f"; {detail}" if result.stderr.strip() else "")
             raise AgentError(host, f"agent {command} gave no result ({detail})")
-        raise AgentError(host, "agent upload did not take")  # pragma: no cover
+        raise AgentError(host, f"agent {command}: the agent was not in place after sending it")  # pragma: no cover
 
 
 def _prepend(first: bytes, rest: Iterable[bytes] | IO[bytes] | None) -> Iterator[bytes]:

@@ -17,6 +17,7 @@ from typing import Any
 from provision.connection.base import Connection
 from provision.errors import AgentError, ConfigError
 from provision.shell import Raw, become_command, sh
+from provision.shell import path as shell_path
 
 _PROBE = sh(
     'if [ "$(id -u)" = 0 ]; then echo become=root; '
@@ -105,3 +106,47 @@ class Become:
                 host, f"sudo on {host} rejected the become password from {self.source}: "
                 "check that it is this user's password on the host",
             )
+
+
+class BecomeConnection:
+    """A Connection whose commands run as root through `become` (sudo), for work that writes
+    where only root may: a managed env under the system location (provision/install/
+    environment.py). Everything not overridden (host, options, stream, close, ...) is the login
+    user's connection. `umask 022`: what root builds there stays readable by the login user,
+    whose later commands (check, bench, train) run from it without become."""
+
+    def __init__(self, connection: Connection, become: Become) -> None:
+        self.inner = connection
+        self.become = become
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def run(self, command: str, *, env: Any = None, stdin: bytes | None = None,
+            timeout: float | None = None, sudo: bool = False) -> Any:  # fmt: skip
+        if env:  # values in env would land in sudo's argv (the host's process list)
+            raise ValueError("BecomeConnection.run: pass values over stdin, not env=")
+        result = self.inner.run(
+            self.become.wrap("umask 022; " + str(command)),
+            stdin=self.become.stdin_prefix() + (stdin or b""),
+            timeout=timeout,
+        )
+        self.become.check_rejected(self.inner.host.name, result.stderr)
+        return result
+
+    def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
+        target = shell_path(remote_path)
+        command = sh(
+            'mkdir -p "$(dirname {t})" && cat > {t}.tmp-$$ && chmod {mode} {t}.tmp-$$ && mv -f {t}.tmp-$$ {t}',
+            t=target, mode=f"{mode if mode is not None else 0o644:o}",
+        )  # fmt: skip
+        result = self.run(command, stdin=data, timeout=300)
+        if not result.ok:
+            raise AgentError(self.inner.host.name, f"writing {remote_path} as root failed: {result.stderr.strip()}")
+
+    def get(self, remote_path: str) -> bytes:
+        result = self.run(sh("cat {t}", t=shell_path(remote_path)), timeout=300)
+        if not result.ok:
+            raise OSError(f"{self.inner.host.name}: reading {remote_path} as root failed: {result.stderr.strip()}")
+        return result.stdout.encode("utf-8", "surrogateescape")
+

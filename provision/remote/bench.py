@@ -3,11 +3,11 @@ environment, and (for several hosts) form one torch.distributed group for all-re
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from provision.distributed.fabric import Fabric
 from provision.remote.agent import Agent
 
 
@@ -79,10 +79,12 @@ def run_bench(
     return agent.call("bench", request, python=python, on_event=on_event)
 
 
-def allreduce_specs(addresses: list[str], port: int | None = None, backend: str | None = None) -> list[dict[str, Any]]:
-    """One rendezvous on the first host for a multi-host all-reduce: rank i gets spec i."""
-    port = port or random.randint(29500, 29999)
-    spec = {"master_addr": addresses[0], "master_port": port, "world_size": len(addresses)}
+def allreduce_specs(fabric: Fabric, backend: str | None = None) -> dict[str, dict[str, Any]]:
+    """host -> its rank's spec for one multi-host all-reduce, meeting where select_fabric chose
+    (the master's address and port on the network every host reached; ranks in fabric order),
+    with the interface each host's gloo/NCCL must use."""
+    spec: dict[str, Any] = {"master_addr": fabric.master_addr, "master_port": fabric.master_port,
+                            "world_size": len(fabric.hosts)}  # fmt: skip
     if backend:
         spec["backend"] = backend
-    return [dict(spec, rank=i) for i in range(len(addresses))]
+    return {host: dict(spec, rank=fabric.rank(host), env=fabric.env(host)) for host in fabric.hosts}

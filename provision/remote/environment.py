@@ -8,8 +8,15 @@ from provision.connection.base import Connection
 
 
 def managed_python(connection: Connection, facts: dict[str, Any], env: str | None = None) -> str | None:
-    """The managed environment's python on the host, or None when none is installed there."""
-    from provision.install.environment import ManagedEnv, default_env_path
+    """The managed environment's python on the host, or None when none is installed there.
+    With no `env`: the default places (the login user's, the system location `install --become`
+    uses, or the host var `provision_env_root`; provision/install/environment.py), so an env
+    installed as root is found by commands run without become, and the other way round."""
+    from provision.install.environment import ManagedEnv, env_candidates, find_env
+    from provision.remote.become import wanted_by_host
 
-    state = ManagedEnv(connection, env or default_env_path(facts)).state()
-    return f"{state.path}/bin/python" if state.has_python else None
+    if env:
+        state = ManagedEnv(connection, env).state()
+        return f"{state.path}/bin/python" if state.has_python else None
+    found = find_env(connection, env_candidates(facts, connection.host.vars, wanted_by_host(connection)))
+    return f"{found}/bin/python" if found else None

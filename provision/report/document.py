@@ -9,6 +9,7 @@ Schema `provision.report/v1` (docs/reports.md lists every key):
     datasets  [{"name", "path", "format", ...}] the datasets the benchmark read
     bench     the agent's `bench` result (docs/bench.md)
     diagnosis [{"id", "severity", "title", "evidence", "recommendation"}]
+    timings   (optional, `up` only) where the run's time went: provision/report/timings.py
 
 Every consumer reads it through `headline` or `get`, so a missing section renders as "not
 measured", never as a crash. `validate` checks the shape (and the types of the figures the
@@ -148,6 +149,11 @@ def validate(doc: Any, where: str = "report") -> None:
         raise ValueError(f"{where}: price_per_hour must be positive, got {price!r}")
     if not isinstance(doc["diagnosis"], list):
         raise ValueError(f"{where}: diagnosis must be a list")
+    timings = doc.get("timings")
+    if timings is not None and not (
+        isinstance(timings, dict) and isinstance(timings.get("steps"), list)
+    ):
+        raise ValueError(f"{where}: timings must be an object with a steps list")
     for i, finding in enumerate(doc["diagnosis"]):
         if not isinstance(finding, dict):
             raise ValueError(f"{where}: diagnosis[{i}] must be an object")
@@ -241,6 +247,20 @@ def write_report(doc: dict[str, Any], out_dir: str | Path) -> dict[str, str]:
     write_atomic(paths["markdown"], render_markdown([doc]))
     write_atomic(paths["html"], render_html([doc]))
     return {k: str(v) for k, v in paths.items()}
+
+
+def add_timings(paths: dict[str, str], timings: dict[str, Any]) -> None:
+    """Put the run's timings into a report already written (the report step runs before the
+    run ends, so only the caller knows them all) and render its Markdown and HTML again."""
+    from provision.paths import write_atomic
+    from provision.report.render import render_html, render_markdown
+
+    doc = load_report(paths["json"])
+    doc["timings"] = timings
+    validate(doc, paths["json"])
+    write_atomic(Path(paths["json"]), json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
+    write_atomic(Path(paths["markdown"]), render_markdown([doc]))
+    write_atomic(Path(paths["html"]), render_html([doc]))
 
 
 def _safe(name: str) -> str:

@@ -18,6 +18,7 @@ from provision.paths import bundle_dir
 from provision.report import charts
 from provision.report.diagnosis import cudnn_text, loader_curve
 from provision.report.document import SCHEMA, get, headline
+from provision.report.timings import timing_rows
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -509,6 +510,11 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
                         "throttle reasons",
                     ],
                     _under_load_rows(doc),
+                ),
+                (
+                    "Timings",
+                    ["step", "seconds", "share", "ran in parallel"],
+                    timing_rows(doc.get("timings")),
                 ),
             )
             if t[2]

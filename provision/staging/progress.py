@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EventCallback = Callable[[dict[str, Any]], None]
 
@@ -36,6 +36,14 @@ class StageProgress:
     def __init__(self, console: Console, enabled: bool | None = None) -> None:
         self.console = console
         self.enabled = console.is_terminal if enabled is None else enabled
+        self.tasks: dict[str, Any] = {}
+        self.last: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        if not self.enabled:  # piped / --json: nothing drawn, and rich.progress not imported
+            self.progress = None
+            return
+        from rich.progress import BarColumn, Progress, TextColumn
+
         self.progress = Progress(
             TextColumn("[bold]{task.fields[host]}", justify="left"),
             TextColumn("{task.fields[phase]:<9}"),
@@ -48,18 +56,17 @@ class StageProgress:
             disable=not self.enabled,
             refresh_per_second=4,
         )
-        self.tasks: dict[str, TaskID] = {}
-        self.last: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
 
     def __enter__(self) -> StageProgress:
-        self.progress.start()
+        if self.progress is not None:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.stop()
 
-    def _task(self, host: str) -> TaskID:
+    def _task(self, host: str) -> Any:
         with self._lock:
             if host not in self.tasks:
                 self.tasks[host] = self.progress.add_task(
@@ -75,6 +82,8 @@ class StageProgress:
             return self.tasks[host]
 
     def callback(self, host: str) -> EventCallback:
+        if self.progress is None:
+            return lambda event: self.last.__setitem__(host, event)
         task = self._task(host)
 
         def on_event(event: dict[str, Any]) -> None:

@@ -1,8 +1,11 @@
 """Stage a dataset to hosts: status -> (ship py-lmdb) -> stream only what is missing -> result.
 
-Per host, two agent round trips: `dataset_status` (where the dataset goes, what is already
-there, free space) and `stage` (with the tar stream as its payload). A host whose dataset is up
-to date costs the status call only. `stage_dataset` does one host on a connection you hold (the
+One host (or a host path / URL source): ONE agent call, `stage`, whose payload, the tar
+stream, starts when the agent says `ready` (where to resume, which codecs; or that the dataset
+is up to date); an agent missing on the host travels with that call (remote/agent.py). Several
+hosts sharing one read of a local source: two calls each, `dataset_status` (where the dataset
+goes, what is already there, free space), then `stage`; a host already up to date costs the
+status call only. `stage_dataset` does one host on a connection you hold (the
 playbook module wraps it); `stage_hosts` does many, reading a local source once for all hosts
 that resume from the same sample.
 """
@@ -13,12 +16,11 @@ import logging
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from provision.agent.datasets.ingest import DEFAULT_STALL
+from provision.agent.datasets import DEFAULT_STALL
 from provision.agent.datasets.sources import Plan
 from provision.connection.base import Connection, ConnectOptions
 from provision.errors import AgentError, ConfigError, HostError, UnreachableError
@@ -26,7 +28,7 @@ from provision.inventory.model import Host
 from provision.parallel import HostOutcome, for_each_host
 from provision.remote.agent import Agent
 from provision.staging.compress import StreamStats, framed_stream
-from provision.staging.hostlib import ship_lmdb
+from provision.staging.payload import AfterReady
 from provision.staging.source import (
     Broadcast,
     PlanFuture,
@@ -42,7 +44,6 @@ from provision.staging.source import (
 )
 
 log = logging.getLogger("provision.stage")
-_KNOWN_AGENTS: weakref.WeakSet[Agent] = weakref.WeakSet()  # agents known to be on their host
 EventCallback = Callable[[dict[str, Any]], None]
 
 
@@ -118,6 +119,8 @@ class HostStage:
         self._event({"phase": "lmdb"})
         status = self.agent.call("dataset_status", self._where())
         if status.get("lmdb") is None:
+            from provision.staging.hostlib import ship_lmdb  # rarely needed: not on the start path
+
             ship_lmdb(self.connection, status, put=getattr(self.agent, "put", None))
             status = self.agent.call("dataset_status", self._where())
             if status.get("lmdb") is None:
@@ -144,31 +147,23 @@ class HostStage:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_once(self) -> dict[str, Any]:
-        self._ensure_agent()  # overlaps with the listing of a local source (PlanFuture)
-        plan = self.plan
+        plan = self.plan  # listed while the connection opened (PlanFuture)
         request = dict(self._where(), **self._options())
         if plan is None:
             request["source"] = self._remote_source()
             return self._call(request, None, None)
-        ready = threading.Event()
-        said: dict[str, Any] = {}
         failure = StreamFailure()
 
-        def on_ready(event: dict[str, Any]) -> None:
-            said.update(event)
-            ready.set()
-
-        def payload() -> Iterator[bytes]:
-            ready.wait()
-            if said.get("skip") or said.get("abort"):
-                return
+        def stream(said: dict[str, Any]) -> Iterator[bytes]:
             self.start = int(said.get("start") or 0)
             zstd = "zstd" in (said.get("codecs") or [])
             chunks = prefetch(tar_stream(plan, self.start, failure))
-            yield from as_views(framed_stream(chunks, zstd, self.stream_stats))
+            self.stream_stats = StreamStats()  # this attempt's (an abandoned one sent a chunk)
+            return as_views(framed_stream(chunks, zstd, self.stream_stats))
 
+        payload = AfterReady(stream)
         request["source"] = self._stream_source(plan, "auto")
-        result = self._call(request, payload(), failure, on_ready)
+        result = self._call(request, payload, failure, payload.ready)
         if result.get("skipped"):
             result["bytes"] = plan.manifest.total_bytes
         result.setdefault("warnings", plan.warnings)
@@ -178,18 +173,6 @@ class HostStage:
     def _add_compression(self, result: dict[str, Any]) -> None:
         if self.stream_stats.frames:
             result["compression"] = self.stream_stats.summary()
-
-    def _ensure_agent(self) -> None:
-        """Make sure the agent is on the host before a call whose payload waits for `ready`.
-
-        Agent.call uploads a missing agent and repeats the call with the same payload; a payload
-        already blocked waiting for `ready` cannot be repeated (and would hold the first attempt
-        open until the stream's feeder gives up). So the first use of an Agent object pings.
-        """
-        if self.agent in _KNOWN_AGENTS:
-            return
-        self.agent.call("ping")
-        _KNOWN_AGENTS.add(self.agent)
 
     # -- two steps: status first (several hosts share one read) ------------------------------
     def prepare(self) -> HostStage:

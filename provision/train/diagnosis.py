@@ -269,3 +269,143 @@ def not_instrumented(ctx: Context) -> Finding | None:
         "the job never iterated a torch DataLoader"
     return Finding("data_wait_unknown", "info", "Data-wait share not measured", why,
                    "run without --no-instrument, with a torch DataLoader, to measure it")
+
+
+# -- across the hosts of one distributed run ----------------------------------------------------
+
+STRAGGLER_MARGIN = 1.2  # one host's step 20% slower than the median of the others
+STRAGGLER_WAIT_GAP = 0.2  # or its data-wait share 20 points above the others' (it holds them all)
+NETWORK_WARN = 0.5  # the gradient all-reduce alone takes half the step at the measured bandwidth
+NETWORK_CRITICAL = 1.0  # ... or longer than the whole step
+
+
+def step_seconds(summary: dict[str, Any]) -> float | None:
+    """Seconds per training step on a host: from the instrumentation (time in and between
+    batches), else the run's seconds over its steps."""
+    steps = summary.get("steps")
+    if not steps:
+        return None
+    busy = float(summary.get("wait_s") or 0) + float(summary.get("step_s") or 0)
+    if busy > 0:
+        return busy / float(steps)
+    seconds = (summary.get("run") or {}).get("seconds")
+    return float(seconds) / float(steps) if seconds else None
+
+
+def _root_causes(tail: list[str]) -> list[dict[str, Any]]:
+    """torchrun's failure summary (`rank : 1 (local_rank: 0)`, `exitcode : 3 (pid: 123)`)."""
+    import re
+
+    out: list[dict[str, Any]] = []
+    for line in tail:
+        m = re.match(r"^\s*(?:\[rank\d+\]:)?\s*(rank|exitcode|host)\s*:\s*(\S+)", line)
+        if not m:
+            continue
+        key, value = m.group(1), m.group(2)
+        if key == "host" or (key == "rank" and (not out or "rank" in out[-1])):
+            out.append({})
+        out[-1][key] = value if key == "host" else int(value) if value.lstrip("-").isdigit() else value
+    return [c for c in out if "rank" in c]
+
+
+def rank_failed(host: str, summary: dict[str, Any]) -> Finding | None:
+    """A host whose ranks failed: which rank, its exit code, its last log lines."""
+    from provision.train.distributed import split_rank_line
+
+    run = summary.get("run") or {}
+    if run.get("state") != "failed":
+        return None
+    tail = [line for line in summary.get("tail") or [] if line.strip()]
+    causes = _root_causes(tail)
+    rank = causes[0].get("rank") if causes else None
+    code = causes[0].get("exitcode") if causes else run.get("exit_code")
+    own = [text for r, text in (split_rank_line(line) for line in tail) if rank is not None and r == rank]
+    shown = (own or tail)[-10:]
+    who = f"{host}/rank{rank}" if rank is not None else host
+    return Finding(
+        "rank_failed", "critical", f"{who} failed (exit code {code})",
+        f"{who} exited with code {code}; torchrun ended this host's ranks and the other hosts were "
+        "stopped. Last lines" + (f" of rank {rank}" if own else "") + ":\n" + "\n".join(shown),
+        f"fix what {who}'s log shows (`provision logs {host} {run.get('run_id')}`; per-rank files under "
+        f"{str(run.get('log') or '').rsplit('/', 1)[0]}/ranks), then run it again",
+    )
+
+
+def straggler(summaries: dict[str, dict[str, Any]]) -> Finding | None:
+    """One host slower than the others: its steps take longer, or it waits on its own input
+    while the others wait on it in the all-reduce."""
+    steps = {h: step_seconds(s) for h, s in summaries.items()}
+    steps = {h: v for h, v in steps.items() if v}
+    waits = {h: s.get("data_wait_fraction") for h, s in summaries.items() if s.get("data_wait_fraction") is not None}
+    if len(summaries) < 2:
+        return None
+    slow, why = None, ""
+    if len(steps) >= 2:
+        host = max(steps, key=lambda h: steps[h])
+        others = sorted(v for h, v in steps.items() if h != host)
+        median = others[len(others) // 2]
+        if median > 0 and steps[host] >= STRAGGLER_MARGIN * median:
+            slow, why = host, f"{steps[host] * 1000:.0f} ms per step vs {median * 1000:.0f} ms on the others"
+    if slow is None and len(waits) >= 2:
+        host = max(waits, key=lambda h: waits[h])
+        rest = max(v for h, v in waits.items() if h != host)
+        if waits[host] - rest >= STRAGGLER_WAIT_GAP:
+            slow, why = host, f"waits on its DataLoader {waits[host]:.0%} of the time vs at most {rest:.0%} elsewhere"
+    if slow is None:
+        return None
+    table = ", ".join(f"{h}: {steps[h] * 1000:.0f} ms/step" if h in steps else f"{h}: ?" for h in summaries)
+    return Finding(
+        "straggler", "warn", f"{slow} is the straggler: every rank waits for it at each all-reduce",
+        f"{slow} {why} ({table})",
+        f"look at {slow}'s own findings (input_bound, throttling, gpu_idle) and its report; give it more "
+        "DataLoader workers or cheaper samples (`provision stage`), or leave it out of the job",
+    )
+
+
+def network_bound(summaries: dict[str, dict[str, Any]], allreduce: dict[str, Any] | None,
+                  grad_bytes: int | None = None) -> Finding | None:
+    """The measured all-reduce bandwidth vs what the gradients need each step (DDP all-reduces
+    every gradient once per step: nccl-tests' bus traffic 2(n-1)/n x the bytes per rank)."""
+    if not allreduce or allreduce.get("status") != "ok" or not allreduce.get("busbw_gbs"):
+        return None
+    size = grad_bytes or max([int(s.get("grad_bytes") or 0) for s in summaries.values()] or [0])
+    steps = [v for v in (step_seconds(s) for s in summaries.values()) if v]
+    nodes = int(allreduce.get("hosts") or len(summaries))
+    if not size or not steps or nodes < 2:
+        return None
+    busbw = float(allreduce["busbw_gbs"]) * 1e9
+    step = sorted(steps)[len(steps) // 2]
+    comm = size * 2.0 * (nodes - 1) / nodes / busbw
+    share = comm / step
+    if share < NETWORK_WARN:
+        return None
+    need = size * 2.0 * (nodes - 1) / nodes / step / 1e9
+    return Finding(
+        "network_bound", "critical" if share >= NETWORK_CRITICAL else "warn",
+        f"The network bounds the job: the gradient all-reduce needs {share:.0%} of a step",
+        f"{size / 1e6:.1f} MB of gradients per step over {nodes} hosts at the measured "
+        f"{busbw / 1e9:.2f} GB/s all-reduce bus bandwidth takes {comm * 1000:.0f} ms; a step takes "
+        f"{step * 1000:.0f} ms (to hide it the link would need ~{need:.2f} GB/s)",
+        "do more work per all-reduce (a larger batch per rank, or gradient accumulation with "
+        "DDP's no_sync()), send bf16 gradients (register_comm_hook(None, bf16_compress_hook)), "
+        "use fewer hosts with more GPUs each, or a faster fabric (InfiniBand/RoCE: --iface)",
+    )
+
+
+def diagnose_distributed(summaries: dict[str, dict[str, Any]], allreduce: dict[str, Any] | None = None,
+                         grad_bytes: int | None = None) -> list[Finding]:
+    """The findings about the run as a whole (each host's own come from diagnose_run)."""
+    found: list[Finding] = []
+    ordered = sorted(summaries, key=lambda h: float((summaries[h].get("run") or {}).get("ended") or 0))
+    for host in ordered:  # the first to fail first: the others usually failed because of it
+        f = rank_failed(host, summaries[host])
+        if f:
+            found.append(f)
+    for check in (lambda: straggler(summaries), lambda: network_bound(summaries, allreduce, grad_bytes)):
+        try:
+            f = check()
+        except (TypeError, ValueError, KeyError, ZeroDivisionError):
+            continue
+        if f:
+            found.append(f)
+    return found

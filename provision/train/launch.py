@@ -48,6 +48,7 @@ class TrainSpec:
     run_id: str | None = None
     rank: int = 0
     hosts: list[str] = field(default_factory=list)
+    distributed: dict[str, Any] | None = None  # a multi-host run: nnodes, master, this host's node rank
 
 
 def new_run_id() -> str:
@@ -85,6 +86,14 @@ class HostTrainer:
             self._facts = self.agent.call("facts", request)
         return self._facts
 
+    def load_facts(self, keys: list[str]) -> dict[str, Any]:
+        """Gather these fact keys now (e.g. with the network for a distributed run); kept as .facts."""
+        request: dict[str, Any] = {"only": keys}
+        if self.connection.host.vars.get("data_dir"):
+            request["data_dir"] = str(self.connection.host.vars["data_dir"])
+        self._facts = self.agent.call("facts", request)
+        return self._facts
+
     @property
     def data_dir(self) -> str:
         return str((self.facts.get("data_dir") or {}).get("path") or "~")
@@ -111,7 +120,7 @@ class HostTrainer:
             "interval": spec.interval, "stop_when_idle": spec.stop_when_idle,
             "stop_command": spec.stop_command, "rank": spec.rank,
             "world_size": max(1, len(spec.hosts)), "hosts": spec.hosts or [self.host],
-            "env": {**spec.env, **spec.secret_env},
+            "env": {**spec.env, **spec.secret_env}, "distributed": spec.distributed,
         }
         payload = None
         if spec.code_dir is not None:

@@ -43,6 +43,15 @@ class RunView:
                 self.rows.setdefault(host, {})["last"] = lines[-1][-80:]
             self._refresh()
 
+    def labelled(self, host: str, lines: list[str]) -> None:
+        """Lines that carry their own label (`HOST/rankN | text`, a distributed run's)."""
+        with self._lock:
+            for line in lines:
+                self.console.out(line, highlight=False)
+            if lines:
+                self.rows.setdefault(host, {})["last"] = lines[-1][-80:]
+            self._refresh()
+
     def update(self, host: str, **fields: Any) -> None:
         with self._lock:
             self.rows.setdefault(host, {}).update(fields)

@@ -45,7 +45,8 @@ def run_entry(run: dict[str, Any], summary: dict[str, Any] | None, findings: lis
 
 
 def build_document(host: str, run: dict[str, Any], summary: dict[str, Any], findings: list[Finding],
-                   facts: dict[str, Any] | None = None, price_per_hour: float | None = None) -> dict[str, Any]:
+                   facts: dict[str, Any] | None = None, price_per_hour: float | None = None,
+                   distributed: dict[str, Any] | None = None) -> dict[str, Any]:
     doc = {
         "schema": SCHEMA,
         "host": host,
@@ -66,6 +67,8 @@ def build_document(host: str, run: dict[str, Any], summary: dict[str, Any], find
             "tail": summary.get("tail") or [],
         },
     }
+    if distributed is not None:  # one run across hosts: the fabric, all-reduce, the whole run's findings
+        doc["train"]["distributed"] = distributed
     validate(doc, f"train report for {host}")
     return doc
 

@@ -19,7 +19,6 @@ from netns import (
     _run,
 )
 
-
 if TYPE_CHECKING:
     from fleet import FleetHost
 

@@ -75,7 +75,6 @@ from netns import (  # noqa: F401  (re-exported: tests import them from fleet)
 )
 
 
-
 @dataclass
 class FleetHost:
     """One test host. `name`, `address`, `port`, `user`, `key_file` are what a controller needs."""
@@ -96,6 +95,7 @@ class FleetHost:
     password_users: dict[str, str] = field(default_factory=dict, repr=False)
     kinds: frozenset[str] = frozenset()  # rental-like traits (tests/fleet/kinds.py)
     rootfs: str = ""  # bullseye: the root filesystem its sshd is chrooted into
+    back_address: str = ""  # backnet: its eth1 address on the back network (Fleet.back_subnet)
     # login -> sudo password, for the `sudo` kind's user whose sudo asks for one
     sudo_passwords: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -154,6 +154,9 @@ class Fleet(HostActions):
         self.key_passphrase = ""
         self.inner_subnet = ""  # behind-jump hosts' link: no route to it from here
         self._inner_lock: Path | None = None
+        self.back_subnet = ""  # backnet hosts' second network: no address on it from here
+        self._back_lock: Path | None = None
+        self._forwarder: subprocess.Popen | None = None  # gateway+backnet: the port forwarder
         self._torch_prefix: tuple[str, str] | None = None  # (base prefix, site-packages)
         self.ssd_size = ssd_size
         self.root_size = root_size
@@ -201,6 +204,7 @@ class Fleet(HostActions):
             self._make_keys()
             self._make_network()
             self._start_keepers()
+            self._start_forwarder()
             for host in self._all_hosts():
                 self._spawn_sshd(host)
             self._wait_ready(self._all_hosts())
@@ -242,14 +246,22 @@ class Fleet(HostActions):
             self._lock = lock
             if any("behind-jump" in k for k in self.kinds):
                 self._claim_inner_subnet(used | {subnet})
+            if any("backnet" in k for k in self.kinds):
+                self.back_subnet, self._back_lock = self._claim_extra_subnet(
+                    used | {subnet, self.inner_subnet}, 7877, None)
             return
         raise FleetError("no free /24 in 198.18.0.0/15 for a test fleet (all 512 taken?)")
 
     def _claim_inner_subnet(self, used: set[str]) -> None:
         """A second /24 for the jump host's inner link (its lock names the same run)."""
+        self.inner_subnet, self._inner_lock = self._claim_extra_subnet(
+            used, 104729, "unreachable {}.0/24")
+
+    def _claim_extra_subnet(self, used: set[str], seed: int, route: str | None) -> tuple[str, Path]:
+        """Another /24 of this run (its lock names the same run, and the route to drop later)."""
         assert self._lock is not None
         info = self._lock.read_text()
-        first = (os.getpid() * 104729) % len(_SUBNETS)
+        first = (os.getpid() * seed) % len(_SUBNETS)
         for step in range(len(_SUBNETS)):
             subnet = _SUBNETS[(first + step) % len(_SUBNETS)]
             if subnet in used:
@@ -260,10 +272,10 @@ class Fleet(HostActions):
             except FileExistsError:
                 continue
             with os.fdopen(fd, "w") as fh:
-                json.dump({**json.loads(info), "route": f"unreachable {subnet}.0/24"}, fh)
-            self.inner_subnet, self._inner_lock = subnet, lock
-            return
-        raise FleetError("no second free /24 in 198.18.0.0/15 for the jump host's inner link")
+                extra = {"route": route.format(subnet)} if route else {}
+                json.dump({**json.loads(info), **extra}, fh)
+            return subnet, lock
+        raise FleetError("no second free /24 in 198.18.0.0/15 for the jump host's or the back network")
 
     def _make_keys(self) -> None:
         private, self.public_key, _ = _ed25519_keypair()
@@ -294,6 +306,10 @@ class Fleet(HostActions):
                 host.netns, host.veth = f"pf-{self.rid}-gw", f"pf{self.rid}hgw"
             if "behind-jump" in traits:
                 host.address, host.veth = f"{self.inner_subnet}.{i + 1}", ""
+            if "backnet" in traits:
+                host.back_address = f"{self.back_subnet}.{i + 1}"
+                if "gateway" in traits:  # a machine of its own, reached through the forwarder only
+                    host.netns, host.veth = f"pf-{self.rid}-gpu{i}", ""
             if "sudo" in traits:
                 host.user = kinds_mod.SUDO_NOPASSWD_USER
                 host.sudo_passwords[kinds_mod.SUDO_PASSWORD_USER] = "sudo-" + secrets.token_hex(6)
@@ -358,6 +374,11 @@ class Fleet(HostActions):
             f"link set {br} up",
         ]
         wired = set()
+        gw_ns = f"pf-{self.rid}-gw"
+        if any("gateway" in h.kinds for h in self.hosts):  # the gateway box, even with no sshd of its own
+            wired.add(gw_ns)
+            batch += [f"netns add {gw_ns}", f"link add pf{self.rid}hgw type veth peer name eth0 netns {gw_ns}",
+                      f"link set pf{self.rid}hgw master {br} up"]  # fmt: skip
         for host in [*self.hosts, *([self.jump] if self.jump else [])]:
             if host.netns in wired:
                 continue  # gateway hosts share one namespace and one link
@@ -373,12 +394,28 @@ class Fleet(HostActions):
                 f"link add j{h.index} netns {self.jump.netns} type veth peer name eth0 netns {h.netns}"
                 for h in self.hosts if "behind-jump" in h.kinds
             ]  # fmt: skip
+        back = [h for h in self.hosts if "backnet" in h.kinds]
+        switch = f"pf-{self.rid}-bn"  # the back network's switch: a bridge in a namespace of its own
+        if back:
+            batch.append(f"netns add {switch}")
+            batch += [f"link add b{h.index} netns {switch} type veth peer name eth1 netns {h.netns}" for h in back]
+            if any("gateway" in h.kinds for h in back):
+                batch.append(f"link add bgw netns {switch} type veth peer name eth1 netns {gw_ns}")
         _run(["ip", "-batch", "-"], input="\n".join(batch) + "\n")
+        if back:
+            mtu = kinds_mod.BACKNET_MTU
+            legs = [f"b{h.index}" for h in back] + (["bgw"] if any("gateway" in h.kinds for h in back) else [])
+            switch_batch = ["link add back type bridge", f"link set back mtu {mtu} up"]
+            switch_batch += [f"link set {leg} mtu {mtu} master back up" for leg in legs]
+            _run(["ip", "-n", switch, "-batch", "-"], input="\n".join(switch_batch) + "\n")
+            if "bgw" in legs:
+                _run(["ip", "-n", gw_ns, "addr", "add", f"{self.back_subnet}.{_GATEWAY_OCTET}/24", "dev", "eth1"])
+                _run(["ip", "-n", gw_ns, "link", "set", "eth1", "mtu", str(mtu), "up"])
         if self.jump:  # "no route to host" at once here, not a connect leaving by the default route
             _run(["ip", "route", "add", "unreachable", f"{self.inner_subnet}.0/24"])
         gateway = next((h for h in self.hosts if "gateway" in h.kinds), None)
         if gateway:
-            ns = ["ip", "-n", gateway.netns]
+            ns = ["ip", "-n", gw_ns]
             _run([*ns, "addr", "add", f"{gateway.address}/24", "dev", "eth0"])
             _run([*ns, "link", "set", "eth0", "up"])
             _run([*ns, "link", "set", "lo", "up"])
@@ -404,6 +441,10 @@ class Fleet(HostActions):
                 "ip link set eth0 up",
                 f"ip route add default via {self.controller_address}",
             ]
+        if "backnet" in traits:
+            lines += [f"ip addr add {host.back_address}/24 dev eth1", f"ip link set eth1 mtu {kinds_mod.BACKNET_MTU} up"]
+            if "gateway" in traits:  # its only network: out through the gateway box
+                lines.append(f"ip route add default via {self.back_subnet}.{_GATEWAY_OCTET}")
         if host is self.jump:
             inner = [h for h in self.hosts if "behind-jump" in h.kinds]
             lines += ["ip link add inner type bridge", f"ip addr add {self.inner_subnet}.1/24 dev inner",
@@ -450,6 +491,16 @@ class Fleet(HostActions):
             f"mkdir -m 755 {root}/run/sshd",  # sshd's privilege separation directory
             f"mount -t tmpfs -o mode=755,size={self.root_size} fleet-home {root}/home",
         ]
+        if not root:
+            # /opt as the host's own: an overlay over this machine's (its wheels stay visible),
+            # writes (`install --become`'s /opt/provision/envs) into a tmpfs of this host
+            opt = host.workdir / "opt"
+            opt.mkdir(exist_ok=True)
+            lines += [
+                f"mount -t tmpfs -o size={self.root_size} fleet-opt {opt}",
+                f"mkdir {opt}/upper {opt}/work",
+                f"mount -t overlay fleet-opt -o lowerdir=/opt,upperdir={opt}/upper,workdir={opt}/work /opt",
+            ]
         for n, path in enumerate(binds):
             lines += [f"mkdir -p {q(path)}", f"mount --bind {q(str(host.workdir / f'bind{n}'))} {q(path)}"]
         if "noisy" in traits:
@@ -510,6 +561,22 @@ class Fleet(HostActions):
                 self._add_sudo_users(host)
             if "nopython" in host.kinds:
                 self.remove_python(host)
+
+    def _start_forwarder(self) -> None:
+        """gateway+backnet hosts: the gateway address's port for each, forwarded to its sshd."""
+        behind = [h for h in self.hosts if {"gateway", "backnet"} <= h.kinds]
+        if not behind:
+            return
+        script = str(Path(__file__).with_name("portfwd.py"))
+        pairs = [f"{h.port}={h.back_address}" for h in behind]
+        self._forwarder = subprocess.Popen(
+            ["ip", "netns", "exec", f"pf-{self.rid}-gw", sys.executable, script, behind[0].address, *pairs],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_pdeathsig,
+        )  # fmt: skip
+        assert self._forwarder.stdout is not None
+        if self._forwarder.stdout.readline().strip() != b"ready":
+            err = self._forwarder.stderr.read().decode(errors="replace") if self._forwarder.poll() is not None else ""
+            raise FleetError(f"the gateway's port forwarder did not start: {err.strip()}")
 
     def _all_hosts(self) -> list[FleetHost]:
         return [*self.hosts, *([self.jump] if self.jump else [])]
@@ -597,6 +664,7 @@ class Fleet(HostActions):
                 return
             self._stopped = True
         procs = [p for h in self._all_hosts() for p in (h.sshd, h.keeper) if p is not None]
+        procs += [self._forwarder] if self._forwarder is not None else []
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -609,7 +677,7 @@ class Fleet(HostActions):
             _run(["ip", "route", "del", "unreachable", f"{self.inner_subnet}.0/24"], check=False)
         if self.workdir != Path() and self.workdir.is_dir():
             shutil.rmtree(self.workdir, ignore_errors=True)
-        for lock in (self._lock, self._inner_lock):
+        for lock in (self._lock, self._inner_lock, self._back_lock):
             if lock is not None:
                 lock.unlink(missing_ok=True)
         with contextlib.suppress(ValueError):

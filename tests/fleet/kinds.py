@@ -15,6 +15,11 @@ A host's kind is a set of traits; `Fleet(3, kinds=["noisy", {"conda", "noisy"}, 
                 torch; ~/.bashrc puts its bin first on PATH (what `conda init` does); the system
                 /usr/bin/python3 has no torch.
 - ``nopython``  no python3 anywhere on PATH (an overlay hides /usr/bin/python3*).
+- ``backnet``   a second interface, eth1 (MTU 9000), on a back network of its own /24 in
+                198.18.0.0/15 that this machine has no address on (a switch in its own namespace),
+                as rentals' private/RDMA networks are. With ``gateway``: the host gets its own
+                namespace with ONLY the back network, and the gateway address forwards its port to
+                it (tests/fleet/portfwd.py), so the SSH address can't carry rank traffic.
 - ``bullseye``  its own root filesystem: Debian 11 from debootstrap (Python 3.9, glibc 2.31),
                 sshd chrooted into it. Built once into ROOTFS_CACHE.
 
@@ -31,7 +36,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-KINDS = frozenset({"plain", "noisy", "gateway", "sudo", "behind-jump", "conda", "nopython", "bullseye"})
+KINDS = frozenset({"plain", "noisy", "gateway", "sudo", "behind-jump", "conda", "nopython", "bullseye", "backnet"})
 # What every noisy command prints before its own output (tests assert it never reaches results).
 NOISE_OUT = "Welcome to rental-cloud! GPU instance ready. conda base activated."
 NOISE_ERR = "bash: warning: setlocale: LC_ALL: cannot change locale (zh_CN.UTF-8)"
@@ -39,6 +44,7 @@ SUDO_NOPASSWD_USER = "ubuntu"
 SUDO_PASSWORD_USER = "ops"
 CONDA_PREFIX = "/root/miniconda3"
 GATEWAY_FIRST_PORT = 41001
+BACKNET_MTU = 9000
 
 ROOTFS_CACHE = Path(os.environ.get("PROVISION_TEST_CACHE", "/var/cache/provision-tests"))
 BULLSEYE_PACKAGES = ("openssh-server", "python3", "python3-venv", "sudo", "procps", "iproute2")
@@ -64,6 +70,8 @@ def parse_kinds(kinds: str | Iterable[str | Iterable[str]] | None, size: int) ->
             raise ValueError(f"unknown fleet host kind(s) {sorted(unknown)}; known: {sorted(KINDS)}")
         if "bullseye" in traits and traits & {"conda", "gateway", "behind-jump"}:
             raise ValueError("bullseye hosts can't be combined with conda, gateway or behind-jump")
+        if "backnet" in traits and "behind-jump" in traits:
+            raise ValueError("backnet hosts can't be behind the jump host")
         if "gateway" in traits and "behind-jump" in traits:
             raise ValueError("a host is either behind the gateway address or behind the jump host")
         out.append(traits)

@@ -73,6 +73,16 @@ class Rentals:
     ssh_config: Path
     bullseye_missing: str = ""  # why there is no bullseye host ("" = there is one)
     timings: dict[str, float] = field(default_factory=dict)
+    has_gpu: bool | None = None  # the hosts see NVIDIA GPUs (asked once, by variant())
+
+    def variant(self) -> tuple[str, ...]:
+        """`--variant cpu` where the hosts see NVIDIA GPUs (this suite on a GPU server: they share
+        its /dev): the tests' index and the conda kind's torch are the CPU build."""
+        from truth import nvidia_gpu_names
+
+        if self.has_gpu is None:
+            self.has_gpu = bool(nvidia_gpu_names(self.fleet, self.fleet.hosts[0]))
+        return ("--variant", "cpu") if self.has_gpu else ()
 
     @property
     def names(self) -> list[str]:
@@ -95,10 +105,14 @@ class Rentals:
         env.update(extra)
         return env
 
-    def provision(self, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> Run:
-        """`python -m provision ARGS -i INVENTORY --ssh-config CONFIG` as a user runs it."""
+    def provision(self, *args: str, env: dict[str, str] | None = None, timeout: float = 600,
+                  command: tuple[str, ...] = ()) -> Run:  # fmt: skip
+        """`python -m provision ARGS -i INVENTORY --ssh-config CONFIG [-- COMMAND]` as a user
+        runs it (COMMAND: what `provision train` runs)."""
         cmd = [sys.executable, "-m", "provision", *args,
                "-i", str(self.inventory), "--ssh-config", str(self.ssh_config)]  # fmt: skip
+        if command:
+            cmd += ["--", *command]
         started = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=self.work,
                               env=env or self.env(), timeout=timeout)  # fmt: skip

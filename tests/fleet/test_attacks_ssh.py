@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from provision.connection.base import ConnectOptions
 from provision.connection.ssh import SSHConnection
 from provision.engine.runner import run_playbook
-from provision.engine.templating import _SHELL_ENV, TemplateError, Templar
+from provision.engine.templating import _SHELL_ENV, Templar, TemplateError
 from provision.errors import ProvisionError
 from provision.modules.base import ArgError, ModuleFailure, TaskContext, get_module, normalize_args
 from provision.modules.command import shell_command

@@ -47,7 +47,7 @@ _PROCS = r"""
 me=$(readlink /proc/self/ns/net)
 for d in /proc/[0-9]*; do
   [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$me" ] || continue
-  args=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
+  args=$(tr '\0\n' '  ' < "$d/cmdline" 2>/dev/null) || continue  # one line per process
   [ -n "$args" ] && printf '%s %s\n' "${d#/proc/}" "$args"
 done
 """
@@ -278,7 +278,10 @@ def test_agent_killed_mid_stage(pair: Fleet, ssh_config_file: Path, tmp_path: Pa
             return bool(out) and out[-1].isdigit() and int(out[-1]) > 200_000
 
         wait_until("a first commit", committed)
-        running = wait_until("the agent stages", lambda: host_processes(pair, a, "__main__.py stage"))
+        running = wait_until(  # python3 -c STUB AGENT_FOLDER stage ...: the agent's argv
+            "the agent stages",
+            lambda: [p for p in host_processes(pair, a, "/agent-") if " stage " in p[1] + " "],
+        )
         for pid, args in running:  # the interpreter only, as the OOM killer picks it
             if args.split()[0].endswith("python3"):
                 os.kill(pid, signal.SIGKILL)

@@ -108,9 +108,10 @@ def gpu1_lock(gpu1_install: InstallResult, connections, index: PackageIndex):
 
 
 def remote_snapshot(conn: SSHConnection) -> tuple[str, str, str]:
-    """(env symlink target, generations, what the env's python imports)."""
+    """(env symlink target, generations, what the env's python imports). Generations are the
+    non-dot entries (`.lock`, uv's `.uv-cache` live there too)."""
     out = conn.run(
-        f"readlink {ENV}; echo; ls -A /root/.provision/envs/.provision.gens | grep -v '^.lock$' | tr '\\n' ' '; echo; "
+        f"readlink {ENV}; echo; ls /root/.provision/envs/.provision.gens | tr '\\n' ' '; echo; "
         f"{ENV}/bin/python -c 'import torch; print(torch.__version__)' 2>&1 | tail -1",
         timeout=300,
     ).stdout.split("\n")
@@ -133,9 +134,13 @@ def test_install_on_a_cpu_host_plans_cpu_and_verifies_there(
     target, gens, imported = remote_snapshot(connections["gpu1"])
     assert target == r.generation and gens.split() == [target.rsplit("/", 1)[1]]
     assert imported == "2.13.0+cpu"
-    # pip's cache went to the data SSD (the system disk is small on rentals)
-    cached = connections["gpu1"].run("du -sm /root/autodl-tmp/.cache/pip | cut -f1").stdout.strip()
-    assert "--cache-dir /root/autodl-tmp/.cache/pip" in r.pip_command
+    # pip's cache went to the data SSD (the system disk is small on rentals); uv's sits beside
+    # the generations, on their filesystem, so the env's files are hard links into it (H5)
+    cache = "/root/autodl-tmp/.cache/pip"
+    if (r.installer or {}).get("tool") == "uv":
+        cache = "/root/.provision/envs/.provision.gens/.uv-cache"
+    cached = connections["gpu1"].run(f"du -sm {cache} | cut -f1").stdout.strip()
+    assert f"--cache-dir {cache}" in r.pip_command
     assert int(cached or 0) > 100, r.pip_command
 
 

@@ -1,23 +1,27 @@
 """check, stage, health and up on every rental-like kind (tests/fleet/rentals.py): the "Done
-when" matrix of issue 9. `up` keeps the conda torch where it fits (gpu5, gpu6, gpu7), installs
-the real torch 2.13.0 CPU build from the tests' own index on the noisy high-port host (gpu2) and,
-as `ubuntu` with --become, on the sudo host (gpu4); the bullseye host's Python 3.9 has no torch on
-that index: with --no-bench `up` warns with the reason and the options and goes on (stage),
-without it fails suggesting --no-bench.
+when" matrix of issue 9. `up` keeps the conda torch where it fits (gpu3, gpu5, gpu6, gpu7), and
+installs the real torch CPU build from the tests' own index as `ubuntu` with --become on the sudo
+host (gpu4) -- the module's one torch install -- into the system location, root-owned, which
+`check`, `bench` and `train` then use as `ubuntu` without become and `install --become` finds
+unchanged. `provision install` keeps the conda torch too (gpu6). The bullseye host's Python 3.9
+has no torch on that index: with --no-bench `up` warns with the reason and the options and goes
+on (stage), without it fails suggesting --no-bench.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from kinds import NOISE_OUT
-from rentals import Rentals
+from rentals import Rentals, Run
 
 from provision.staging.sample import make_image_folder
-from tests.support.package_index import PackageIndex
+from tests.support.package_index import INSTALLED_TORCH, TORCH_VERSION, PackageIndex
 
 IMAGES = 48
+SYSTEM_ENV = "/opt/provision/envs/provision"  # where installs as root go (install/environment.py)
 DATASET = "rental-images"
 # the base play's apt task on packages every fleet machine has (see tests/fleet/test_up.py)
 BASE = ("-e", '{"provision_base_packages": ["openssh-server", "procps"]}')
@@ -45,7 +49,7 @@ def test_check_on_every_kind(rentals: Rentals) -> None:
         assert verdict["verdict"] in ("OK", "WARN", "FAIL"), (name, verdict)
         assert verdict["plan"]["torch"] and verdict["reasons"], (name, verdict)
         if "conda" in rentals.kinds_of(name):  # conda's torch 2.13.0 CPU runs here: verified
-            assert verdict["host"]["torch"].startswith("2.13.0"), verdict
+            assert verdict["host"]["torch"].startswith(TORCH_VERSION), verdict
             assert verdict["verify"]["ok"] is True
             assert verdict["verify"]["python"]["executable"].startswith("/root/miniconda3/bin/python")
         else:
@@ -94,14 +98,23 @@ def index(rentals: Rentals):
         yield served
 
 
-def test_up_on_every_kind(rentals: Rentals, images, index: PackageIndex) -> None:
-    hosts = ["gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]
+UP_HOSTS = ["gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]
+
+
+@pytest.fixture(scope="module")
+def up_run(rentals: Rentals, images, index: PackageIndex) -> Run:
+    """`up --become` on the conda kinds and the sudo host, once for the module."""
     run = rentals.provision(
-        "up", *hosts, "--json", "--become", *BASE, "--index-url", index.url, "--torch", "2.13.0",
-        "--dataset", str(images), "--dataset-name", DATASET, "--no-bench", "--no-project",
+        "up", *UP_HOSTS, "--json", "--become", *BASE, "--index-url", index.url, "--torch", TORCH_VERSION,
+        *rentals.variant(), "--dataset", str(images), "--dataset-name", DATASET, "--no-bench", "--no-project",
         "--out", str(rentals.work / "reports"), timeout=1200,
     )  # fmt: skip
-    rentals.timings["up --no-bench: gpu4 installs; gpu3, gpu5-7 keep conda torch"] = run.seconds
+    rentals.timings["up --become --no-bench: gpu4 installs; gpu3, gpu5-7 keep conda torch"] = run.seconds
+    return run
+
+
+def test_up_on_every_kind(rentals: Rentals, up_run: Run) -> None:
+    hosts, run = UP_HOSTS, up_run
     assert run.returncode == 0, run.describe()
     doc = run.doc
     for name in hosts:
@@ -110,9 +123,76 @@ def test_up_on_every_kind(rentals: Rentals, images, index: PackageIndex) -> None
         install = run.results(name)["install matched torch"]["result"]
         if "conda" in rentals.kinds_of(name):
             assert install["action"] == "unchanged" and install["python"].startswith("/root/miniconda3/"), install
-        else:
+        else:  # as root through sudo: the system location, not ubuntu's home
             assert install["action"] == "installed", install
+            assert (install["env"], install["python"]) == (SYSTEM_ENV, f"{SYSTEM_ENV}/bin/python"), install
         assert run.results(name)["stage dataset"]["status"] in ("ok", "changed")
+
+
+def test_env_installed_with_become_is_root_owned_and_used_without_become(
+    rentals: Rentals, up_run: Run, index: PackageIndex
+) -> None:
+    assert up_run.returncode == 0, up_run.describe()
+    generation = up_run.results("gpu4")["install matched torch"]["result"]["generation"]
+    assert generation.startswith("/opt/provision/envs/.provision.gens/"), generation
+    # root owns all of it; everything the env runs from is readable by others (umask 022)
+    outside = rentals.fleet.ns_exec("gpu4", f"find /opt/provision ! -user root | head -3; "
+                                    f"find {generation}/bin {generation}/lib ! -perm -o=r | head -3").stdout  # fmt: skip
+    assert outside.strip() == "", outside
+    assert rentals.fleet.ns_exec("gpu4", f"readlink {SYSTEM_ENV}").stdout.strip() == generation
+    assert rentals.fleet.ns_exec("gpu4", "ls -A /home/ubuntu/.provision 2>/dev/null | wc -l").stdout.strip() == "0"
+
+    # as ubuntu, no become: check verifies that env, bench and train run from it
+    check = rentals.provision("check", "gpu4", "--json")
+    verdict = check.doc["hosts"]["gpu4"]
+    assert verdict["python"] == f"{SYSTEM_ENV}/bin/python", verdict
+    assert verdict["verify"]["ok"] is True and verdict["host"]["torch"].startswith(TORCH_VERSION), verdict
+    bench = rentals.provision("bench", "gpu4", "--quick", "--sections", "compute", "--json",
+                              "--out", str(rentals.work / "bench-reports"))  # fmt: skip
+    assert bench.returncode == 0, bench.describe()
+    report = json.loads(Path(bench.doc["hosts"]["gpu4"]["report"]["json"]).read_text())
+    assert report["install"] == {"python": f"{SYSTEM_ENV}/bin/python", "torch": INSTALLED_TORCH,
+                                 "managed": True}, report["install"]  # fmt: skip
+    probe = "import sys, torch; print('ran', sys.executable, torch.__version__)"
+    train = rentals.provision("train", "gpu4", "--no-code", "--workdir", "/tmp", "--no-live",
+                              "--out", str(rentals.work / "train-reports"), command=("python", "-c", probe))  # fmt: skip
+    assert train.returncode == 0, train.describe()
+    assert f"ran {SYSTEM_ENV}/bin/python {INSTALLED_TORCH}" in train.stdout + train.stderr, train.describe()
+
+    # `install --become` finds it current: same request as up's, nothing to do, no download
+    downloads = [r for r in index.requests if r.startswith("GET /files/")]
+    again = rentals.provision("install", "gpu4", "--become", "--json", "--index-url", index.url,
+                              "--torch", TORCH_VERSION, *rentals.variant(), "--extra", "lmdb", "pillow")  # fmt: skip
+    doc = again.doc["hosts"]["gpu4"]
+    assert (again.returncode, doc["action"], doc["env"]) == (0, "unchanged", SYSTEM_ENV), again.describe()
+    assert [r for r in index.requests if r.startswith("GET /files/")] == downloads
+    # without --become, install manages ubuntu's own env and says the root one is left alone
+    # (an index without torch: it stops before building anything)
+    with PackageIndex(index.directory, host=rentals.fleet.controller_address, hide={"torch"}) as bare:
+        plain = rentals.provision("install", "gpu4", "--json", "--index-url", bare.url, "--torch", TORCH_VERSION)
+    doc = plain.doc["hosts"]["gpu4"]
+    assert doc["env"] == "/home/ubuntu/.provision/envs/provision", plain.describe()
+    assert any(w.startswith(SYSTEM_ENV) and "--become" in w for w in doc["warnings"]), doc["warnings"]
+    assert rentals.fleet.ns_exec("gpu4", f"readlink {SYSTEM_ENV}").stdout.strip() == generation
+
+
+def test_install_keeps_the_conda_torch_like_up(rentals: Rentals, index: PackageIndex) -> None:
+    # gpu6: AutoDL-like, /root/miniconda3 first on PATH with a working torch: nothing to download
+    kept = rentals.provision("install", "gpu6", "--json", "--index-url", index.url, "--torch", TORCH_VERSION,
+                             *rentals.variant())  # fmt: skip
+    doc = kept.doc["hosts"]["gpu6"]
+    assert kept.returncode == 0 and doc["action"] == "unchanged", kept.describe()
+    assert doc["python"].startswith("/root/miniconda3/bin/python") and "kept" in doc["message"], doc
+    assert doc["verify"]["torch"]["version"] == INSTALLED_TORCH
+    # --no-keep builds the managed env instead: here from an index without torch, so it stops
+    # saying so, before anything is built
+    with PackageIndex(index.directory, host=rentals.fleet.controller_address, hide={"torch"}) as bare:
+        forced = rentals.provision("install", "gpu6", "--json", "--index-url", bare.url,
+                                   "--torch", TORCH_VERSION, "--no-keep")  # fmt: skip
+    doc = forced.doc["hosts"]["gpu6"]
+    assert forced.returncode == 1 and doc["action"] in ("refused", "failed"), forced.describe()
+    assert doc["env"] == "/root/.provision/envs/provision" and "torch" in doc["error"], doc
+    assert rentals.fleet.ns_exec("gpu6", "ls -A /root/.provision/envs 2>/dev/null | grep -v '^.provision.gens$' | wc -l").stdout.strip() == "0"
 
 
 def test_up_no_bench_on_bullseye_warns_that_no_torch_fits_and_goes_on(

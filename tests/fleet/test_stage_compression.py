@@ -23,7 +23,8 @@ SSD = "/root/autodl-tmp"
 @pytest.fixture(scope="module")
 def text(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("text") / "logs"
-    return make_text_folder(root, 400, classes=4, size=20_000)  # ~8 MB, ~3x with zstd
+    # ~16 MB, ~3x with zstd: 16 frames, enough for the raw baseline window and the zstd ones
+    return make_text_folder(root, 800, classes=4, size=20_000)
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +64,15 @@ def test_host_without_zstandard_gets_raw_frames(
     conn = connect(fh.as_host())
     _remove_zstandard(conn)
     try:
-        result = stage_dataset(conn, Agent(conn), str(text), name="logs", dest=SSD + "/z0")
-        assert result["count"] == 400
+        agent = Agent(conn)
+        result = stage_dataset(conn, agent, str(text), name="logs", dest=SSD + "/z0")
+        assert result["count"] == 800
         assert result["checksum"] == local_checksum
         assert result["compression"]["codec"] == "none"
         assert result["compression"]["zstd_frames"] == 0
         assert result["wire_bytes"] > result["stream_bytes"]  # the frame headers, nothing else
+        check = agent.call("verify_dataset", {"path": result["path"]})
+        assert check["ok"] and check["count"] == 800
     finally:
         fleet.ns_exec(fh, f"rm -rf {SSD}/z0", check=False)
 
@@ -84,13 +88,16 @@ def test_compressible_data_over_a_slow_link_goes_zstd(
     try:
         agent = Agent(conn)
         result = stage_dataset(conn, agent, str(text), name="logs", dest=SSD + "/z1")
-        assert result["count"] == 400
+        assert result["count"] == 800
         assert result["checksum"] == local_checksum  # the same bytes as without compression
         summary = result["compression"]
         assert summary["codec"] == "zstd" and summary["zstd_frames"] >= 1
         assert result["wire_bytes"] < 0.7 * result["stream_bytes"]
         assert summary["sampled_ratio"] < 0.7
+        # measured, not assumed: a raw baseline window first, then zstd windows
+        assert summary["windows"]["raw"] >= 1 and summary["windows"]["zstd"] >= 1
+        assert summary["raw_mb_per_s"] and summary["zstd_mb_per_s"]  # both paces were measured
         check = agent.call("verify_dataset", {"path": result["path"]})
-        assert check["ok"] and check["count"] == 400
+        assert check["ok"] and check["count"] == 800
     finally:
         own.unshape(fh)

@@ -329,9 +329,10 @@ def test_agent_is_uploaded_once_and_reused_by_a_new_connection(fleet: Fleet, con
     assert second.call("ping") == reply
     assert second.uploads == 0
     cached = fleet.ns_exec(host, "ls /root/.cache/provision").stdout.split()
-    assert cached == [first.remote_path.rsplit("/", 1)[1]]  # no temp files left behind
-    # run from a folder, not a zip: the host's Python caches bytecode there, so later calls
-    # skip compiling the agent's modules (a zipapp recompiles them on every call)
+    # ping needs only the core bundle; no temp files left behind
+    assert cached == [first.remote_path_for("core").rsplit("/", 1)[1]]
+    # run from a folder, not a zip: bytecode is cached there (shipped, or written by the host's
+    # Python on first use), so later calls skip compiling the agent's modules
     pyc = fleet.ns_exec(host, "find /root/.cache/provision -name 'protocol.cpython-*.pyc'")
     assert pyc.stdout.strip(), "no bytecode cached next to the agent"
 
@@ -353,7 +354,8 @@ def test_parallel_uploads_of_the_same_agent_all_succeed(make_fleet, connect):
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda a: a.upload(), agents))
     assert [a.call("ping")["protocol"] for a in agents] == [1] * 4
-    assert all(a.uploads == 1 for a in agents)
+    assert all(a.bundles_sent == 1 for a in agents)  # each sent it; the first rename won
+    assert 1 <= sum(a.uploads for a in agents) <= 4
     cached = small.ns_exec(small.hosts[0], "ls -A /root/.cache/provision").stdout.split()
     current = agents[0].remote_path.rsplit("/", 1)[1]
     assert sorted(cached) == sorted([current, "agent-11111111recent"])  # old ones pruned

@@ -40,16 +40,31 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
 
-TORCH_VERSION = "2.13.0"
-TORCH_REQUIREMENT = f"torch=={TORCH_VERSION}+cpu"
-# The fleet's and this machine's Debian python3 is 3.11; the wheel tags the tests need.
-PYTHON_VERSION = "3.11"
-PLATFORMS = (
-    "manylinux_2_28_x86_64",
-    "manylinux_2_17_x86_64",
-    "manylinux2014_x86_64",
-    "linux_x86_64",
-)
+
+def _installed_version(name: str) -> str | None:
+    """The version of an installed distribution, from its metadata (nothing imported)."""
+    import importlib.metadata as metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# The torch the wheelhouse serves: the one installed where the tests run (2.13.0+cpu on the
+# project's machines), so the suite holds on any machine that can import torch.
+INSTALLED_TORCH = _installed_version("torch")
+TORCH_VERSION = (INSTALLED_TORCH or "2.13.0").partition("+")[0]
+TORCH_VARIANT = (INSTALLED_TORCH or "2.13.0+cpu").partition("+")[2] or "cpu"
+TORCH_REQUIREMENT = f"torch=={INSTALLED_TORCH or '2.13.0+cpu'}"
+
+
+def interpreter_key() -> str:
+    """The test interpreter's wheel tag, for cache names: cp311 (x86_64), cp312-aarch64, ..."""
+    impl = "cp" if sys.implementation.name == "cpython" else sys.implementation.name[:2]
+    tag = f"{impl}{sys.version_info.major}{sys.version_info.minor}"
+    machine = os.uname().machine
+    return tag if machine == "x86_64" else f"{tag}-{machine}"
 
 
 def normalize(name: str) -> str:
@@ -322,25 +337,10 @@ def _pip(args: list[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
 
 
-def torch_requirements(wheel: Path) -> list[str]:
-    """torch's Requires-Dist that apply on Linux x86_64 / CPython 3.11 (no extras)."""
-    from packaging.markers import default_environment
+def wheel_requirements(wheel: Path) -> list[str]:
+    """A wheel's Requires-Dist that apply to the running interpreter (no extras)."""
     from packaging.requirements import Requirement
 
-    env = default_environment()
-    env.update(
-        {
-            "python_version": PYTHON_VERSION,
-            "python_full_version": PYTHON_VERSION + ".2",
-            "sys_platform": "linux",
-            "platform_system": "Linux",
-            "platform_machine": "x86_64",
-            "os_name": "posix",
-            "implementation_name": "cpython",
-            "platform_python_implementation": "CPython",
-            "extra": "",
-        }
-    )
     out = []
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
@@ -349,15 +349,97 @@ def torch_requirements(wheel: Path) -> list[str]:
                 break
             if line.startswith("Requires-Dist:"):
                 req = Requirement(line.split(":", 1)[1].strip())
-                if req.marker is None or req.marker.evaluate(env):
+                if req.marker is None or req.marker.evaluate({"extra": ""}):
                     out.append(str(req))
     return out
 
 
+torch_requirements = wheel_requirements  # the name older callers use
+
+
+def repack_installed(name: str, directory: Path) -> Path:
+    """A wheel rebuilt from an installed distribution (its RECORD's files under site-packages,
+    its own WHEEL tags, a fresh RECORD): for a machine where the wheel file itself can't be had
+    (no network, another Python than the cached wheels'). Scripts outside site-packages are left
+    out; pip writes console scripts from entry_points.txt anyway."""
+    import importlib.metadata as metadata
+
+    dist = metadata.distribution(name)
+    files = [f for f in dist.files or [] if not str(f).startswith("..") and "__pycache__" not in str(f)]
+    info = next(str(f).split("/")[0] for f in files if str(f).endswith(".dist-info/METADATA"))
+    base = Path(str(dist.locate_file(info))).parent
+    wheel_meta = (base / info / "WHEEL").read_text()
+    tags = [ln.split(":", 1)[1].strip() for ln in wheel_meta.splitlines() if ln.startswith("Tag:")]
+    if not tags:
+        raise RuntimeError(f"{name}: its WHEEL file names no tag; can't rebuild a wheel from it")
+    py, abi, plat = (sorted({t.split("-")[i] for t in tags}) for i in range(3))
+    dist_name = dist.metadata["Name"].replace("-", "_")
+    path = directory / f"{dist_name}-{dist.version}-{'.'.join(py)}-{'.'.join(abi)}-{'.'.join(plat)}.whl"
+    skip = {f"{info}/{n}" for n in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")}
+    tmp = path.with_name(path.name + ".part")
+    records = []
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for f in files:
+            arc = str(f)
+            source = base / arc
+            if arc in skip or not source.is_file():
+                continue
+            data = source.read_bytes()
+            zf.writestr(zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0)), data,
+                        compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)  # fmt: skip
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            records.append(f"{arc},sha256={digest},{len(data)}")
+        records.append(f"{info}/RECORD,,")
+        zf.writestr(f"{info}/RECORD", "\n".join(records) + "\n")
+    tmp.rename(path)
+    return path
+
+
+def _closure_from_installed(requirements: list[str], directory: Path) -> None:
+    """Repack every installed distribution the requirements need, transitively."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    todo, seen = list(requirements), set()
+    while todo:
+        req = Requirement(todo.pop())
+        key = normalize(req.name)
+        if key in seen or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(req.name)
+        except metadata.PackageNotFoundError:
+            raise RuntimeError(
+                f"{req} is neither downloadable here nor installed in {sys.executable}"
+            ) from None
+        if not any(project_of(p.name) == key for p in directory.glob("*.whl")):
+            repack_installed(req.name, directory)
+        todo += [r for r in dist.requires or [] if "extra ==" not in r]
+
+
+def wheels_for_interpreter(requirements: list[str], directory: Path) -> None:
+    """Wheels the running interpreter can install for `requirements` (and their dependencies)
+    into `directory`: `pip download` (this machine's index/find-links), else — offline, or an
+    interpreter no download fits — rebuilt from what is installed in the test environment."""
+    try:
+        _pip(["download", "--only-binary=:all:", "-d", str(directory), *requirements])
+    except RuntimeError:
+        _closure_from_installed(requirements, directory)
+
+
 def torch_wheelhouse() -> Path:
-    """A directory with the real torch 2.13.0 CPU wheel and every dependency it needs on Linux
-    x86_64 CPython 3.11. Built once (pip download), reused while its manifest is complete."""
-    root = cache_root() / f"wheelhouse-torch-{TORCH_VERSION}-cpu-cp311"
+    """A directory with the installed torch's wheel (2.13.0 CPU on the project's machines) and
+    every dependency it needs, for the running interpreter's Python and platform: the wheel file
+    pip can fetch here for that torch, else one rebuilt from the installed torch (no network
+    needed). Built once per interpreter tag, reused while its manifest is complete; skips the test
+    when no torch is installed at all."""
+    if INSTALLED_TORCH is None:
+        import pytest
+
+        pytest.skip(f"no torch installed in {sys.executable}: the install tests serve that torch")
+    root = cache_root() / f"wheelhouse-torch-{TORCH_VERSION}-{TORCH_VARIANT}-{interpreter_key()}"
     root.mkdir(parents=True, exist_ok=True)
     manifest = root / ".complete.json"
     with (cache_root() / ".wheelhouse.lock").open("w") as lock:
@@ -367,25 +449,12 @@ def torch_wheelhouse() -> Path:
                 names = json.loads(manifest.read_text())
                 if all((root / n).is_file() for n in names):
                     return root
-        _pip(["download", "--no-deps", "--only-binary=:all:", "-d", str(root), TORCH_REQUIREMENT])
+        try:
+            _pip(["download", "--no-deps", "--only-binary=:all:", "-d", str(root), TORCH_REQUIREMENT])
+        except RuntimeError:
+            repack_installed("torch", root)
         wheel = next(root.glob(f"torch-{TORCH_VERSION}*.whl"))
-        platform_args = [arg for p in PLATFORMS for arg in ("--platform", p)]
-        _pip(
-            [
-                "download",
-                "--only-binary=:all:",
-                "--python-version",
-                PYTHON_VERSION,
-                "--implementation",
-                "cp",
-                "--abi",
-                "cp311",
-                *platform_args,
-                "-d",
-                str(root),
-                *torch_requirements(wheel),
-            ]
-        )
+        wheels_for_interpreter(wheel_requirements(wheel), root)
         names = sorted(p.name for p in root.iterdir() if p.is_file() and not p.name.startswith("."))
         for name in names:
             sha256_of(root / name)

@@ -1,15 +1,18 @@
-"""The controller side of the agent on a LocalConnection: upload into $HOME/.cache/provision,
-the command line each agent command runs with, and bytecode reuse on later calls."""
+"""The controller side of the agent on a LocalConnection: one command per call (bootstrap,
+bundle and request together), the core bundle for the light commands, the memo that keeps a
+warm run from sending bundles, and a host that lost its agent."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import pytest
 
 from provision.connection.local import LocalConnection
 from provision.remote import agent as remote_agent
+from provision.remote import agent_bundle
 from provision.remote.agent import Agent
 
 
@@ -19,45 +22,120 @@ def home(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_light_commands_skip_site_and_run_the_script_not_the_folder():
+class CountingLocal(LocalConnection):
+    """A real LocalConnection that counts the commands it runs (each one is a process here,
+    a channel over SSH)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commands: list[str] = []
+
+    def stream(self, command, **kwargs):
+        self.commands.append(str(command))
+        return super().stream(command, **kwargs)
+
+    def run(self, command, **kwargs):
+        self.commands.append(str(command))
+        return super().run(command, **kwargs)
+
+
+def _folder(home, kind: str):
+    return home / ".cache" / "provision" / f"agent-{remote_agent.agent_digest(kind)}"
+
+
+def test_light_commands_skip_site_and_use_the_core_bundle_the_others_the_full_one():
     agent = Agent(LocalConnection(), python="python3")
-    facts = agent._command("facts", "python3")
-    assert facts.endswith(
-        f'exec python3 -S "$HOME"/.cache/provision/agent-{remote_agent.agent_digest()}/__main__.py facts'
-    )
-    for command in ("health", "ping"):
-        assert " -S " in agent._command(command, "python3")
+    core, full = remote_agent.agent_digest("core"), remote_agent.agent_digest("full")
+    assert core != full
+    for command in ("facts", "health", "ping"):
+        line = agent._command(command, "python3")
+        assert line.startswith("command -v python3 >/dev/null 2>&1 || exit 98; exec python3 -S -c ")
+        assert f' "$HOME"/.cache/provision/agent-{core} {command} agent-{full} ' in line
+    warm = agent._command("facts", "python3", send=False)  # no bundle: no bootstrap text either
+    assert warm.rstrip().endswith(f' "$HOME"/.cache/provision/agent-{core} facts agent-{full}') and len(warm) < 600
     for command in ("stage", "bench", "verify_torch", "verify_dataset", "dataset_status"):
         line = agent._command(command, "python3")
-        assert " -S " not in line and line.endswith(f"/__main__.py {command}")
+        assert " -S " not in line
+        assert f' "$HOME"/.cache/provision/agent-{full} {command} agent-{core} ' in line
 
 
-def test_facts_through_the_agent_and_bytecode_written_despite_the_environment(home, monkeypatch):
+def test_first_contact_is_one_command_and_a_warm_run_sends_no_bundle(home, monkeypatch):
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as many Docker images set it
-    agent = Agent(LocalConnection())
+    conn = CountingLocal()
+    agent = Agent(conn)
     first = agent.call("facts", {"only": ["hostname", "python"]})
-    assert agent.uploads == 1 and first["hostname"] == os.uname().nodename
-    assert os.path.realpath(first["python"]["agent"]["executable"]) == os.path.realpath(
-        sys.executable
-    )
-    folder = home / ".cache" / "provision" / f"agent-{remote_agent.agent_digest()}"
-    cached = sorted(p.name.split(".")[0] for p in folder.rglob("__pycache__/*.pyc"))
-    assert {"protocol", "python_env", "_util"} <= set(cached)
-    stamps = {p: p.stat().st_mtime_ns for p in folder.rglob("__pycache__/*.pyc")}
-    second = agent.call("facts", {"only": ["hostname"]})
-    assert agent.uploads == 1 and second["hostname"] == first["hostname"]
-    assert {p: p.stat().st_mtime_ns for p in folder.rglob("__pycache__/*.pyc")} == stamps
+    assert len(conn.commands) == 1  # no probe, no separate upload
+    assert (agent.uploads, agent.bundles_sent) == (1, 1)
+    assert first["hostname"] == os.uname().nodename
+    assert os.path.realpath(first["python"]["agent"]["executable"]) == os.path.realpath(sys.executable)
+    assert _folder(home, "core").is_dir() and not _folder(home, "full").exists()  # lazy
+
+    # a new process (a new Agent, same memo) on the same host: no bundle on the wire
+    conn2 = CountingLocal()
+    again = Agent(conn2)
+    assert again.call("facts", {"only": ["hostname"]})["hostname"] == first["hostname"]
+    assert (again.uploads, again.bundles_sent, len(conn2.commands)) == (0, 0, 1)
+
+    # the first heavy command ships the full agent; light ones then run from it
+    agent.call("dataset_status", {"path": str(home / "nothing-here")})
+    assert _folder(home, "full").is_dir() and agent.uploads == 2
+    assert agent._kind("facts") == "full" and agent.call("ping")["protocol"] == 1
 
 
-def test_ping_under_dash_s_and_errors_keep_their_message(home):
+def test_shipped_bytecode_is_used_and_never_rewritten(home, monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    Agent(LocalConnection()).call("facts", {"only": ["hostname", "python", "cpu"]})
+    folder = _folder(home, "core")
+    tag = sys.implementation.cache_tag
+    pycs = {p: p.stat().st_mtime_ns for p in folder.rglob("__pycache__/*.pyc")}
+    names = {p.name.split(".")[0] for p in pycs}
+    assert {"protocol", "python_env", "_util", "cpu"} <= names
+    assert all(p.name.endswith(f".{tag}.pyc") for p in pycs)
+    Agent(LocalConnection()).call("facts", {"only": ["hostname", "cpu"]})
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("__pycache__/*.pyc")} == pycs
+
+
+def test_a_host_that_lost_its_agent_gets_it_again_in_the_repeated_call(home):
+    Agent(LocalConnection()).call("ping")
+    shutil.rmtree(home / ".cache" / "provision")
+    conn = CountingLocal()
+    agent = Agent(conn)  # the memo says the host has it: nothing sent first
+    assert agent.call("ping")["protocol"] == 1
+    assert len(conn.commands) == 2 and agent.bundles_sent == 1 and agent.uploads == 1
+
+
+def test_a_partial_agent_folder_is_replaced(home):
+    Agent(LocalConnection()).call("ping")
+    folder = _folder(home, "core")
+    (folder / "provision" / "agent" / "facts" / "cpu.py").write_text("")  # cut short
+    (folder / "provision" / "agent" / "facts" / "__pycache__").rename(folder / "moved")
+    agent = Agent(LocalConnection())
+    assert agent.call("facts", {"only": ["cpu"]})["cpu"]
+    assert agent.uploads == 1
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # nothing aside
+    assert (folder / "provision" / "agent" / "facts" / "cpu.py").stat().st_size > 0
+
+
+def test_ping_and_errors_keep_their_message(home):
     agent = Agent(LocalConnection())
     assert agent.call("ping")["protocol"] == 1
     with pytest.raises(Exception, match="unknown fact key"):
         agent.call("facts", {"only": ["nope"]})
 
 
-def test_the_content_hash_covers_the_zips_main(monkeypatch):
-    before = remote_agent.agent_digest()
-    monkeypatch.setattr(remote_agent, "_sources", None)
-    monkeypatch.setattr(remote_agent, "_MAIN", remote_agent._MAIN + b"# changed\n")
-    assert remote_agent.agent_digest() != before
+def test_a_module_missing_from_the_core_falls_back_to_the_full_agent(home, monkeypatch):
+    """If the core's import scan ever misses a module, the call still succeeds (full agent)."""
+    real = agent_bundle.core_names
+
+    def without_cpu(files):
+        return [n for n in real(files) if not n.endswith("facts/cpu.py")]
+
+    agent_bundle.reset()
+    monkeypatch.setattr(agent_bundle, "core_names", without_cpu)
+    try:
+        agent = Agent(LocalConnection())
+        assert agent.call("facts", {"only": ["cpu"]})["cpu"]
+        assert _folder(home, "full").is_dir()
+    finally:
+        monkeypatch.undo()
+        agent_bundle.reset()

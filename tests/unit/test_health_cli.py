@@ -59,6 +59,11 @@ def gpu_env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def cpu_env(tmp_path: Path) -> dict[str, str]:
     """A host without NVIDIA anything: no nvidia-smi on PATH, no NVML."""
+    from provision.agent.nvidia import NVIDIA_SMI_PLACES
+
+    found = [p for p in NVIDIA_SMI_PLACES if os.path.exists(p)]
+    if found:  # the agent also looks in these fixed places: this machine can't play a CPU host
+        pytest.skip(f"this machine has {found[0]}: a CPU-only host can't be simulated here")
     bin_dir = tmp_path / "cpu-bin"
     bin_dir.mkdir()
     return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PROVISION_AGENT_NO_NVML": "1"}

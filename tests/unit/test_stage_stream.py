@@ -10,6 +10,7 @@ import os
 import random
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -97,51 +98,120 @@ def test_worth_compressing(ratio: float, compress_mbps: float, link_mbps: float,
     assert compress.worth_compressing(ratio, compress_mbps * 1e6, link_mbps * 1e6) is worth
 
 
-class _Clocks:
-    """A link of `link_bps` as the sender sees it: each frame the sender takes costs its size
-    over the rate; compressing costs its input over `cpu_bps`."""
+# The pure decision, against a fake pace model: what one window of each mode measures.
+MB = 1 << 20
 
-    def __init__(self, link_bps: float, cpu_bps: float) -> None:
+
+def _choices(windows: int, raw_pace, zstd_pace, ratio=0.4, cpu=400e6) -> list[bool]:  # noqa: ANN001
+    """The modes the chooser picks, window by window; the model's link is the raw pace."""
+    chooser = compress.Chooser()
+    modes = []
+    for w in range(windows):
+        on = chooser.compress_next(ratio, cpu)
+        modes.append(on)
+        pace = zstd_pace(w) if on else raw_pace(w)
+        chooser.record(on, compress.WINDOW * MB, compress.WINDOW * MB / pace)
+    return modes
+
+
+def test_chooser_measures_raw_first_then_tries_zstd_where_the_model_allows() -> None:
+    modes = _choices(6, lambda w: 25e6, lambda w: 60e6)  # text over 200 Mbit/s
+    assert modes[:3] == [False, True, True]
+    assert all(modes[1:])
+
+
+def test_chooser_falls_back_to_raw_when_compressing_slows_the_measured_pace() -> None:
+    # the model (independent link and CPU) says compress; the CPU-bound stream says otherwise
+    assert compress.worth_compressing(0.4, 400e6, 100e6)
+    modes = _choices(40, lambda w: 100e6, lambda w: 75e6)
+    assert modes[:3] == [False, True, False]
+    # re-measured now and then (the two are close), never kept
+    tries = [w for w, on in enumerate(modes) if on]
+    assert tries[0] == 1 and len(tries) >= 3
+    assert all(b - a > compress.REMEASURE for a, b in itertools.pairwise(tries))
+
+
+def test_chooser_remeasures_a_far_slower_mode_rarely() -> None:
+    modes = _choices(70, lambda w: 20e6, lambda w: 60e6)
+    raw_after_trial = [w for w, on in enumerate(modes) if not on and w > 1]
+    assert raw_after_trial
+    assert all(b - a > compress.REMEASURE_FAR for a, b in itertools.pairwise(raw_after_trial))
+    assert len(raw_after_trial) <= 70 // compress.REMEASURE_FAR + 1
+
+
+def test_chooser_switches_when_the_link_slows_down() -> None:
+    modes = _choices(40, lambda w: 100e6 if w < 20 else 15e6, lambda w: 75e6 if w < 20 else 45e6)
+    assert not any(modes[11:19])  # raw while it was faster (19: zstd re-measured)
+    late = modes[24:]  # the raw windows after w=20 measured the slow link: zstd from then on,
+    assert sum(late) >= 0.8 * len(late)  # raw only re-measured now and then
+
+
+def test_chooser_keeps_raw_for_incompressible_data_or_a_tie() -> None:
+    assert not any(_choices(20, lambda w: 25e6, lambda w: 99e6, ratio=0.99))
+    tie = _choices(20, lambda w: 100e6, lambda w: 101e6)  # not GAIN better: raw
+    assert tie[1] and not any(tie[2:9])
+
+
+def test_chooser_does_not_try_zstd_where_the_model_says_it_cannot_pay() -> None:
+    # a fast link and a slow CPU: 1/c + r/L > 0.9/L, whatever a window would have measured
+    assert not any(_choices(20, lambda w: 500e6, lambda w: 900e6, cpu=100e6))
+
+
+# framed_stream against a fake link: time passes as the sender takes bytes, as zstd compresses,
+# and (the fleet's case: host and controller on the same cores) as the host decompresses.
+class _Link:
+    def __init__(self, link_bps: float, cpu_bps: float, host_unzstd_bps: float = 0) -> None:
         self.t = 0.0
-        self.cpu = 0.0
         self.link_bps = link_bps
         self.cpu_bps = cpu_bps
+        self.host_unzstd_bps = host_unzstd_bps
 
     def clock(self) -> float:
         return self.t
 
-    def cpu_clock(self) -> float:
-        return self.cpu
+    def pull(self, stream) -> bytes:  # noqa: ANN001
+        out = []
+        kind = framing.RAW
+        for piece in stream:
+            piece = bytes(piece)
+            if len(piece) == framing.HEADER.size and piece[:1] in (framing.RAW, framing.ZSTD):
+                kind = piece[:1]
+            elif kind == framing.ZSTD and self.host_unzstd_bps:
+                self.t += MB / self.host_unzstd_bps
+            self.t += len(piece) / self.link_bps
+            out.append(piece)
+        return b"".join(out)
 
 
-def _pull(stream, clocks: _Clocks) -> bytes:
-    out = []
-    for piece in stream:
-        clocks.t += len(piece) / clocks.link_bps
-        out.append(bytes(piece))
-    return b"".join(out)
+class _TimedZstd:
+    """zstandard whose compress costs fake time: its input over the link's cpu_bps."""
+
+    def __init__(self, link: _Link) -> None:
+        self.link = link
+
+    def ZstdCompressor(self, level: int):  # noqa: ANN201, N802
+        real = zstandard.ZstdCompressor(level=level)
+        link = self.link
+
+        class Timed:
+            def compress(self, data: bytes) -> bytes:
+                link.t += len(data) / link.cpu_bps
+                return real.compress(data)
+
+        return Timed()
 
 
 def _text_chunks(n: int) -> list[bytes]:
     rng = random.Random(1)
     words = [b"gpu", b"loss", b"epoch", b"0.125", b"node", b"step", b"rack"]
-    return [b" ".join(rng.choice(words) for _ in range(200_000))[: 1 << 20] for _ in range(n)]
+    two = [b" ".join(rng.choice(words) for _ in range(200_000))[:MB] for _ in range(2)]
+    return [two[i % 2] for i in range(n)]
 
 
-def _frames(chunks: list[bytes], zstd: bool, link_bps: float, cpu_bps: float):
-    clocks = _Clocks(link_bps, cpu_bps)
+def _frames(chunks: list[bytes], zstd: bool, link: _Link, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(compress, "zstandard_module", lambda: _TimedZstd(link))
     stats = compress.StreamStats()
-
-    def cpu_clock() -> float:  # every compression call costs what cpu_bps says
-        clocks.cpu += (1 << 20) / cpu_bps / 2
-        return clocks.cpu
-
-    wire = _pull(
-        compress.framed_stream(
-            iter(chunks), zstd, stats, clock=clocks.clock, cpu_clock=cpu_clock
-        ),
-        clocks,
-    )
+    wire = link.pull(compress.framed_stream(iter(chunks), zstd, stats, clock=link.clock))
     return wire, stats
 
 
@@ -150,36 +220,54 @@ def _decode(wire: bytes) -> bytes:
     return b"".join(iter(lambda: frames.read1(1 << 16), b""))
 
 
-def test_text_on_a_slow_link_goes_compressed_and_decodes_exactly() -> None:
-    chunks = _text_chunks(8)
-    wire, stats = _frames(chunks, zstd=True, link_bps=25e6, cpu_bps=400e6)
+def test_text_on_a_slow_link_goes_compressed_and_decodes_exactly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chunks = _text_chunks(18)
+    wire, stats = _frames(chunks, True, _Link(25e6, 400e6), monkeypatch)
     assert _decode(wire) == b"".join(chunks)
-    assert stats.zstd_frames == len(chunks)  # the sample frames said: compress all
+    # the samples, one raw window (the baseline), then zstd: the trial measured faster
+    assert stats.windows == {"raw": 1, "zstd": 3}
+    assert stats.zstd_frames == len(chunks) - compress.WINDOW
     assert len(wire) < 0.5 * sum(map(len, chunks))
-    assert stats.summary()["codec"] == "zstd"
+    summary = stats.summary()
+    assert summary["codec"] == "zstd" and summary["zstd_mb_per_s"] > summary["raw_mb_per_s"]
 
 
-def test_random_data_stays_raw_after_the_samples() -> None:
-    rng = random.Random(2)
-    chunks = [rng.randbytes(1 << 20) for _ in range(20)]
-    wire, stats = _frames(chunks, zstd=True, link_bps=25e6, cpu_bps=400e6)
+def test_compressing_that_slows_the_stream_down_goes_back_to_raw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the model says compress (fast CPU, ratio ~0.3), but the host decoding on the same cores
+    # makes each zstd window slower than a raw one
+    chunks = _text_chunks(18)
+    wire, stats = _frames(chunks, True, _Link(100e6, 400e6, host_unzstd_bps=40e6), monkeypatch)
     assert _decode(wire) == b"".join(chunks)
-    assert stats.zstd_frames == 0
+    assert stats.windows == {"raw": 3, "zstd": 1}
+    summary = stats.summary()
+    assert summary["raw_mb_per_s"] > summary["zstd_mb_per_s"]
+
+
+def test_random_data_stays_raw_after_the_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(2)
+    chunks = [rng.randbytes(MB) for _ in range(20)]
+    wire, stats = _frames(chunks, True, _Link(25e6, 400e6), monkeypatch)
+    assert _decode(wire) == b"".join(chunks)
+    assert stats.zstd_frames == 0 and stats.windows["zstd"] == 0
     assert stats.ratio > compress.USELESS_RATIO
-    # sampled: the first two frames, then one in PROBE_EVERY
     assert len(wire) == sum(map(len, chunks)) + len(chunks) * framing.HEADER.size
 
 
-def test_a_fast_link_with_a_slow_cpu_stays_raw() -> None:
-    chunks = _text_chunks(6)
-    wire, stats = _frames(chunks, zstd=True, link_bps=500e6, cpu_bps=100e6)
+def test_a_fast_link_with_a_slow_cpu_stays_raw(monkeypatch: pytest.MonkeyPatch) -> None:
+    chunks = _text_chunks(10)
+    wire, stats = _frames(chunks, True, _Link(500e6, 100e6), monkeypatch)
     assert _decode(wire) == b"".join(chunks)
-    assert stats.zstd_frames <= 2  # only the samples, sent compressed since they were made
+    assert stats.zstd_frames == compress.SAMPLES  # only the samples, sent compressed once made
+    assert stats.windows["zstd"] == 0
 
 
-def test_no_zstd_on_the_host_means_raw_frames_only() -> None:
+def test_no_zstd_on_the_host_means_raw_frames_only(monkeypatch: pytest.MonkeyPatch) -> None:
     chunks = _text_chunks(3)
-    wire, stats = _frames(chunks, zstd=False, link_bps=1e6, cpu_bps=400e6)
+    wire, stats = _frames(chunks, False, _Link(1e6, 400e6), monkeypatch)
     assert stats.zstd_frames == 0 and stats.ratio == 0
     assert _decode(wire) == b"".join(chunks)
 
@@ -292,3 +380,53 @@ def test_agent_says_a_framed_stream_cut_short_is_a_lost_stream(tmp_path: Path) -
     framed = b"".join(bytes(p) for p in compress.framed_stream(tar_stream(plan), False))
     with pytest.raises(ingest.StreamEnded):
         _stage(tmp_path, plan, framed[: len(framed) // 2], True, "cut")
+
+
+# -- the one-call stage's payload: starts on `ready`, can be iterated again ----------------------
+def test_after_ready_waits_for_ready_and_a_repeated_attempt_ends_the_first() -> None:
+    import threading
+
+    from provision.staging.payload import AfterReady
+
+    made: list[dict] = []
+
+    def stream(said: dict) -> Iterator[bytes]:
+        made.append(said)
+        return iter([b"a", b"b"])
+
+    payload = AfterReady(stream)
+    first_out: list[bytes] = []
+    first = threading.Thread(target=lambda: first_out.extend(payload), daemon=True)
+    first.start()  # as a feeder would: blocked until `ready`
+    first.join(0.2)
+    assert first.is_alive() and not made
+    second = iter(payload)  # the call repeated (the host lacked the agent): a new attempt
+    first.join(5)
+    assert not first.is_alive() and first_out == []  # the abandoned attempt sent nothing
+    payload.ready({"phase": "ready", "start": 7})
+    assert list(second) == [b"a", b"b"] and made == [{"phase": "ready", "start": 7}]
+
+
+def test_after_ready_sends_nothing_for_skip_or_after_close() -> None:
+    import threading
+
+    from provision.staging.payload import AfterReady
+
+    skip = AfterReady(lambda said: iter([b"x"]))
+    skip.ready({"skip": True})
+    assert list(skip) == []
+    closed = AfterReady(lambda said: iter([b"x"]))
+    out: list[bytes] = []
+    waiter = threading.Thread(target=lambda: out.extend(closed), daemon=True)
+    waiter.start()
+    closed.close()  # the call ended (host gone) before any `ready`
+    waiter.join(5)
+    assert not waiter.is_alive() and out == []
+
+
+def test_after_ready_keeps_a_ready_that_came_before_the_feeder_asked() -> None:
+    from provision.staging.payload import AfterReady
+
+    payload = AfterReady(lambda said: iter([b"from", str(said["start"]).encode()]))
+    payload.ready({"start": 3})  # the agent answered before the feeder reached the payload
+    assert list(payload) == [b"from", b"3"]

@@ -75,13 +75,15 @@ class Sandbox:
 
     def files(self) -> set[str]:
         """Everything under HOME, the data dir, PROVISION_HOME and --out, relative to root,
-        except the agent (check mode ships it too: facts need it)."""
+        except the agent (check mode ships it too: facts need it) and the controller's cache of
+        agent bundles and memo of agents on hosts that go with it (PROVISION_HOME/agent)."""
         out = set()
         for base in (self.home, self.data, self.state, self.out):
             if base.exists():
                 for p in base.rglob("*"):
                     rel = str(p.relative_to(self.root))
-                    if rel != "home/.cache" and not rel.startswith("home/.cache/provision"):
+                    skipped = ("home/.cache", "home/.cache/provision", "state/agent")
+                    if rel not in skipped and not rel.startswith(tuple(s + "/" for s in skipped[1:])):
                         out.add(rel)
         return out
 
@@ -153,6 +155,29 @@ def test_up_localhost_keeps_the_working_torch_stages_benches_and_reports(
     assert "provision_env" in (box.home / ".bashrc").read_text()
     assert {"pip", "torch", "huggingface"} <= {p.name for p in (box.data / ".cache").iterdir()}
     assert (box.state / "history.sqlite").is_file()
+
+
+def test_up_timings_list_every_step_add_up_and_are_in_the_report(
+    localhost_runs: dict[str, Any],
+) -> None:
+    run = localhost_runs["quick"]
+    assert run.returncode == 0, run.stderr[-3000:]
+    doc = run.doc
+    timings = doc["timings"]["localhost"]
+    mine = [r for r in doc["results"] if r["host"] == "localhost"]
+    assert [s["step"] for s in timings["steps"]] == [r["task"] for r in mine]  # every step
+    assert [s["seconds"] for s in timings["steps"]] == [round(r["seconds"], 3) for r in mine]
+    total = timings["total_seconds"]
+    assert timings["between_steps_seconds"] >= 0
+    assert timings["steps_seconds"] + timings["between_steps_seconds"] == pytest.approx(total, abs=0.01)
+    assert sum(s["share"] for s in timings["steps"]) <= 1.0 + 1e-3
+    paths = doc["reports"]["localhost"]
+    assert json.loads(Path(paths["json"]).read_text())["timings"] == timings
+    markdown = Path(paths["markdown"]).read_text()
+    assert "Timings" in markdown and "| total |" in markdown
+    assert "Timings" in Path(paths["html"]).read_text()
+    # the console line says where the time went too
+    assert f"localhost: {total:.1f}s:" in run.stderr
 
 
 def test_second_run_with_no_bench_changes_nothing(localhost_runs: dict[str, Any]) -> None:

@@ -354,12 +354,18 @@ def _multi_host(torch, spec, quick, gpus):
     addr = str(spec["master_addr"])
     env = {}
     iface, local_ip = (None, None)
-    if addr in LOOPBACK:
+    var = "NCCL_SOCKET_IFNAME" if backend == "nccl" else "GLOO_SOCKET_IFNAME"
+    chosen = spec.get("env") or {}  # the controller's fabric choice (provision/distributed/fabric.py)
+    if chosen:
+        env.update({str(k): str(v) for k, v in chosen.items() if k not in ("MASTER_ADDR", "MASTER_PORT")})
+        iface = env.get(var)
+        if ":" not in addr and addr not in LOOPBACK:
+            local_ip = interface_for(addr)[1]
+    elif addr in LOOPBACK:
         iface = "lo"
     elif ":" not in addr:
         iface, local_ip = interface_for(addr)
-    var = "NCCL_SOCKET_IFNAME" if backend == "nccl" else "GLOO_SOCKET_IFNAME"
-    if iface and not os.environ.get(var):
+    if iface and not chosen and not os.environ.get(var):
         env[var] = iface
     cfg = {
         "backend": backend,
@@ -380,6 +386,7 @@ def _multi_host(torch, spec, quick, gpus):
         "master": "%s:%s" % (addr, spec["master_port"]),
         "interface": env.get(var) or os.environ.get(var) or iface,
         "local_ip": local_ip,
+        "fabric_env": {k: env[k] for k in sorted(env)},
     }
     if error:
         hint = (

@@ -21,7 +21,7 @@ import pkgutil
 import threading
 import time
 
-from provision.agent.datasets import framing, lmdb_writer, reader, tarstream
+from provision.agent.datasets import DEFAULT_STALL, framing, lmdb_writer, reader, tarstream
 from provision.agent.datasets.deps import MissingDependency, import_lmdb, lmdb_version, python_info
 from provision.agent.datasets.lmdb_writer import DiskFullError, StageError
 from provision.agent.datasets.manifest import Manifest
@@ -30,7 +30,6 @@ from provision.agent.datasets.sources import open_source
 QUEUE_BYTES = 64 * 1024 * 1024
 RUN_BYTES = 4 * 1024 * 1024  # what the writer takes from the queue at a time
 PROGRESS_INTERVAL = 0.5
-DEFAULT_STALL = 120.0
 READER_MODULE = "provision_lmdb.py"
 _MiB = 1024 * 1024
 

@@ -30,6 +30,7 @@ from provision.agent.facts import (
     disks,
     memory,
     mounts,
+    network,
     python_env,
     system,
     torch_info,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional
 
 SCHEMA_VERSION = 1
-KEYS = ("hostname", "os", "cpu", "memory", "disks", "data_dir", "python", "torch", "nvidia", "gpus")
+KEYS = ("hostname", "os", "cpu", "memory", "disks", "data_dir", "network", "python", "torch", "nvidia", "gpus")
 
 
 class _Background(object):
@@ -123,6 +124,7 @@ def gather(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
         ("memory", lambda: memory.gather(mounts=mount_table)),
         ("disks", lambda: disks.gather(mounts=mount_table)),
         ("data_dir", lambda: data_dir.choose(request, mounts=mount_table)),
+        ("network", network.gather),
         ("python", python_env.gather),
         ("torch", lambda: torch_info.gather(_conda_envs(facts.get("python")))),
     ]

@@ -74,6 +74,7 @@ def start(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
         "stop_command": request.get("stop_command"), "exit_code": None, "pgid": None,
         "rank": request.get("rank", 0), "world_size": request.get("world_size", 1),
         "hosts": request.get("hosts") or [], "label": request.get("label"),
+        "distributed": request.get("distributed"),
     }
     rundir.write_json_atomic(os.path.join(directory, rundir.STATE), state)
     env = request.get("env") or {}
@@ -167,7 +168,8 @@ def stop(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
         return {"run": _public(state), "already": True, "ended": {"terminated": [], "killed": [], "left": []}}
     open(os.path.join(directory, rundir.STOP_MARK), "w").close()
     exclude = (int(state["pid"]),) if state.get("pid") else ()
-    result = procs.end_processes(state.get("pgid"), str(state["run_id"]), float(request.get("grace", 10)), exclude)
+    result = procs.end_processes(state.get("pgid"), str(state["run_id"]), float(request.get("grace", 10)), exclude,
+                                 mark=procs.run_mark(state))
     deadline = time.time() + 15.0  # the supervisor records the end
     while time.time() < deadline:
         current = rundir.current_state(directory) or {}
@@ -216,3 +218,35 @@ def idle_watch(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     pid = supervisor.spawn(sys.executable, AGENT_DIR, "idle", directory)
     rundir.update_state(directory, pid=pid)
     return {"watcher": dict(state, pid=pid, stop_command=None), "running": True, "log": os.path.join(directory, rundir.SUPERVISOR_LOG)}
+
+
+TORCH_PROBE = (
+    "import importlib.util, json, sys; s = importlib.util.find_spec('torch'); "
+    "print(json.dumps({'dir': list(s.submodule_search_locations)[0] if s and s.submodule_search_locations "
+    "else None, 'executable': sys.executable}))"
+)
+
+
+def torch_of(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
+    """The torch that `python` (the run's interpreter) imports, read from its files, not imported
+    (importing torch loads CUDA): version, CUDA/HIP build. A distributed run refuses hosts that differ."""
+    import json
+    import subprocess
+
+    from provision.agent.facts import torch_info
+
+    python = os.path.expanduser(str(request.get("python") or "python3"))
+    try:
+        out = subprocess.run([python, "-I", "-c", TORCH_PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, timeout=float(request.get("timeout", 60)))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"python": python, "installed": False, "error": "cannot run %s: %s" % (python, exc)}
+    if out.returncode != 0:
+        return {"python": python, "installed": False,
+                "error": out.stderr.decode("utf-8", "replace").strip()[-500:]}
+    found = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    if not found.get("dir"):
+        return {"python": python, "installed": False, "error": "%s cannot import torch" % python}
+    info = torch_info.describe(found["dir"])
+    return {"python": python, "installed": bool(info.get("installed")), "version": info.get("version"),
+            "cuda": info.get("cuda"), "hip": info.get("hip"), "path": found["dir"]}

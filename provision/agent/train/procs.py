@@ -13,7 +13,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -52,8 +52,15 @@ def group_members(pgid: int, pids: Optional[List[int]] = None) -> Dict[int, Tupl
     return out
 
 
-def has_run_marker(pid: int, run_id: str) -> bool:
-    marker = ("PROVISION_RUN_ID=%s" % run_id).encode()
+def run_mark(state: Dict[str, Any]) -> str:
+    """What this host's processes of a run carry: the run id and the host's rank. A distributed
+    run has one id on every host; hosts sharing a kernel (containers, the test fleet) must still
+    end only their own processes."""
+    return "%s.%s" % (state.get("run_id"), state.get("rank") or 0)
+
+
+def has_run_marker(pid: int, run_id: str, mark: Optional[str] = None) -> bool:
+    marker = (("PROVISION_RUN_MARK=%s" % mark) if mark else ("PROVISION_RUN_ID=%s" % run_id)).encode()
     try:
         with open("/proc/%d/environ" % pid, "rb") as f:
             return marker in f.read().split(b"\0")
@@ -61,7 +68,8 @@ def has_run_marker(pid: int, run_id: str) -> bool:
         return False
 
 
-def run_processes(pgid: Optional[int], run_id: str, exclude: Tuple[int, ...] = ()) -> List[int]:
+def run_processes(pgid: Optional[int], run_id: str, exclude: Tuple[int, ...] = (),
+                  mark: Optional[str] = None) -> List[int]:
     """Every live process of the run: its group, and escapees carrying its marker."""
     found = []
     me = os.getpid()
@@ -71,27 +79,27 @@ def run_processes(pgid: Optional[int], run_id: str, exclude: Tuple[int, ...] = (
         stat = read_stat(pid)
         if stat is None or stat[0] in ("Z", "X"):
             continue
-        if (pgid and stat[2] == pgid) or has_run_marker(pid, run_id):
+        if (pgid and stat[2] == pgid) or has_run_marker(pid, run_id, mark):
             found.append(pid)
     return sorted(found)
 
 
 def end_processes(pgid: Optional[int], run_id: str, grace: float = 10.0,
-                  exclude: Tuple[int, ...] = ()) -> Dict[str, List[int]]:
+                  exclude: Tuple[int, ...] = (), mark: Optional[str] = None) -> Dict[str, List[int]]:
     """SIGTERM the run's processes, SIGKILL what is left after `grace` seconds (bounded)."""
-    targets = run_processes(pgid, run_id, exclude)
+    targets = run_processes(pgid, run_id, exclude, mark)
     termed = _signal_all(pgid, targets, signal.SIGTERM)
     deadline = time.time() + max(0.0, grace)
     left = targets
     while left and time.time() < deadline:
         time.sleep(0.1)
-        left = run_processes(pgid, run_id, exclude)
+        left = run_processes(pgid, run_id, exclude, mark)
     killed = _signal_all(pgid, left, signal.SIGKILL) if left else []
     for _ in range(50):  # SIGKILL is not instant; give the kernel up to 5 s to reap
-        if not run_processes(pgid, run_id, exclude):
+        if not run_processes(pgid, run_id, exclude, mark):
             break
         time.sleep(0.1)
-    return {"terminated": termed, "killed": killed, "left": run_processes(pgid, run_id, exclude)}
+    return {"terminated": termed, "killed": killed, "left": run_processes(pgid, run_id, exclude, mark)}
 
 
 def _signal_all(pgid: Optional[int], pids: List[int], sig: int) -> List[int]:

@@ -59,7 +59,8 @@ def epochs_from_log(path: str, max_bytes: int = 8 << 20) -> List[Dict[str, Any]]
 def instrumentation(path: str) -> Dict[str, Any]:
     """Loader config, AMP use, totals and a per-line series from instrument.jsonl."""
     out = {"present": False, "loaders": [], "progress": [], "epochs": [], "amp": None,
-           "scaler": False, "device": None, "first_batch_wait_s": None, "errors": []}  # type: Dict[str, Any]
+           "scaler": False, "device": None, "first_batch_wait_s": None, "errors": [],
+           "grad_bytes": None}  # type: Dict[str, Any]
     last = {}  # type: Dict[int, Dict[str, Any]]
     for doc in _jsonl(path):
         out["present"] = True
@@ -79,6 +80,8 @@ def instrumentation(path: str) -> Dict[str, Any]:
             out["amp"] = doc.get("amp")
         elif kind == "scaler":
             out["scaler"] = True
+        elif kind == "ddp":
+            out["grad_bytes"] = max(int(doc.get("grad_bytes") or 0), out["grad_bytes"] or 0)
         elif kind == "first_batch" and out["first_batch_wait_s"] is None:
             out["first_batch_wait_s"] = doc.get("wait_s")
         elif kind == "error":
@@ -172,6 +175,7 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
         "first_batch_wait_s": inst["first_batch_wait_s"],
         "amp": inst["amp"], "grad_scaler": inst["scaler"], "device": inst["device"],
         "instrument_errors": inst["errors"][:5],
+        "grad_bytes": inst["grad_bytes"],
         "epochs": epochs, "epoch_source": epoch_source,
         "timeline": timeline(samples, inst["progress"], points),
     }

@@ -81,6 +81,7 @@ def child_env(state: Dict[str, Any], directory: str, user_env: Dict[str, str]) -
     env.setdefault("PYTHONUNBUFFERED", "1")  # log lines as they are printed, not per 8 KiB
     env.update(user_env)
     env["PROVISION_RUN_ID"] = str(state["run_id"])
+    env["PROVISION_RUN_MARK"] = procs.run_mark(state)
     env["PROVISION_RUN_DIR"] = directory
     if state.get("instrument"):
         inst_dir = os.path.join(directory, "instrument")
@@ -175,10 +176,11 @@ def run_command(directory: str) -> int:
     ended = time.time()
     stop.set()
     sampler.join(timeout=10)
-    leftovers = procs.run_processes(child.pid, str(state["run_id"]))
+    mark = procs.run_mark(state)
+    leftovers = procs.run_processes(child.pid, str(state["run_id"]), mark=mark)
     if leftovers:  # the main process is the run: what it left behind holds GPUs and memory
         log("main process ended; ending %d leftover process(es) %s" % (len(leftovers), leftovers))
-        procs.end_processes(child.pid, str(state["run_id"]), grace=5.0)
+        procs.end_processes(child.pid, str(state["run_id"]), grace=5.0, mark=mark)
     stopped = os.path.exists(os.path.join(directory, rundir.STOP_MARK))
     exit_code = code if code >= 0 else 128 - code
     final = "stopped" if stopped else ("finished" if code == 0 else "failed")

@@ -196,7 +196,28 @@ def _patch_scaler(module):
     cls._provision_patched = True
 
 
+def _patch_ddp(module):
+    """DistributedDataParallel: the gradient bytes all-reduced per step (the network_bound rule)."""
+    cls = getattr(module, "DistributedDataParallel", None)
+    if cls is None or getattr(cls, "_provision_patched", False):
+        return
+    orig_init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        try:
+            params = [p for p in self.module.parameters() if p.requires_grad]
+            _write({"kind": "ddp", "params": sum(p.numel() for p in params),
+                    "grad_bytes": sum(p.numel() * p.element_size() for p in params)})
+        except Exception:
+            pass
+
+    cls.__init__ = __init__
+    cls._provision_patched = True
+
+
 _PATCHES = {
+    "torch.nn.parallel.distributed": _patch_ddp,
     "torch.utils.data.dataloader": _patch_dataloader,
     "torch.amp.autocast_mode": _patch_autocast,
     "torch.amp.grad_scaler": _patch_scaler,
