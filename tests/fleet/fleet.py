@@ -208,11 +208,25 @@ class Fleet(HostActions):
             for host in self._all_hosts():
                 self._spawn_sshd(host)
             self._wait_ready(self._all_hosts())
+            self._wait_links_up()
         except BaseException:
             self.stop()
             raise
         self.start_seconds = time.monotonic() - started
         return self
+
+    def _wait_links_up(self, timeout: float = 15.0) -> None:
+        """Every backnet host's eth1 reports operstate "up" (the kernel's linkwatch may take up to
+        a second after both veth ends are up; facts read then would call the link down)."""
+        back = [h for h in self.hosts if "backnet" in h.kinds]
+        deadline = time.monotonic() + timeout
+        while back and time.monotonic() < deadline:
+            back = [h for h in back
+                    if self.ns_exec(h, "cat /sys/class/net/eth1/operstate", check=False).stdout.strip() != "up"]
+            if back:
+                time.sleep(0.1)
+        if back:
+            raise FleetError(f"eth1 not up within {timeout:g}s on: {', '.join(h.name for h in back)}")
 
     def _claim_subnet(self) -> None:
         LOCK_DIR.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""`provision install` with uv on a fleet host (real sshd, Debian python3 3.11, no GPU), from
+"""`provision install` with uv on a fleet host (real sshd, the host's own python3), from
 the tests' own index holding the REAL torch 2.13.0 CPU wheel and its dependencies.
 
 ONE torch install (uv relayed from this machine: the index has no uv wheel). Then: the same
@@ -31,7 +31,6 @@ from tests.support.package_index import PackageIndex, torch_wheelhouse
 ENV = "/root/.provision/envs/provision"
 GENS = "/root/.provision/envs/.provision.gens"
 UV_CACHE = GENS + "/.uv-cache"
-SITE = "lib/python3.11/site-packages"
 VARIANT: dict[str, str] = {}
 
 
@@ -91,6 +90,15 @@ def snapshot(conn: SSHConnection) -> tuple[str, str, str]:
     )
 
 
+def site_and_cache_tag(conn: SSHConnection) -> tuple[str, str]:
+    """The env's site-packages relative to its root and its bytecode tag, as the host's Python
+    names them (lib/python3.X/site-packages, cpython-3X): no fixed Python version."""
+    out = sh(conn, f"{ENV}/bin/python -c 'import sys; print(\"lib/python%d.%d/site-packages\" % "
+                   "sys.version_info[:2], sys.implementation.cache_tag)'")
+    site, tag = out.split()
+    return site, tag
+
+
 def inode(conn: SSHConnection, path: str) -> tuple[int, int]:
     """(inode, link count) of a file on the host."""
     ino, links = sh(conn, f"stat -c '%i %h' {path}").split()
@@ -120,7 +128,8 @@ def test_a_uv_built_env_passes_the_same_verification_as_a_pip_built_one(
     assert r.installer["how"] == "relayed" and "uv = " not in sh(conn, f"cat {r.generation}/pyvenv.cfg")
     assert sh(conn, f"{ENV}/bin/python -m pip --version").startswith("pip ")
     assert "No broken requirements" in sh(conn, f"{ENV}/bin/python -m pip check")
-    _, links = inode(conn, f"{ENV}/{SITE}/torch/__init__.py")
+    site, _ = site_and_cache_tag(conn)
+    _, links = inode(conn, f"{ENV}/{site}/torch/__init__.py")
     assert links == 2  # the env's name and uv's cache's
     assert {"torch", "filelock", "sympy"} <= set(r.packages)
 
@@ -142,11 +151,12 @@ def test_a_forced_identical_reinstall_relinks_and_reuses_the_verification(
     # the verified generation's verification stands for its file-for-file twin
     assert again.verify["reused"]["from"] == before and again.verify["reused"]["files"] > 1000
     assert again.verify["torch"] == built.verify["torch"]
-    so = sh(conn, f"cd {again.generation}/{SITE}/torch && ls _C*.so")
-    new_so, old_so = inode(conn, f"{again.generation}/{SITE}/torch/{so}"), inode(conn, f"{before}/{SITE}/torch/{so}")
+    site, tag = site_and_cache_tag(conn)
+    so = sh(conn, f"cd {again.generation}/{site}/torch && ls _C*.so")
+    new_so, old_so = inode(conn, f"{again.generation}/{site}/torch/{so}"), inode(conn, f"{before}/{site}/torch/{so}")
     assert new_so[0] == old_so[0] and new_so[1] >= 3  # cache + both generations
     # the bytecode the first verification wrote is linked in, not compiled again
-    pyc = f"{SITE}/torch/__pycache__/__init__.cpython-311.pyc"
+    pyc = f"{site}/torch/__pycache__/__init__.{tag}.pyc"
     assert inode(conn, f"{again.generation}/{pyc}")[0] == inode(conn, f"{before}/{pyc}")[0]
     assert again.verify["reused"]["pyc_linked"] > 100
     assert snapshot(conn)[2] == "2.13.0+cpu"
