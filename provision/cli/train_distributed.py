@@ -12,6 +12,7 @@ from provision.cli.common import console
 from provision.connection.factory import connect
 from provision.errors import ConfigError
 from provision.inventory.model import Host
+from provision.train.allreduce_memo import REUSE_S, describe_age
 from provision.train.cluster import ClusterTrainer, finish_run
 from provision.train.distributed import DistributedOptions, label_lines, parse_nproc
 from provision.train.launch import HostTrainer, TrainSpec
@@ -28,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--iface", metavar="NAME", help="the network interface the hosts meet on")
     group.add_argument("--no-allreduce", action="store_true",
                        help="skip measuring the all-reduce bandwidth between the hosts before the job")
+    group.add_argument("--fresh-allreduce", action="store_true",
+                       help="measure the all-reduce again even when one between these hosts is under 6 h old")
     group.add_argument("--grad-mb", type=float, metavar="MB",
                        help="gradient size per step for network_bound when the model's parameters can't be counted")
 
@@ -37,7 +40,8 @@ def options_from_args(args: argparse.Namespace) -> DistributedOptions:
         raise ConfigError(f"--grad-mb must be > 0, got {args.grad_mb:g}")
     return DistributedOptions(
         nproc_per_node=parse_nproc(args.nproc_per_node), master=args.master, iface=args.iface,
-        allreduce=not args.no_allreduce, grad_bytes=int(args.grad_mb * 1e6) if args.grad_mb else None)
+        allreduce=not args.no_allreduce, allreduce_max_age_s=0.0 if args.fresh_allreduce else REUSE_S,
+        grad_bytes=int(args.grad_mb * 1e6) if args.grad_mb else None)
 
 
 def check_single_host_args(args: argparse.Namespace) -> None:
@@ -65,7 +69,10 @@ def run_distributed(args: argparse.Namespace, spec: TrainSpec, hosts: list[Host]
                       + ", ".join(f"{h} x{cluster.nprocs[h]}" for h in fabric.hosts), markup=False)
         if dist.allreduce and len(hosts) > 1:
             ar = cluster.measure_allreduce()
-            console.print(f"all-reduce between the hosts: {ar.get('busbw_gbs')} GB/s bus bandwidth"
+            reused = ar.get("reused")
+            when = (f" (measured {describe_age(reused['age_s'])}; --fresh-allreduce measures again)"
+                    if reused else "")
+            console.print(f"all-reduce between the hosts: {ar.get('busbw_gbs')} GB/s bus bandwidth{when}"
                           if ar.get("status") == "ok" else f"all-reduce not measured: {ar.get('reason')}",
                           markup=False)
         try:

@@ -108,8 +108,15 @@ class ClusterTrainer:
     def measure_allreduce(self) -> dict[str, Any]:
         """The bench's multi-host all-reduce over the fabric (quick sizes, bounded), one rank per host."""
         from provision.remote.bench import allreduce_specs, bench_request
+        from provision.train import allreduce_memo
 
         order = list(self.fabric.hosts or [h.name for h in self.hosts])
+        key = allreduce_memo.memo_key({n: t.connection.identity() for n, t in self.trainers.items()},
+                                      self.fabric)
+        recalled = allreduce_memo.recall(key, self.options.allreduce_max_age_s) if key else None
+        if recalled is not None:  # the same hosts on the same network, measured recently
+            self.allreduce = recalled
+            return recalled
         specs = allreduce_specs(self.fabric)  # the bench's own rendezvous on the fabric
 
         def one(host: Host) -> dict[str, Any]:
@@ -129,6 +136,8 @@ class ClusterTrainer:
             return self.allreduce
         first = per_host[order[0]]
         self.allreduce = dict(first, hosts=len(order), per_host={n: r.get("busbw_gbs") for n, r in per_host.items()})
+        if key:
+            allreduce_memo.remember(key, self.allreduce)
         return self.allreduce
 
     def start(self, files: list[Any] | None) -> dict[str, dict[str, Any]]:

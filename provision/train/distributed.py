@@ -41,6 +41,7 @@ class DistributedOptions:
     master: str | None = None  # HOST[:PORT]
     iface: str | None = None
     allreduce: bool = True  # measure the all-reduce bandwidth between the hosts first
+    allreduce_max_age_s: float = 6 * 3600.0  # reuse a measurement between the same hosts this recent (allreduce_memo.REUSE_S)
     grad_bytes: int | None = None  # when the instrumentation can't count the model's parameters
     join_timeout_s: int = JOIN_TIMEOUT_S
 

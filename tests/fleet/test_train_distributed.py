@@ -151,6 +151,13 @@ def test_two_hosts_train_to_the_same_weights_with_reports(df: DistFleet) -> None
     runs = df.run(df.argv("runs", "gpu1", "gpu2", *df.common(), "--json"))
     assert runs.returncode == 0, runs.stderr
     assert runs.stdout.count("two-hosts") >= 2
+    # the same two hosts again: the all-reduce measured above is shown with its age, not re-run
+    again = df.run(df.train_argv(["gpu1", "gpu2"], "--json", "--run-id", "two-hosts-again",
+                                 command=["python", "ddp.py", "--steps", "2"]))
+    assert again.returncode == 0, again.stderr[-4000:]
+    reused = json.loads(again.stdout)["distributed"]["allreduce"]
+    assert reused["busbw_gbs"] == section["allreduce"]["busbw_gbs"] and reused["reused"]["age_s"] >= 0
+    assert "--fresh-allreduce measures again" in again.stderr
 
 
 def test_three_hosts_train_to_the_same_weights(df: DistFleet) -> None:
