@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from fleet import Fleet, FleetHost
+from polling import wait_until
 
 from provision.connection.base import ConnectOptions
 from provision.connection.ssh import SSHConnection
@@ -61,17 +62,6 @@ def host_processes(fleet: Fleet, host: FleetHost, needle: str) -> list[tuple[int
         if needle in args and "readlink" not in args and pid.isdigit():
             found.append((int(pid), args))
     return found
-
-
-def wait_until(what: str, check, timeout: float = 30.0) -> Any:
-    """Poll `check()` until it returns something truthy; bounded."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout:g}s")
 
 
 def link_up(fleet: Fleet, host: FleetHost) -> None:

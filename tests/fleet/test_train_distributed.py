@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from fleet import Fleet, FleetError, preflight
+from polling import wait_until
 
 SCRIPTS = Path(__file__).resolve().parent / "train_scripts"
 PYTHON = "/root/miniconda3/bin/python"  # the conda kind's interpreter (has torch)
@@ -80,16 +81,6 @@ def run_processes(run_id: str) -> dict[str, list[int]]:
             mark = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"PROVISION_RUN_MARK=")), "?")
             found.setdefault(mark, []).append(int(name))
     return found
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout:.0f}s: {what}")
 
 
 def _fleet(kinds: Any, n: int) -> Fleet:
@@ -229,7 +220,7 @@ def test_provision_stop_on_one_host_ends_the_run_on_every_host(df: DistFleet) ->
         return all("step 5 rank" in df.ssh(h, "cat /root/autodl-tmp/runs/stopped/output.log")
                    for h in ("gpu1", "gpu2", "gpu3"))
 
-    wait_for(all_ranks_stepping, 240, "every rank to take 5 steps")
+    wait_until("every rank to take 5 steps", all_ranks_stepping, 240, interval=0.2)
     assert len(run_processes("stopped")) == 3
     stop = df.run(df.argv("stop", "gpu2", "stopped", *df.common(), "--grace", "5", "--json"))
     assert stop.returncode == 0, stop.stderr
