@@ -76,9 +76,13 @@ class ClusterTrainer:
         assert self.spec.run_id
         return self.spec.run_id
 
+    def _on_all(self, work: Callable[[Host], Any]) -> dict[str, HostOutcome[Any]]:
+        """work(host) on every host at once: the ranks of one job must all run together."""
+        return for_each_host(self.hosts, work, max(1, len(self.hosts)))
+
     def _each(self, work: Callable[[Host], Any], what: str) -> dict[str, Any]:
-        """work(host) on every host at once (ranks must all run together); any failure raises."""
-        outcomes: dict[str, HostOutcome[Any]] = for_each_host(self.hosts, work, max(1, len(self.hosts)))
+        """work(host) on every host at once; any failure raises, naming the hosts."""
+        outcomes: dict[str, HostOutcome[Any]] = self._on_all(work)
         bad = {n: o for n, o in outcomes.items() if not o.ok}
         if bad:
             lines = "; ".join(f"{n}: {o.message}" for n, o in bad.items())
@@ -158,7 +162,7 @@ class ClusterTrainer:
                 distributed=dict(info, node_rank=plan.node_rank))
             return self.trainers[host.name].start(host_spec, files)
 
-        outcomes = for_each_host(self.hosts, one, max(1, len(self.hosts)))
+        outcomes = self._on_all(one)
         self.started = {n: o.value for n, o in outcomes.items() if o.ok}
         bad = {n: o for n, o in outcomes.items() if not o.ok}
         if bad:
@@ -186,7 +190,7 @@ class ClusterTrainer:
             self.watch.ended(host.name, final.get("state"))
             return final
 
-        return for_each_host(self.hosts, one, max(1, len(self.hosts)))
+        return self._on_all(one)
 
     def stop_all(self, connect_fresh: Callable[[Host], Any] | None = None) -> dict[str, HostOutcome[Any]]:
         """Stop the run on every host. `connect_fresh(host)` -> a context manager giving a new
@@ -197,11 +201,11 @@ class ClusterTrainer:
             with connect_fresh(host) as trainer:
                 return trainer.stop(self.run_id, STOP_GRACE_S)
 
-        return for_each_host(self.hosts, one, max(1, len(self.hosts)))
+        return self._on_all(one)
 
     def distributed_section(self) -> dict[str, Any]:
         """What the JSON document and every host's report say about the whole run."""
-        fabric = self.fabric.to_json() if self.fabric is not None and hasattr(self.fabric, "to_json") else None
+        fabric = self.fabric.to_json() if self.fabric is not None else None
         nproc = {p.host: p.nproc for p in self.plans} or dict(self.info.get("nproc") or {})
         return {
             "run_id": self.run_id,
