@@ -14,8 +14,13 @@ host's tmpfs SSD (/root/autodl-tmp):
 - provision stage (CLI): `python -m provision stage DIR HOST --dest ...` wall clock, interpreter
   start-up, SSH connect, status, stream and LMDB build included (agent and py-lmdb already on the
   host, as on any second use);
-- provision stage (API): stage_dataset() on a fresh SSH connection (no interpreter start-up);
-- tar | ssh: `tar cf - DIR | ssh host 'tar xf - -C ...'` (OpenSSH client);
+- provision stage (API): stage_dataset() on a fresh data-plane connection (OpenSSH, as the CLI
+  uses; no interpreter start-up); (API, paramiko): the same on a paramiko SSHConnection (what a
+  playbook task's connection is);
+- tar | ssh: `tar cf - DIR | ssh host 'tar xf - -C ...'` (OpenSSH client, its default
+  algorithms: the baseline of the goals);
+- tar | ssh (GCM, curve25519): the same with the cipher and key exchange provision's OpenSSH
+  data plane prefers, to show what that choice alone is worth;
 - rsync -a over ssh;
 - per-file SFTP: paramiko, one put per file, as Fabric's put does. On the shaped link only the
   first --sftp-sample files are sent and the time is scaled to all files (marked "~").
@@ -189,17 +194,28 @@ class Bench:
         self.decisions.append(("CLI", entry.get("compression") or {}))
         return dt
 
-    def stage_api(self) -> float:
+    def stage_api(self, transport: str = "openssh") -> float:
+        """stage_dataset() in this process on a fresh connection: the data plane's (OpenSSH, as
+        `provision stage` uses) or paramiko's (what a playbook task's connection is)."""
+        from provision.connection.factory import connect
         from provision.connection.ssh import SSHConnection
         from provision.staging import stage_dataset
 
         t = time.perf_counter()
-        with SSHConnection(self.host.as_host(), self.options()) as conn:
+        if transport == "paramiko":
+            conn = SSHConnection(self.host.as_host(), self.options())
+        else:
+            conn = connect(self.host.as_host(), self.options(), data_plane=True)
+        with conn:
             result = stage_dataset(conn, None, str(self.data), name="bench", dest=f"{SSD}/datasets")
+            assert getattr(conn, "transport_name", "paramiko") == transport, transport
         dt = time.perf_counter() - t
         assert result["count"] == len(self.files), result
-        self.decisions.append(("API", result.get("compression") or {}))
+        self.decisions.append(("API" if transport == "openssh" else "API/paramiko", result.get("compression") or {}))
         return dt
+
+    def stage_api_paramiko(self) -> float:
+        return self.stage_api("paramiko")
 
     def tar_ssh(self) -> float:
         remote = f"tar xf - -C {SSD}/bench"
@@ -208,6 +224,24 @@ class Bench:
             ["tar", "cf", "-", "-C", str(self.data.parent), self.data.name], stdout=subprocess.PIPE
         )
         ssh = subprocess.run([*self.ssh, remote], stdin=tar.stdout, capture_output=True)
+        tar.wait()
+        dt = time.perf_counter() - t
+        if ssh.returncode or tar.returncode:
+            raise RuntimeError(f"tar | ssh failed: {ssh.stderr.decode()[-500:]}")
+        return dt
+
+    def tar_ssh_fast(self) -> float:
+        """tar | ssh with the algorithms provision's OpenSSH data plane prefers (AES-GCM,
+        curve25519 key exchange): what the same choice buys a plain copy, for comparison."""
+        remote = f"tar xf - -C {SSD}/bench"
+        fast = ["-c", "aes128-gcm@openssh.com", "-o", "KexAlgorithms=curve25519-sha256"]
+        t = time.perf_counter()
+        tar = subprocess.Popen(
+            ["tar", "cf", "-", "-C", str(self.data.parent), self.data.name], stdout=subprocess.PIPE
+        )
+        ssh = subprocess.run(
+            [*self.ssh[:-1], *fast, self.ssh[-1], remote], stdin=tar.stdout, capture_output=True
+        )
         tar.wait()
         dt = time.perf_counter() - t
         if ssh.returncode or tar.returncode:
@@ -328,17 +362,15 @@ def read_throughput(
     return out
 
 
-IN_PROCESS = {"provision stage (API)", "per-file SFTP"}
-
-
 def measure(bench: Bench, name: str, run) -> tuple[float, float, float]:  # noqa: ANN001
-    """(seconds, controller CPU s, host CPU s) of one run of a method."""
-    inside = name in IN_PROCESS
-    c0 = time.process_time() if inside else children_cpu()
+    """(seconds, controller CPU s, host CPU s) of one run of a method. The controller's CPU is
+    this process's plus its finished children's: the tool's own process tree (CLI, tar, ssh),
+    or, for the in-process methods, this process and the ssh processes it started."""
+    c0 = time.process_time() + children_cpu()
     h0 = host_cpu(bench.host)
     dt = run()
     time.sleep(0.3)  # the host's sshd reaps the session: only then its CPU is counted
-    c1 = time.process_time() if inside else children_cpu()
+    c1 = time.process_time() + children_cpu()
     return dt, c1 - c0, host_cpu(bench.host) - h0
 
 
@@ -382,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
         methods = {
             "provision stage (CLI)": bench.stage_cli,
             "provision stage (API)": bench.stage_api,
+            "provision stage (API, paramiko)": bench.stage_api_paramiko,
             "tar | ssh": bench.tar_ssh,
+            "tar | ssh (GCM, curve25519)": bench.tar_ssh_fast,
             "rsync -a": bench.rsync,
         }
         if not args.no_sftp:

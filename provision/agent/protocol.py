@@ -1,7 +1,7 @@
 """Wire protocol between controller and agent.
 
 Request: `python3 AGENT_DIR/__main__.py COMMAND`, then on stdin ONE line of JSON (the request),
-then any payload bytes (e.g. a tar stream for staging). Requests travel on stdin, never argv, so
+then any payload bytes (e.g. the sample stream for staging). Requests travel on stdin, never argv, so
 nothing in them shows up in the host's process list.
 
 Reply: JSON lines on stdout. `{"event": "progress", ...}` and `{"event": "log", ...}` any number

@@ -174,5 +174,7 @@ def leave_now_if_stuck(code: int) -> None:
     stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if stuck:
         logging.shutdown()
+        if "provision.connection.openssh" in sys.modules:  # os._exit skips its atexit hook
+            sys.modules["provision.connection.openssh"].end_all_masters()
         os._exit(code)
 

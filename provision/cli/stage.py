@@ -1,6 +1,6 @@
 """`provision stage SRC HOST...`: a dataset into an LMDB on each host's local SSD.
 
-SRC: a folder or archive here (streamed as one tar over SSH), host:/PATH (read on the host,
+SRC: a folder or archive here (streamed as one stream over SSH), host:/PATH (read on the host,
 e.g. /root/autodl-fs), or an http(s) URL (downloaded by the host). Rerunning resumes an
 interrupted stage and skips an up-to-date one. `--local DEST.lmdb` builds on this machine.
 """

@@ -3,23 +3,38 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from provision.connection.base import Connection, ConnectOptions
 from provision.inventory.model import Host
 
+log = logging.getLogger("provision.ssh")
 
-def connect(host: Host, options: ConnectOptions) -> Connection:
-    """A lazily-opened connection; nothing crosses the network until the first command."""
+
+def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) -> Connection:
+    """A lazily-opened connection; nothing crosses the network until the first command.
+
+    `data_plane`: bulk streams (staging) go through the OpenSSH client where it can stand in
+    for paramiko (provision/connection/openssh.py); every other caller gets SSHConnection."""
     if host.local:
         from provision.connection.local import LocalConnection
 
         return LocalConnection(host)
-    from provision.connection.ssh import SSHConnection
-
     if (options.default_user and not host.user) or (options.default_key_file and not host.key_file):
         host = dataclasses.replace(
             host,
             user=host.user or options.default_user,
             key_file=host.key_file or options.default_key_file,
         )
+    if data_plane:
+        from provision.connection.openssh_args import openssh_unusable
+
+        reason = openssh_unusable(host, options)
+        if reason is None:
+            from provision.connection.openssh import OpenSSHConnection
+
+            return OpenSSHConnection(host, options)
+        log.debug("%s: paramiko for the data plane: %s", host.name, reason)
+    from provision.connection.ssh import SSHConnection
+
     return SSHConnection(host, options)

@@ -8,25 +8,16 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import os
 from pathlib import Path
 
 import paramiko
 
-from provision.paths import state_dir, write_atomic
+from provision.connection.hostkey_files import project_known_hosts, user_known_hosts
+from provision.paths import write_atomic
 
 log = logging.getLogger("provision.hostkeys")
 POLICIES = ("strict", "accept-new", "off")
-
-
-def project_known_hosts() -> Path:
-    override = os.environ.get("PROVISION_KNOWN_HOSTS")
-    return Path(override) if override else state_dir() / "known_hosts"
-
-
-def user_known_hosts() -> Path:
-    override = os.environ.get("PROVISION_USER_KNOWN_HOSTS")  # tests isolate from the real file
-    return Path(override) if override else Path(os.path.expanduser("~/.ssh/known_hosts"))
+__all__ = ["POLICIES", "apply_policy", "project_known_hosts", "user_known_hosts"]
 
 
 class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):

@@ -9,8 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import IO
 
 import paramiko
@@ -18,24 +17,18 @@ from fabric import Config as FabricConfig
 from fabric import Connection as FabricConnection
 
 from provision.connection import framing
-from provision.connection.base import (
-    CommandResult,
-    Connection,
-    ConnectOptions,
-    LineCallback,
-    quote_env,
-    register,
-    sudo_wrap,
-)
+from provision.connection.base import Connection, ConnectOptions, register
+from provision.connection.commands import CHUNK as _CHUNK
+from provision.connection.commands import DRAIN as _DRAIN
+from provision.connection.commands import TICK as _TICK
+from provision.connection.commands import FramedCommands, Run, expired, summary
+from provision.connection.commands import chunks as _chunks
 from provision.connection.hostkeys import apply_policy, changed_key_message
 from provision.connection.keepalive import Watchdog
 from provision.errors import AuthError, Cancelled, ConfigError, HostKeyError, UnreachableError
 from provision.inventory.model import Host
-from provision.shell import Raw, sh
-from provision.shell import path as shell_path
 
 log = logging.getLogger("provision.ssh")
-_CHUNK = 1 << 18
 # Fast failures worth retrying (sshd restarting, port not yet open); a timeout is not retried:
 # it already cost connect_timeout.
 _TRANSIENT = (ConnectionRefusedError, ConnectionResetError, EOFError)
@@ -55,11 +48,6 @@ class _GcmFirstTransport(paramiko.Transport):
     _preferred_ciphers = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") + tuple(
         c for c in paramiko.Transport._preferred_ciphers if "gcm" not in c
     )
-
-
-def _remote_path_expr(remote_path: str) -> str:
-    """Shell-quoted path; a leading ~/ stays relative to the remote $HOME."""
-    return str(shell_path(remote_path))
 
 
 def _jump_host(chain: str, ssh_config: str | None) -> Host:
@@ -83,37 +71,6 @@ def _secret_from_env(var: str | None, what: str) -> str | None:
     if value is None:
         raise ConfigError(f"{what} env var {var} is not set (set it in the environment; it is never read from the command line)")
     return value
-
-
-_TICK = 0.25  # how often a blocked read looks at its deadline, the link and Ctrl-C
-_DRAIN = 5.0  # after a command ended: how long its stream threads may take to finish
-_CLEANUP_GRACE = 1.0  # after Ctrl-C, how long a step's cleanup commands may run
-_FILE_IDLE = 120.0  # put/get: silence that means the host's disk or filesystem hangs
-
-
-@dataclass
-class _Run:
-    code: int
-    stdout: bytes
-    stderr: bytes
-    seconds: float
-
-
-def _summary(command: str, width: int = 60) -> str:
-    text = " ".join(command.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _chunks(source: Iterable[bytes] | IO[bytes] | None) -> Iterator[bytes]:
-    if source is None:
-        return
-    if hasattr(source, "read"):
-        while chunk := source.read(_CHUNK):  # type: ignore[union-attr]
-            yield chunk
-    else:
-        for chunk in source:  # type: ignore[union-attr]
-            if chunk:
-                yield chunk
 
 
 def _send_all(chan: paramiko.Channel, data: bytes, stop: threading.Event) -> None:
@@ -151,7 +108,7 @@ def _key_problem(exc: Exception, fab: FabricConnection, options: ConnectOptions,
     return None
 
 
-class SSHConnection(Connection):
+class SSHConnection(FramedCommands, Connection):
     def __init__(self, host: Host, options: ConnectOptions) -> None:
         self.host = host
         self.options = options
@@ -316,7 +273,7 @@ class SSHConnection(Connection):
 
     def _lost(self, command: str, detail: str = "") -> UnreachableError:
         """The connection died: say why (the watchdog's verdict when it has one) and during what."""
-        step = self.doing or f"`{_summary(command)}`"
+        step = self.doing or f"`{summary(command)}`"
         why = self._watchdog.reason if self._watchdog is not None and self._watchdog.reason else None
         if why:
             return UnreachableError(self.host.name, f"{why} during {step}")
@@ -341,61 +298,6 @@ class SSHConnection(Connection):
         except Exception as exc:  # best effort: the caller is already failing or interrupted
             log.debug("%s: stopping remote group %s failed: %s", self.host.name, pgid, exc)
 
-    def run(
-        self,
-        command: str,
-        *,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-        timeout: float | None = None,
-        sudo: bool = False,
-    ) -> CommandResult:
-        full = quote_env(env) + command
-        if sudo:
-            full = sudo_wrap(full)
-        return self.stream(full, source=[stdin] if stdin else None, timeout=timeout, _collect_only=True)
-
-    def stream(
-        self,
-        command: str,
-        *,
-        source: Iterable[bytes] | IO[bytes] | None = None,
-        on_stdout_line: LineCallback | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        idle_timeout: float | None = None,
-        _collect_only: bool = False,
-    ) -> CommandResult:
-        full = command if _collect_only else quote_env(env) + command
-        lines: list[str] = []
-        pending = bytearray()
-
-        def on_data(data: bytes) -> None:
-            pending.extend(data)
-            *complete, rest = bytes(pending).split(b"\n")
-            pending[:] = rest
-            for raw in complete:
-                line = raw.decode("utf-8", "replace")
-                lines.append(line)
-                on_stdout_line(line)  # type: ignore[misc]
-
-        run = self._execute(
-            full,
-            source=source,
-            on_data=on_data if on_stdout_line else None,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-        )
-        if on_stdout_line is None:
-            stdout = run.stdout.decode("utf-8", "replace")
-        else:
-            if pending:
-                line = bytes(pending).decode("utf-8", "replace")
-                lines.append(line)
-                on_stdout_line(line)
-            stdout = "\n".join(lines)
-        return CommandResult(command, run.code, stdout, run.stderr.decode("utf-8", "replace"), run.seconds)
-
     def _execute(
         self,
         command: str,
@@ -405,7 +307,7 @@ class SSHConnection(Connection):
         timeout: float | None = None,
         idle_timeout: float | None = None,
         stoppable: bool = True,
-    ) -> _Run:
+    ) -> Run:
         """The one way a command runs: framed, in its own process group, every wait bounded.
 
         `timeout` bounds the whole command, `idle_timeout` the silence on both streams; either
@@ -455,25 +357,15 @@ class SSHConnection(Connection):
         out = bytearray()
         why_stopped: str | None = None
 
-        def expired() -> str | None:
-            now = time.monotonic()
-            at = self._interrupted_at
-            # started before the interrupt: stop; started in the cleanup grace: stop at its end;
-            # started later: the interrupt is history (a long-lived connection is not poisoned)
-            if at is not None and stoppable and (start <= at or (start - at <= _CLEANUP_GRACE < now - at)):
-                return "interrupted"
-            if timeout is not None and now - start > timeout:
-                return f"timed out after {timeout:g}s"
-            if idle_timeout is not None and now - last[0] > idle_timeout:
-                return f"no output for {idle_timeout:g}s"
-            return None
+        def stop_reason() -> str | None:
+            return expired(time.monotonic(), start, last[0], timeout, idle_timeout, self._interrupted_at, stoppable)
 
         try:
             while True:
                 try:
                     data = chan.recv(_CHUNK)
                 except TimeoutError:
-                    why_stopped = expired()
+                    why_stopped = stop_reason()
                     if why_stopped:
                         break
                     continue
@@ -487,7 +379,7 @@ class SSHConnection(Connection):
                     else:
                         on_data(data)
             while why_stopped is None and not chan.status_event.wait(_TICK):
-                why_stopped = expired()
+                why_stopped = stop_reason()
         except BaseException:  # Ctrl-C in this thread, or a callback failed: end the remote work too
             stop.set()
             chan.close()
@@ -515,7 +407,7 @@ class SSHConnection(Connection):
             if stoppable:
                 self._stop_remote(out_frame.pgid)
             if why_stopped == "interrupted":
-                raise Cancelled(self.host.name, f"interrupted during {self.doing or '`' + _summary(command) + '`'}")
+                raise Cancelled(self.host.name, f"interrupted during {self.doing or '`' + summary(command) + '`'}")
             if transport is None or not transport.is_active():
                 raise self._lost(command)
             err += f"\nprovision: {why_stopped}; the command was stopped on the host\n".encode()
@@ -524,28 +416,7 @@ class SSHConnection(Connection):
                 raise self._lost(command)
             # no exit status from a live transport: sshd sent exit-signal (paramiko drops it)
             code = 255
-        return _Run(code, bytes(out), bytes(err), time.monotonic() - start)
-
-    # -- files -----------------------------------------------------------------------------
-    def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
-        """Atomic write in one `cat` round trip (SFTP would cost a subsystem start per file)."""
-        target = _remote_path_expr(remote_path)
-        tmp = Raw(target + '".tmp-$$"')
-        chmod = sh("chmod {mode} {tmp} && ", mode=f"{mode:o}", tmp=tmp) if mode is not None else ""
-        # a failed write (disk full) leaves no temp file behind
-        cmd = sh('mkdir -p "$(dirname {target})" && { cat > {tmp} && {chmod}mv -f {tmp} {target} || '
-                 '{ rc=$?; rm -f {tmp}; exit $rc; }; }',
-                 target=Raw(target), tmp=tmp, chmod=Raw(chmod))
-        result = self.stream(cmd, source=[data], idle_timeout=_FILE_IDLE, _collect_only=True)
-        if not result.ok:
-            raise OSError(f"{self.host.name}: writing {remote_path} failed: {result.stderr.strip()}")
-
-    def get(self, remote_path: str) -> bytes:
-        run = self._execute(str(sh("cat -- {p}", p=shell_path(remote_path))), idle_timeout=_FILE_IDLE)
-        if run.code != 0:
-            reason = run.stderr.decode("utf-8", "replace").strip()
-            raise OSError(f"{self.host.name}: reading {remote_path} failed: {reason or 'cat failed'}")
-        return run.stdout
+        return Run(code, bytes(out), bytes(err), time.monotonic() - start)
 
     def identity(self) -> str | None:
         transport = self._open()

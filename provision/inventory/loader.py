@@ -30,7 +30,6 @@ from provision.inventory.script import is_script, parse_script
 from provision.inventory.ssh_config import apply_ssh_config, is_alias
 from provision.inventory.targets import AddressError, is_ip_address, parse_port, parse_target
 from provision.inventory.vars_files import VarsDirs
-from provision.inventory.yaml_format import parse_yaml
 
 SSH_CONNECTIONS = ("ssh", "paramiko", "paramiko_ssh", "smart")
 _YAML_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -349,6 +348,8 @@ def _parse_file(path: str, builder: InventoryBuilder) -> None:
     if lowered.endswith(_YAML_EXTENSIONS) or (
         not lowered.endswith((".ini", ".cfg")) and _looks_like_yaml(text)
     ):
+        from provision.inventory.yaml_format import parse_yaml  # PyYAML: ~40 ms of a start-up
+
         parse_yaml(text, path, builder)
     else:
         parse_ini(text, path, builder)

@@ -10,10 +10,10 @@ login, address and host key; provision/remote/agent_memo.py) says the host has t
 host that lost it answers 97 and the call is repeated with the bundle.
 
 The light commands (facts, health, ping) use the core bundle (what they import, ~1/5 of the
-agent) and start the interpreter with -S: no `site`, whose .pth processing may import whole
-packages on every start-up; provision/agent/protocol.py puts the site-packages folders on
-sys.path itself. The others use the full bundle and keep `site` (torch, lmdb may depend on .pth
-files). Bundles carry the controller's bytecode, which a host with the same Python version
+agent); they and the dataset commands start the interpreter with -S: no `site`, whose .pth
+processing may import whole packages on every start-up (here one imports certifi: ~50 ms);
+provision/agent/protocol.py puts the site-packages folders on sys.path itself. bench,
+verify_torch and the rest keep `site` (torch may depend on .pth files). Bundles carry the controller's bytecode, which a host with the same Python version
 loads instead of compiling; from a folder the host's Python caches bytecode for the rest.
 """
 
@@ -36,7 +36,11 @@ from provision.shell import path as shell_path
 log = logging.getLogger("provision.agent")
 _MISSING_AGENT = 97
 _MISSING_PYTHON = 98
-NO_SITE_COMMANDS = frozenset({"facts", "health", "ping"})
+CORE_COMMANDS = frozenset({"facts", "health", "ping"})  # served by the core bundle
+# Started with -S: no `site` .pth processing at start-up (the agent puts the site-packages
+# folders on sys.path itself). The dataset commands need only py-lmdb, which they find there
+# (or, where only a .pth import line makes it importable, after running site then).
+NO_SITE_COMMANDS = CORE_COMMANDS | {"stage", "dataset_status", "verify_dataset"}
 _BOOTSTRAP = (Path(__file__).resolve().parent.parent / "agent" / "bootstrap.py").read_text()
 # What `python3 -c` compiles on every call: the bootstrap from the agent folder (bytecode), or
 # its text from argv where the folder is missing or broken. The text travels only with a bundle:
@@ -82,7 +86,7 @@ def bootstrap_args(folder: str, command: str, keep: str = "", *, with_text: bool
 
 
 def bundle_kind(command: str) -> str:
-    return "core" if command in NO_SITE_COMMANDS else "full"
+    return "core" if command in CORE_COMMANDS else "full"
 
 
 class Agent:

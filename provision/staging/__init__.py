@@ -1,6 +1,6 @@
 """Controller side of dataset staging (`provision stage`, the `stage_dataset` module).
 
-source.py: where the dataset is, its manifest, the one tar stream (and its broadcast to several
+source.py: where the dataset is, its manifest, the one sample stream (and its broadcast to several
 hosts); stage.py: per-host status -> stream -> result; payload.py: the stream of a one-call
 stage, started on the agent's `ready`; compress.py: raw or zstd frames, chosen by measured pace;
 progress.py: per-host rich progress; hostlib.py: py-lmdb for hosts whose Python lacks it. The host side is provision/agent/datasets.

@@ -112,7 +112,7 @@ class StreamStats:
     link_bps: float = 0.0  # wire bytes taken by the sender per second (EMA)
     frames: int = 0
     zstd_frames: int = 0
-    raw_bytes: int = 0  # tar stream bytes
+    raw_bytes: int = 0  # sample stream bytes
     wire_bytes: int = 0  # what was sent (frame headers included)
     levels: set[int] = field(default_factory=set)
     chooser: Chooser = field(default_factory=Chooser)

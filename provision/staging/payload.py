@@ -1,4 +1,4 @@
-"""The payload of a one-call stage: the tar stream, started when the agent says `ready`."""
+"""The payload of a one-call stage: the sample stream, started when the agent says `ready`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Stage a dataset to hosts: status -> (ship py-lmdb) -> stream only what is missing -> result.
 
-One host (or a host path / URL source): ONE agent call, `stage`, whose payload, the tar
-stream, starts when the agent says `ready` (where to resume, which codecs; or that the dataset
-is up to date); an agent missing on the host travels with that call (remote/agent.py). Several
+One host (or a host path / URL source): ONE agent call, `stage`, whose payload, the sample
+stream (staging/source.py), starts when the agent says `ready` (where to resume, which codecs;
+or that the dataset is up to date); an agent missing on the host travels with that call
+(remote/agent.py). Several
 hosts sharing one read of a local source: two calls each, `dataset_status` (where the dataset
 goes, what is already there, free space), then `stage`; a host already up to date costs the
 status call only. `stage_dataset` does one host on a connection you hold (the
@@ -40,7 +41,7 @@ from provision.staging.source import (
     parse_source,
     plan_local,
     prefetch,
-    tar_stream,
+    sample_stream,
 )
 
 log = logging.getLogger("provision.stage")
@@ -157,7 +158,7 @@ class HostStage:
         def stream(said: dict[str, Any]) -> Iterator[bytes]:
             self.start = int(said.get("start") or 0)
             zstd = "zstd" in (said.get("codecs") or [])
-            chunks = prefetch(tar_stream(plan, self.start, failure))
+            chunks = prefetch(sample_stream(plan, self.start, failure))
             self.stream_stats = StreamStats()  # this attempt's (an abandoned one sent a chunk)
             return as_views(framed_stream(chunks, zstd, self.stream_stats))
 
@@ -231,6 +232,7 @@ class HostStage:
                 result["verify"] = self.agent.call("verify_dataset", query, on_event=self._event)
             result["bytes"] = plan.manifest.total_bytes if plan is not None else None
             result["seconds"] = round(time.monotonic() - self.t0, 3)
+            result["transport"] = self.transport()
             self._event({"phase": "skipped", "count": result["count"]})
             return result
         request = dict(self._options(), path=self.path)
@@ -240,7 +242,7 @@ class HostStage:
         request["source"] = self._stream_source(plan, self.start)
         if payload is None:
             failure = failure or StreamFailure()
-            payload = prefetch(tar_stream(plan, self.start, failure))
+            payload = prefetch(sample_stream(plan, self.start, failure))
         # zstd only where this host decodes it and no other host shares the read (each
         # consumer would compress the same bytes again)
         zstd = self.compress_alone and "zstd" in (self.status.get("codecs") or [])
@@ -251,6 +253,11 @@ class HostStage:
         return result
 
     # -- shared -----------------------------------------------------------------------------
+    def transport(self) -> str:
+        """Which transport carried the stream: openssh, paramiko (also after a fallback), local."""
+        name = getattr(self.connection, "transport_name", None)
+        return name or ("local" if self.connection.host.local else "paramiko")
+
     def _options(self) -> dict[str, Any]:
         req = self.request
         options: dict[str, Any] = {
@@ -326,6 +333,7 @@ class HostStage:
                     pass
         self.path = result.get("path", self.path)
         result["seconds"] = round(time.monotonic() - self.t0, 3)
+        result["transport"] = self.transport()
         phase = "skipped" if result.get("skipped") else "done"
         self._event({"phase": phase, "count": result.get("count")})
         return result
@@ -389,6 +397,11 @@ class _Watchdog:
 
 def abort_transport(connection: Connection) -> None:
     """Shut down an SSH connection's socket so every thread blocked on it wakes up."""
+    connection = getattr(connection, "_fallback", None) or connection  # OpenSSH fell back
+    abort = getattr(connection, "abort", None)
+    if abort is not None:  # OpenSSHConnection: ends its master and its ssh processes
+        abort()
+        return
     fabric = getattr(connection, "_fabric", None)
     transport = getattr(fabric, "transport", None) if fabric is not None else None
     sock = getattr(transport, "sock", None)
@@ -477,7 +490,8 @@ def stage_hosts(
     connections: dict[str, Connection] = {}
 
     def host_stage(host: Host) -> HostStage:
-        conn = connect(host, options)
+        conn = connect(host, options, data_plane=True)
+        getattr(conn, "prestart", lambda: None)()  # OpenSSH: handshake while the source is listed
         connections[host.name] = conn
         cb = on_event_for(host.name) if on_event_for else None
         return HostStage(conn, Agent(conn), request, plan, cb)
@@ -531,7 +545,7 @@ def stage_hosts(
 def _shared_feeds(
     plan: Plan | None, stages: list[HostStage]
 ) -> dict[str, tuple[Iterator[bytes], StreamFailure, Callable[[], None]]]:
-    """One tar stream per resume point, broadcast to every host that starts there."""
+    """One sample stream per resume point, broadcast to every host that starts there."""
     feeds: dict[str, tuple[Iterator[bytes], StreamFailure, Callable[[], None]]] = {}
     if plan is None:
         return feeds
@@ -543,7 +557,7 @@ def _shared_feeds(
         failure = StreamFailure()
         # one reader thread per resume point, even for a single host: reading the files then
         # overlaps with encrypting and sending them
-        cast = Broadcast(tar_stream(plan, start, failure), len(group))
+        cast = Broadcast(sample_stream(plan, start, failure), len(group))
         for k, hs in enumerate(group):
             hs.compress_alone = len(group) == 1
             feeds[hs.host] = (cast.consumer(k), failure, _releaser(cast, k))

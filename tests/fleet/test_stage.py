@@ -30,7 +30,7 @@ from provision.errors import HostError
 from provision.remote.agent import Agent
 from provision.staging import HostStage, make_request, stage_dataset, stage_hosts
 from provision.staging.sample import make_image_folder
-from provision.staging.source import plan_local, tar_stream
+from provision.staging.source import plan_local, sample_stream
 from tests.support.hostile_names import HOSTILE_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -299,7 +299,7 @@ def test_disk_full_on_the_host_ssd(
                 committed.set()
 
         def fill_midway() -> Iterator[bytes]:
-            for n, chunk in enumerate(tar_stream(plan)):
+            for n, chunk in enumerate(sample_stream(plan)):
                 if n == 2:
                     assert committed.wait(30)
                     small.ns_exec(fh, f"dd if=/dev/zero of={SSD}/filler bs=64k 2>/dev/null || true")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,10 +54,40 @@ def test_light_commands_skip_site_and_use_the_core_bundle_the_others_the_full_on
         assert f' "$HOME"/.cache/provision/agent-{core} {command} agent-{full} ' in line
     warm = agent._command("facts", "python3", send=False)  # no bundle: no bootstrap text either
     assert warm.rstrip().endswith(f' "$HOME"/.cache/provision/agent-{core} facts agent-{full}') and len(warm) < 600
-    for command in ("stage", "bench", "verify_torch", "verify_dataset", "dataset_status"):
+    for command in ("stage", "verify_dataset", "dataset_status"):  # full bundle, no site
+        line = agent._command(command, "python3")
+        assert line.startswith("command -v python3 >/dev/null 2>&1 || exit 98; exec python3 -S -c ")
+        assert f' "$HOME"/.cache/provision/agent-{full} {command} agent-{core} ' in line
+    for command in ("bench", "verify_torch", "train_start"):  # torch may need site's .pth files
         line = agent._command(command, "python3")
         assert " -S " not in line
         assert f' "$HOME"/.cache/provision/agent-{full} {command} agent-{core} ' in line
+
+
+def test_without_site_an_lmdb_only_a_pth_import_line_finds_is_still_found(tmp_path):
+    """The dataset commands start with -S; where py-lmdb is importable only through an `import`
+    line of a .pth file (which -S skips), the agent runs site's start-up and finds it."""
+    import subprocess
+    import sys
+
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "lmdb.py").write_text("__version__ = 'fake'\n")
+    user_site = tmp_path / "userbase" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    user_site.mkdir(parents=True)
+    (user_site / "zz_hidden.pth").write_text(f"import sys; sys.path.insert(0, {str(hidden)!r})\n")
+    code = (
+        "import os, sys; sys.path.insert(0, sys.argv[1]); "
+        "from provision.agent import protocol; protocol.add_site_packages(); "
+        # this Python's own py-lmdb (if any) out of sight: only the .pth line can find one
+        "sys.path[:] = [p for p in sys.path if not os.path.exists(os.path.join(p, 'lmdb'))]; "
+        "from provision.agent.datasets import deps; m = deps.import_lmdb(); print(m.__version__, m.__file__)"
+    )
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONUSERBASE": str(tmp_path / "userbase")}
+    done = subprocess.run([sys.executable, "-S", "-c", code, repo], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fake", str(hidden / "lmdb.py")]
 
 
 def test_first_contact_is_one_command_and_a_warm_run_sends_no_bundle(home, monkeypatch):

@@ -166,7 +166,7 @@ def test_agent_stage_and_reader_run_on_python_3_8(tmp_path: Path) -> None:
     py38 = _python38()
     if py38 is None:
         pytest.skip("no Python 3.8 with py-lmdb here (pyenv 3.8 + pip install 'lmdb<2')")
-    from provision.staging.source import plan_local, tar_stream
+    from provision.staging.source import plan_local, sample_stream
 
     src = tmp_path / "src"
     for i, name in enumerate(HOSTILE[:6]):
@@ -178,7 +178,7 @@ def test_agent_stage_and_reader_run_on_python_3_8(tmp_path: Path) -> None:
         "path": str(dest),
         "source": {"kind": "stream", "manifest": plan.manifest.to_wire(), "start": 0},
     }
-    payload = (json.dumps(request) + "\n").encode() + b"".join(tar_stream(plan))
+    payload = (json.dumps(request) + "\n").encode() + b"".join(sample_stream(plan))
     proc = subprocess.run(
         [py38, "-m", "provision.agent", "stage"], input=payload, capture_output=True, cwd=REPO
     )

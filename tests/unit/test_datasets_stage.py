@@ -28,7 +28,7 @@ from provision.inventory.model import Host
 from provision.remote.agent import Agent
 from provision.staging import HostStage, make_request, stage_dataset, stage_hosts, stage_local
 from provision.staging.sample import make_image_folder
-from provision.staging.source import Broadcast, plan_local, tar_stream
+from provision.staging.source import Broadcast, plan_local, sample_stream
 from tests.support.hostile_names import HOSTILE_NAMES
 
 HOSTILE = HOSTILE_NAMES
@@ -190,21 +190,17 @@ def test_changed_source_is_restaged(tmp_path: Path, conn: LocalConnection) -> No
 
 
 # -- interruptions and resume -----------------------------------------------------------------
-@pytest.mark.parametrize("cut", ["between members", "inside a member"])
+@pytest.mark.parametrize("cut", ["between samples", "inside a sample"])
 def test_stream_cut_midway_then_resume_without_resending(
     images: Path, conn: LocalConnection, tmp_path: Path, cut: str
 ) -> None:
     agent = Agent(conn)
     request = make_request(str(images), dest=str(tmp_path), commit={"samples": 100})
     plan = plan_local(str(images))
-    blob = b"".join(tar_stream(plan))
-    if cut == "between members":
-        # end right after sample 1200: its header, data and padding
-        offset = 0
-        for i in range(1200):
-            size = plan.manifest.sizes[i]
-            offset += 512 + size + (-size % 512)
-        payload = [blob[:offset]]
+    blob = b"".join(sample_stream(plan))
+    if cut == "between samples":
+        # end right after sample 1200: the stream is the samples' bytes back to back
+        payload = [blob[: sum(plan.manifest.sizes[:1200])]]
     else:
         payload = [blob[: len(blob) // 2 + 77]]
     hs = HostStage(conn, agent, request, plan).prepare()
@@ -218,7 +214,7 @@ def test_stream_cut_midway_then_resume_without_resending(
     hs2 = HostStage(conn, agent, request, plan).prepare()
     assert 0 < hs2.start <= 1200  # every completely received sample was committed
     sent: list[int] = []
-    result = hs2.run(tar_stream(plan, hs2.start, on_sample=lambda i, n: sent.append(i)))
+    result = hs2.run(sample_stream(plan, hs2.start, on_sample=lambda i, n: sent.append(i)))
     assert sent[0] == hs2.start and len(sent) == 2000 - hs2.start  # nothing resent
     assert result["resumed_from"] == hs2.start and result["count"] == 2000
     assert read_all(result["path"]) == expected(images)
@@ -240,7 +236,7 @@ def test_killed_agent_resumes_from_its_last_commit(
             ready.set()
 
     def slow() -> Iterator[bytes]:
-        stream = chunked(tar_stream(plan))
+        stream = chunked(sample_stream(plan))
         for n, piece in enumerate(stream):
             yield piece
             if n == 40:  # ~650 KB in: wait for a commit, then kill -9 the agent
@@ -327,7 +323,7 @@ def test_disk_full_midway_keeps_the_partial_for_resume(
             committed.set()
 
     def fill_midway() -> Iterator[bytes]:
-        for n, piece in enumerate(chunked(tar_stream(plan), 4096)):
+        for n, piece in enumerate(chunked(sample_stream(plan), 4096)):
             if n == 40:
                 assert committed.wait(20)
                 filler.append(_fill(small_disk))  # another process takes the free space
@@ -641,10 +637,11 @@ def test_agent_picks_the_resume_point_when_start_is_auto(
     def first_700(stdin, ready) -> None:  # type: ignore[no-untyped-def]
         assert ready["start"] == 0
         sent = 0
-        for chunk in chunked(tar_stream(plan, 0), 512):
+        for chunk in chunked(sample_stream(plan, 0), 512):
+            chunk = chunk[: sum(plan.manifest.sizes[:700]) - sent]  # the stream up to sample 700
             stdin.write(chunk)
             sent += len(chunk)
-            if sent >= sum(512 + s + (-s % 512) for s in plan.manifest.sizes[:700]):
+            if sent >= sum(plan.manifest.sizes[:700]):
                 break
 
     events = run(first_700)
@@ -655,7 +652,7 @@ def test_agent_picks_the_resume_point_when_start_is_auto(
 
     def rest(stdin, ready) -> None:  # type: ignore[no-untyped-def]
         seen.update(ready)
-        for chunk in tar_stream(plan, ready["start"]):
+        for chunk in sample_stream(plan, ready["start"]):
             stdin.write(chunk)
 
     events = run(rest)

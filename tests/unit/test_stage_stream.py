@@ -1,4 +1,5 @@
-"""The stage stream's speed parts: tar headers, frames (raw / zstd, chosen by measurement), the
+"""The stage stream's speed parts: the sample stream (the samples' bytes back to back, read on
+the host in batches), tar headers (code sync), frames (raw / zstd, chosen by measurement), the
 batched LMDB writer, and the agent's ingest of a framed stream."""
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from provision.agent.datasets import framing, ingest, lmdb_writer, reader, tarstream
+from provision.agent.datasets import framing, ingest, lmdb_writer, pipeline, reader, tarstream
 from provision.agent.datasets.manifest import Manifest
 from provision.staging import compress
 from provision.staging.sample import make_text_folder
-from provision.staging.source import plan_local, tar_stream
+from provision.staging.source import StreamFailure, plan_local, sample_stream
 
 zstandard = pytest.importorskip("zstandard")
 
@@ -339,6 +340,73 @@ def test_map_full_mid_run_grows_and_replays(tmp_path: Path) -> None:
     assert result["count"] == 300
 
 
+# -- the sample stream: no headers, cut by the manifest's sizes ------------------------------
+def _sized_manifest(sizes: list[int]) -> Manifest:
+    paths = [f"c/{i:03d}.bin" for i in range(len(sizes))]
+    return Manifest("files", paths, sizes, [0] * len(sizes), None, [])
+
+
+def _data(sizes: list[int]) -> list[bytes]:
+    rng = random.Random(7)
+    return [bytes(rng.getrandbits(8) for _ in range(min(n, 64))) * (n // 64 + 1) for n in sizes]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 20])
+def test_sample_batches_cut_the_stream_by_the_manifest_sizes(chunk: int) -> None:
+    """Empty samples, samples far bigger than a read, many in one read: every byte where it
+    belongs, whatever the read size."""
+    sizes = [0, 5, 3 * 1024 * 1024 + 1, 0, 1, 700, 0]
+    data = [d[:n] for d, n in zip(_data(sizes), sizes, strict=True)]
+    stream = io.BufferedReader(io.BytesIO(b"".join(data)))
+    batches = list(pipeline.sample_batches(stream, _sized_manifest(sizes), 0, chunk=chunk))
+    got = [item for batch in batches for item in batch]
+    assert [i for i, _, _ in got] == list(range(len(sizes)))
+    assert [d for _, _, d in got] == data
+    assert [p for _, p, _ in got] == _sized_manifest(sizes).paths
+
+
+def test_sample_batches_from_a_resume_point_and_per_read() -> None:
+    """From sample 2 on; a pipe that delivers two samples at a time hands them over two by two
+    (one hand-over per read, not per sample, and none held back waiting for more)."""
+    sizes = [10] * 6
+    r, w = os.pipe()
+    reader_file = os.fdopen(r, "rb")
+    batches = pipeline.sample_batches(reader_file, _sized_manifest(sizes), 2)
+    os.write(w, b"a" * 10 + b"b" * 10)
+    assert [i for i, _, _ in next(batches)] == [2, 3]
+    os.write(w, b"c" * 10 + b"d" * 10)
+    os.close(w)
+    assert [(i, d) for i, _, d in next(batches)] == [(4, b"c" * 10), (5, b"d" * 10)]
+    assert list(batches) == []
+
+
+def test_sample_batches_say_where_a_short_or_long_stream_went_wrong() -> None:
+    sizes = [100, 100, 100]
+    m = _sized_manifest(sizes)
+    blob = b"x" * 300
+    with pytest.raises(pipeline.StreamEnded, match="after sample 2 of 3"):
+        list(pipeline.sample_batches(io.BytesIO(blob[:200]), m, 0))
+    with pytest.raises(pipeline.StreamEnded, match="inside sample 1 of 3"):
+        list(pipeline.sample_batches(io.BytesIO(blob[:150]), m, 0))
+    with pytest.raises(lmdb_writer.StageError, match="more than the 3 samples"):
+        list(pipeline.sample_batches(io.BytesIO(blob + b"!"), m, 0))
+
+
+def test_sample_stream_refuses_a_file_that_changed_size_since_the_listing(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "c0"
+    src.mkdir(parents=True)
+    for i in range(3):
+        (src / f"{i}.bin").write_bytes(b"v" * 1000)
+    plan = plan_local(str(tmp_path / "src"))
+    (src / "1.bin").write_bytes(b"v" * 999)  # the source changes after it was listed
+    failure = StreamFailure()
+    sent = b"".join(sample_stream(plan, 0, failure))
+    assert sent == b"v" * 1000  # sample 0 only: the stream ends before the changed file
+    assert "1.bin changed while staging (was 1000 bytes, now 999)" in str(failure.error)
+    with pytest.raises(Exception, match="changed while staging"):
+        b"".join(sample_stream(plan))
+
+
 # -- the agent's side of a framed stream ----------------------------------------------------
 def _stage(tmp_path: Path, plan, wire: bytes, framed: bool, name: str) -> dict:
     request = {
@@ -354,15 +422,15 @@ def _stage(tmp_path: Path, plan, wire: bytes, framed: bool, name: str) -> dict:
     return ingest._stage(request, lambda **f: None, lambda m: None, stdin)
 
 
-def test_agent_builds_the_same_dataset_from_framed_zstd_and_plain_tar(tmp_path: Path) -> None:
+def test_agent_builds_the_same_dataset_from_framed_zstd_and_a_plain_stream(tmp_path: Path) -> None:
     make_text_folder(tmp_path / "src", 120, classes=3, size=20_000)
     plan = plan_local(str(tmp_path / "src"))
-    plain = b"".join(tar_stream(plan))
+    plain = b"".join(sample_stream(plan))
     stats = compress.StreamStats()
     framed = b"".join(
         bytes(p)
         for p in compress.framed_stream(
-            tar_stream(plan), True, stats, clock=itertools.count().__next__
+            sample_stream(plan), True, stats, clock=itertools.count().__next__
         )
     )
     assert stats.zstd_frames >= 1 and len(framed) < len(plain)
@@ -377,7 +445,7 @@ def test_agent_builds_the_same_dataset_from_framed_zstd_and_plain_tar(tmp_path: 
 def test_agent_says_a_framed_stream_cut_short_is_a_lost_stream(tmp_path: Path) -> None:
     make_text_folder(tmp_path / "src", 60, classes=2, size=20_000)
     plan = plan_local(str(tmp_path / "src"))
-    framed = b"".join(bytes(p) for p in compress.framed_stream(tar_stream(plan), False))
+    framed = b"".join(bytes(p) for p in compress.framed_stream(sample_stream(plan), False))
     with pytest.raises(ingest.StreamEnded):
         _stage(tmp_path, plan, framed[: len(framed) // 2], True, "cut")
 

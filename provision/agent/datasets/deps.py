@@ -8,10 +8,10 @@ the zip (an extension module cannot be imported from inside a zip) and puts it o
 
 import hashlib
 import os
-import platform
-import shutil
 import sys
-import zipfile
+
+# platform, shutil and zipfile are imported where used: a host whose Python has py-lmdb (the
+# common case) never needs them, and every stage call's start-up counts
 
 PYLIB = os.path.join("~", ".cache", "provision", "pylib")
 
@@ -22,6 +22,8 @@ class MissingDependency(ImportError):
 
 def python_tag():
     """What a shipped lmdb must match: CPython minor version and machine."""
+    import platform
+
     impl = (
         "cp"
         if platform.python_implementation() == "CPython"
@@ -31,6 +33,8 @@ def python_tag():
 
 
 def python_info():
+    import platform
+
     return {
         "executable": sys.executable,
         "version": platform.python_version(),
@@ -54,6 +58,9 @@ def _shipped_site():
                 return site
     except OSError:
         pass
+    import shutil
+    import zipfile
+
     tmp = "%s.tmp-%d" % (site, os.getpid())
     shutil.rmtree(tmp, ignore_errors=True)
     with zipfile.ZipFile(zip_path) as zf:
@@ -70,6 +77,21 @@ def _shipped_site():
     return site
 
 
+_site_ran = []
+
+
+def _run_site():
+    """Under -S (the dataset commands start without site): do site's start-up work now, once,
+    .pth import lines included. True the first time."""
+    if _site_ran:
+        return False
+    _site_ran.append(True)
+    import site
+
+    site.main()
+    return True
+
+
 def import_lmdb():
     """The lmdb module, from the host's Python or from the shipped copy; else MissingDependency."""
     try:
@@ -78,6 +100,13 @@ def import_lmdb():
         return lmdb
     except ImportError:
         pass
+    if sys.flags.no_site and _run_site():
+        try:  # an install that only a .pth import line makes importable
+            import lmdb
+
+            return lmdb
+        except ImportError:
+            pass
     site = _shipped_site()
     if site:
         if site not in sys.path:
@@ -90,6 +119,8 @@ def import_lmdb():
             raise MissingDependency(
                 "the py-lmdb shipped to %s does not load in %s: %s" % (site, sys.executable, exc)
             ) from None
+    import platform
+
     raise MissingDependency(
         "py-lmdb is not importable by %s (Python %s); install it on the host "
         "(`%s -m pip install lmdb`) or let provision ship it"

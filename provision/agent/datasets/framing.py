@@ -1,12 +1,12 @@
-"""The stage stream's frames: the tar stream cut into frames, each sent raw or zstd-compressed.
+"""The stage stream's frames: the sample stream cut into frames, each sent raw or zstd-compressed.
 
     frame = kind (1 byte: b"R" raw, b"Z" one zstd frame) + length (4 bytes, big-endian) + body
 
 The controller decides per frame (provision/staging/compress.py): compression only pays where
 the data compresses and the link, not the CPU, is what limits the stage. A host whose Python
 cannot import `zstandard` says so (`codecs()`), and then gets raw frames only: compression is
-never required. `FrameReader` turns the frames back into the plain tar stream for
-tarstream.read_members.
+never required. `FrameReader` turns the frames back into the plain sample stream for
+pipeline.sample_batches.
 """
 
 import struct

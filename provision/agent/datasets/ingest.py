@@ -1,41 +1,39 @@
 """Agent commands `stage`, `dataset_status`, `verify_dataset`: build dataset LMDBs on the host.
 
-stage: the samples arrive as ONE uncompressed tar stream on stdin (from the controller), or are
-read from a folder/archive already on the host, or from an http(s) URL the host downloads. A
-reader thread parses the input while the main thread writes LMDB transactions, so transfer,
-unpacking and writes overlap; the queue between them is bounded in bytes. Nothing is unpacked to
-disk: each sample goes from the stream straight into the LMDB.
+stage: the samples arrive as ONE stream on stdin from the controller (their bytes back to back in
+manifest order, in frames sent raw or zstd-compressed: pipeline.sample_batches, framing.py), or
+are read from a folder/archive already on the host, or from an http(s) URL the host downloads. A
+reader thread takes the input apart while the main thread writes LMDB transactions, so
+transfer, hashing and writes overlap (pipeline.py). Nothing is unpacked to disk: each sample
+goes from the stream straight into the LMDB.
 
 Resume: the controller asks `dataset_status` first and streams only samples from the partial's
 committed count on. If the partial moved further meanwhile (the previous agent committed its last
 samples after the status call), the surplus at the head of the stream is read and dropped.
 """
 
-import collections
 import errno
 import fcntl
-import hashlib
 import json
 import os
-import pkgutil
-import threading
 import time
 
-from provision.agent.datasets import DEFAULT_STALL, framing, lmdb_writer, reader, tarstream
+from provision.agent.datasets import DEFAULT_STALL, framing, lmdb_writer, reader
 from provision.agent.datasets.deps import MissingDependency, import_lmdb, lmdb_version, python_info
 from provision.agent.datasets.lmdb_writer import DiskFullError, StageError
 from provision.agent.datasets.manifest import Manifest
-from provision.agent.datasets.sources import open_source
+from provision.agent.datasets.pipeline import (
+    Emitter,
+    Progress,
+    StreamEnded,  # noqa: F401  (re-exported: ingest.StreamEnded)
+    one_by_one,
+    run_pipeline,
+    sample_batches,
+    start_feed,
+)
 
-QUEUE_BYTES = 64 * 1024 * 1024
-RUN_BYTES = 4 * 1024 * 1024  # what the writer takes from the queue at a time
-PROGRESS_INTERVAL = 0.5
 READER_MODULE = "provision_lmdb.py"
 _MiB = 1024 * 1024
-
-
-class StreamEnded(StageError):
-    kind = "stream_ended"
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -108,303 +106,10 @@ class StageLock(object):
         os.close(self.fd)
 
 
-class Progress(object):
-    """Counts shared by the pipeline; a ticker thread turns them into progress events."""
-
-    def __init__(self, emit, phase, total, total_bytes, start=0, start_bytes=0):
-        self.emit = emit
-        self.phase = phase
-        self.total = total
-        self.total_bytes = total_bytes
-        self.done = start
-        self.bytes = start_bytes
-        self.base_done = start
-        self.base_bytes = start_bytes
-        self.t0 = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = None
-        self._lock = threading.Lock()
-        self._window = []  # (t, bytes, done) of the last few seconds, for current rates
-        self.committed = lambda: None  # samples safely on disk: where a rerun resumes
-
-    def event(self):
-        now = time.monotonic()
-        with self._lock:
-            done, nbytes = self.done, self.bytes
-        self._window.append((now, nbytes, done))
-        while len(self._window) > 2 and now - self._window[0][0] > 5.0:
-            self._window.pop(0)
-        t_old, b_old, d_old = self._window[0]
-        span = now - t_old
-        if span < 0.2:
-            span = max(now - self.t0, 1e-6)
-            b_old, d_old = self.base_bytes, self.base_done
-        rate_b = (nbytes - b_old) / span
-        rate_s = (done - d_old) / span
-        left = max(self.total_bytes - nbytes, 0)
-        eta = left / rate_b if rate_b > 0 else None
-        return {
-            "phase": self.phase,
-            "done": done,
-            "total": self.total,
-            "bytes": nbytes,
-            "total_bytes": self.total_bytes,
-            "samples_per_s": round(rate_s, 1),
-            "bytes_per_s": round(rate_b),
-            "eta_s": round(eta, 1) if eta is not None else None,
-            "elapsed_s": round(now - self.t0, 2),
-            "committed": self.committed(),
-        }
-
-    def add(self, samples, nbytes):
-        with self._lock:
-            self.done += samples
-            self.bytes += nbytes
-
-    def tick(self):
-        try:
-            self.emit(**self.event())
-        except Exception:
-            pass  # a lost controller must not stop the writes: the data still gets committed
-
-    def start(self, interval=PROGRESS_INTERVAL):
-        def run():
-            while not self._stop.wait(interval):
-                self.tick()
-
-        self._thread = threading.Thread(target=run, name="progress", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
-        self.tick()
-
-
-class Emitter(object):
-    """Events to the controller without ever blocking the stage.
-
-    A dead or stalled link fills stdout's pipe and would block whoever writes to it; here only
-    this thread does, events queue up (the oldest progress is dropped when full), and the
-    writes go on. A heartbeat keeps the controller's stall watchdog quiet during long quiet
-    steps (listing a network disk, fsync of a big file).
-    """
-
-    def __init__(self, ctx, heartbeat=1.0, limit=256):
-        self.ctx = ctx
-        self.items = []
-        self.limit = limit
-        self.cond = threading.Condition()
-        self.closed = False
-        self.dead = False
-        self.ready_sent = False
-        self.heartbeat = heartbeat
-        self.thread = threading.Thread(target=self._run, name="emitter", daemon=True)
-        self.thread.start()
-
-    def _put(self, kind, fields):
-        with self.cond:
-            if self.closed or self.dead:
-                return
-            if len(self.items) >= self.limit:
-                for k, item in enumerate(self.items):
-                    if item[0] == "progress":
-                        del self.items[k]
-                        break
-                else:
-                    return
-            self.items.append((kind, fields))
-            self.cond.notify()
-
-    def emit(self, **fields):
-        if fields.get("phase") == "ready":
-            if self.ready_sent:
-                return  # the controller acts on the first one only
-            self.ready_sent = True
-        self._put("progress", fields)
-
-    def log(self, message):
-        self._put("log", {"message": message})
-
-    def _run(self):
-        while True:
-            with self.cond:
-                if not self.items and not self.closed:
-                    self.cond.wait(self.heartbeat)
-                if not self.items:
-                    if self.closed:
-                        return
-                    item = ("progress", {"phase": "heartbeat"})
-                else:
-                    item = self.items.pop(0)
-            try:
-                if item[0] == "log":
-                    self.ctx.log(item[1]["message"])
-                else:
-                    self.ctx.progress(**item[1])
-            except (OSError, ValueError):
-                self.dead = True  # stdout gone (controller lost): keep working silently
-                return
-
-    def close(self, timeout=2.0):
-        """Flush what is queued (bounded: a stalled link must not hold the result back)."""
-        with self.cond:
-            self.closed = True
-            self.cond.notify()
-        self.thread.join(timeout)
-
-
-class BoundedQueue(object):
-    """FIFO bounded in bytes (one oversized item is let in alone); the writer takes items in
-    runs (get_many), so the two threads meet once per run, not once per sample."""
-
-    def __init__(self, limit=QUEUE_BYTES):
-        self.limit = limit
-        self.items = collections.deque()
-        self.size = 0
-        self.cond = threading.Condition()
-        self.closed = False
-        self.waiting = False  # the writer waits for items: wake it on the next put
-
-    def put(self, item, nbytes):
-        with self.cond:
-            while self.size and self.size + nbytes > self.limit and not self.closed:
-                self.cond.wait()
-            if self.closed:
-                raise StageError("writer stopped")
-            self.items.append((item, nbytes))
-            self.size += nbytes
-            if self.waiting:
-                self.cond.notify_all()
-
-    def get_many(self, timeout, max_bytes=RUN_BYTES):
-        """([items], timed_out): every queued item up to about `max_bytes`, waiting up to
-        `timeout` seconds for the first."""
-        with self.cond:
-            deadline = time.monotonic() + timeout
-            while not self.items:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return [], True
-                self.waiting = True
-                try:
-                    self.cond.wait(left)
-                finally:
-                    self.waiting = False
-            out = []
-            taken = 0
-            while self.items and (not out or taken < max_bytes):
-                item, nbytes = self.items.popleft()
-                out.append(item)
-                taken += nbytes
-            self.size -= taken
-            self.cond.notify_all()  # room for the reader
-            return out, False
-
-    def get(self, timeout):
-        items, timed_out = self.get_many(timeout, max_bytes=0)
-        return (items[0] if items else None), timed_out
-
-    def close(self):
-        with self.cond:
-            self.closed = True
-            self.cond.notify_all()
-
-
-_DONE = ("done",)
-
-
-def _produce(items, queue):
-    """Reader thread: (index, relpath, data) from the source into the queue, with the data's
-    sha256 (hashlib lets go of the GIL: the hashing overlaps with the writer's puts)."""
-    sha256 = hashlib.sha256
-    try:
-        for i, relpath, data in items:
-            queue.put((i, relpath, data, sha256(data).digest()), len(data))
-        queue.put(_DONE, 0)
-    except BaseException as exc:  # handed to the writer, which reports it after committing
-        try:
-            queue.put(("error", exc), 0)
-        except StageError:
-            pass
-
-
-def stream_items(stdin, manifest, first, frames=None):
-    """(index, relpath, data) from the controller's tar stream, the first sample being `first`;
-    read through `frames` (a framing.FrameReader over stdin) when the stream is framed."""
-    try:
-        fcntl.fcntl(stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer wake-ups per MB
-    except Exception:
-        pass
-    i = first
-    n = len(manifest)
-    try:
-        for name, data in tarstream.read_members(frames if frames is not None else stdin):
-            if i >= n:
-                raise StageError("the stream holds more than the %d samples of the manifest" % n)
-            if name != manifest.paths[i]:
-                raise StageError(
-                    "stream member %r arrived where sample %d %r was expected"
-                    % (name, i, manifest.paths[i])
-                )
-            yield i, name, data
-            i += 1
-    except (tarstream.StreamTruncated, framing.FramesTruncated) as exc:
-        raise StreamEnded("the stream ended at sample %d of %d (%s)" % (i, n, exc)) from None
-
-
-def start_feed(items):
-    """Start reading the source in its own thread, into a queue bounded in bytes."""
-    queue = BoundedQueue()
-    threading.Thread(target=_produce, args=(items, queue), name="source", daemon=True).start()
-    return queue
-
-
-def run_pipeline(queue, writer, manifest, progress, stall_timeout, skip_until=0):
-    """Write items from the feed into `writer` as they come.
-
-    Items with an index below `skip_until` are already committed (a resume that overlapped the
-    previous run's last commit) and are dropped.
-    """
-    label = manifest.label
-    try:
-        done = False
-        while not done:
-            items, timed_out = queue.get_many(stall_timeout)
-            if timed_out:
-                raise StreamEnded(
-                    "no data for %ds after sample %d of %d: the connection looks lost"
-                    % (stall_timeout, writer.next_index, len(manifest))
-                )
-            run = []
-            failure = None
-            for item in items:
-                if item is _DONE:
-                    done = True
-                    break
-                if item[0] == "error":
-                    failure = item[1]
-                    break
-                if item[0] >= skip_until:
-                    run.append(item)
-            if run:
-                writer.add_many(run, label)
-                progress.add(len(run), sum(len(item[2]) for item in run))
-            if failure is not None:
-                raise failure
-    finally:
-        queue.close()
-    if writer.next_index != len(manifest):
-        raise StreamEnded(
-            "the input ended after sample %d of %d (connection lost or controller stopped?)"
-            % (writer.next_index, len(manifest))
-        )
-
-
 def write_reader_module(directory):
     """Put provision_lmdb.py (reader.py: stdlib + lmdb only) beside the datasets."""
+    import pkgutil  # here, not at import: every stage call's start-up counts
+
     data = pkgutil.get_data("provision.agent.datasets", "reader.py")
     target = os.path.join(directory, READER_MODULE)
     try:
@@ -429,7 +134,8 @@ def build(path, manifest, items_from, source_desc, emit, log, **options):
 class Build(object):
     """One dataset build: skip if up to date, else open or resume the partial, write, finish.
 
-    items_from(first) -> iterator of (index, relpath, data) from sample `first` on.
+    items_from(first) -> iterator of (index, relpath, data) from sample `first` on, or, with
+    `batched`, of lists of them (a stream read in pieces: one hand-over per piece).
     `start`: where the caller's stream begins (an int for a controller stream with a known
     resume point); None: this side picks the partial's committed count, and `on_ready(start=K)`
     tells the caller (a controller waiting to stream from K), or `on_ready(skip=True)` when
@@ -453,6 +159,7 @@ class Build(object):
         extra_meta=None,
         commit=None,
         on_ready=None,
+        batched=False,
     ):
         self.path = path
         self.manifest = manifest
@@ -469,9 +176,14 @@ class Build(object):
         self.extra_meta = extra_meta
         self.commit = commit
         self.on_ready = on_ready
+        self.batched = batched
         self.ready_sent = False
         self.feed = None
         self.t0 = time.monotonic()
+
+    def _start_feed(self, first):
+        items = self.items_from(first)
+        return start_feed(items if self.batched else one_by_one(items))
 
     def _ready(self, **fields):
         if self.on_ready is not None and not self.ready_sent:
@@ -482,7 +194,7 @@ class Build(object):
         # A stream with a known start is parsed right away, while the checks and the LMDB
         # set-up below run: the controller is already sending.
         if self.start is not None and self.start < len(self.manifest):
-            self.feed = start_feed(self.items_from(self.start))
+            self.feed = self._start_feed(self.start)
         try:
             return self._run()
         except BaseException:
@@ -587,7 +299,7 @@ class Build(object):
         try:
             if first < len(manifest):
                 if self.feed is None:
-                    self.feed = start_feed(self.items_from(first))
+                    self.feed = self._start_feed(first)
                 run_pipeline(
                     self.feed, writer, manifest, progress, self.stall_timeout, skip_until=committed
                 )
@@ -794,7 +506,7 @@ def _stage(request, emit, log, stdin):
             result = build(
                 path,
                 manifest,
-                lambda first: stream_items(stdin, manifest, first, frames),
+                lambda first: sample_batches(frames or stdin, manifest, first),
                 source.get("description") or "controller stream",
                 emit,
                 log,
@@ -803,6 +515,7 @@ def _stage(request, emit, log, stdin):
                 stall_timeout=stall,
                 start=None if auto else int(source.get("start") or 0),
                 commit=request.get("commit"),
+                batched=True,
                 on_ready=(
                     (lambda **f: emit(phase="ready", codecs=framing.codecs(), **f))
                     if auto
@@ -849,6 +562,8 @@ def _stage_host_path(
     if os.path.abspath(src) == os.path.abspath(path):
         raise StageError("the source and the destination are the same file")
     emit(phase="list", done=0, total=None)
+    from provision.agent.datasets.sources import open_source  # not on a stream's start-up path
+
     plan = open_source(
         src, source.get("layout") or "auto", source.get("labels"), display=display or src
     )

@@ -385,7 +385,9 @@ def check_records(env, manifest, full=False, on_progress=None):
     """(dataset checksum, total bytes, problems) for an env holding the manifest's samples.
 
     Always compares every index record (path, size, order, count) with the manifest; with
-    `full`, also re-reads every value and compares its sha256 with the recorded one.
+    `full`, also re-reads every value and compares its sha256 with the recorded one. This runs
+    after the last sample arrived, so it is on the clock: records are compared as bytes against
+    the manifest (~2 us each), decoded only to word a problem.
     """
     data_db = env.open_db(reader.DATA_DB, create=False)
     index_db = env.open_db(reader.INDEX_DB, create=False)
@@ -393,37 +395,52 @@ def check_records(env, manifest, full=False, on_progress=None):
     dataset = hashlib.sha256()
     total = 0
     n = len(manifest) if manifest is not None else None
+    if manifest is not None:
+        paths = [p.encode("utf-8") for p in manifest.paths]
+        sizes = manifest.sizes
+        labels = manifest.labels
+    head = reader.RECORD.size
+    unpack = reader.RECORD.unpack_from
+    unkey = reader.KEY.unpack
+    has_label = reader.HAS_LABEL
     seen = 0
     last = time.monotonic()
-    with env.begin(buffers=True) as txn:
-        for k, rec in txn.cursor(db=index_db):
-            i = reader.KEY.unpack(bytes(k))[0]
-            relpath, label, size, digest = reader.decode_record(rec)
+    with env.begin() as txn:
+        for k, rec in txn.cursor(db=index_db).iternext():
+            i = unkey(k)[0]
+            flags, label, size, digest = unpack(rec)
             if i != seen:
                 problems.append("sample %d missing (found %d)" % (seen, i))
                 seen = i
             if manifest is not None:
+                want_label = labels[i] if labels is not None and i < n else None
                 if i >= n:
                     problems.append("extra sample %d" % i)
                 elif (
-                    relpath != manifest.paths[i]
-                    or size != manifest.sizes[i]
-                    or label != manifest.label(i)
+                    size != sizes[i]
+                    or rec[head:] != paths[i]
+                    or (label if flags & has_label else None) != want_label
                 ):
+                    relpath = reader.decode_record(rec)[0]
                     problems.append(
                         "sample %d is %r/%d bytes, manifest says %r/%d"
                         % (i, relpath, size, manifest.paths[i], manifest.sizes[i])
                     )
             if full:
-                value = txn.get(bytes(k), db=data_db)
+                value = txn.get(k, db=data_db)
                 if value is None:
-                    problems.append("sample %d (%r) has no data" % (i, relpath))
+                    problems.append(
+                        "sample %d (%r) has no data" % (i, reader.decode_record(rec)[0])
+                    )
                 elif len(value) != size or hashlib.sha256(value).digest() != digest:
-                    problems.append("sample %d (%r) does not match its checksum" % (i, relpath))
+                    problems.append(
+                        "sample %d (%r) does not match its checksum"
+                        % (i, reader.decode_record(rec)[0])
+                    )
                 if on_progress is not None and time.monotonic() - last >= 0.5:
                     last = time.monotonic()
                     on_progress(seen + 1)
-            dataset.update(bytes(digest))
+            dataset.update(digest)
             total += size
             seen += 1
             if len(problems) > 100:

@@ -1,6 +1,6 @@
 """Path checks for dataset sources: what may become a sample's relative path.
 
-File names travel inside the tar stream and the JSON request, never on a command line, so a name
+File names travel in the JSON request's manifest, never on a command line, so a name
 like `$(rm -rf ~)` is only ever data. What these checks refuse is a name that would point outside
 the source: an absolute archive member, a `..` component, a symlink leaving the source root.
 """

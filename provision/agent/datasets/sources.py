@@ -2,7 +2,7 @@
 
 Each source lists its files as `Entry`s (checked by safety.py) and later yields the bytes of a
 chosen list of entries in order, reading each file once. Used on the controller (to build the
-manifest and the tar stream) and on the host (for host paths and downloads), so both sides agree
+manifest and the sample stream) and on the host (for host paths and downloads), so both sides agree
 on the samples, their order and their labels.
 
 Order: sorted by path components for folders; member order for archives (a compressed tar
