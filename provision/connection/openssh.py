@@ -442,7 +442,7 @@ class OpenSSHConnection(FramedCommands, Connection):
     def abort(self) -> None:
         """Stall watchdog: end the master and every ssh process now, so every blocked thread
         wakes (the next command starts a new master). After a fallback, staging aborts the
-        SSHConnection itself (staging.stage.abort_transport)."""
+        SSHConnection itself (staging.watchdog.abort_transport)."""
         self._end_master(gently=False)
         with self._lock:
             running = list(self._running)

@@ -3,7 +3,9 @@
 source.py: where the dataset is, its manifest, the one sample stream (and its broadcast to several
 hosts); stage.py: per-host status -> stream -> result; payload.py: the stream of a one-call
 stage, started on the agent's `ready`; compress.py: raw or zstd frames, chosen by measured pace;
-progress.py: per-host rich progress; hostlib.py: py-lmdb for hosts whose Python lacks it. The host side is provision/agent/datasets.
+progress.py: per-host rich progress; watchdog.py: a silent agent cuts the transport;
+hostlib.py: py-lmdb for hosts whose Python lacks it. The host side is provision/agent/datasets;
+the stream goes over the OpenSSH data plane (provision/connection/openssh.py) where it can.
 """
 
 from provision.staging.stage import (

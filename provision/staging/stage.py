@@ -14,8 +14,6 @@ that resume from the same sample.
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,6 +41,7 @@ from provision.staging.source import (
     prefetch,
     sample_stream,
 )
+from provision.staging.watchdog import StallWatchdog
 
 log = logging.getLogger("provision.stage")
 EventCallback = Callable[[dict[str, Any]], None]
@@ -306,7 +305,7 @@ class HostStage:
         # Over SSH, silence longer than the stall timeout means the link is gone (the agent
         # speaks at least every second); locally there is no link to lose.
         idle = None if self.connection.host.local else req.stall_timeout + 15
-        watchdog = None if self.connection.host.local else _Watchdog(self, req.stall_timeout)
+        watchdog = None if self.connection.host.local else StallWatchdog(self, req.stall_timeout)
         try:
             result = self.agent.call(
                 "stage", request, payload=payload, on_event=on_event, idle_timeout=idle
@@ -362,55 +361,6 @@ class HostStage:
             self.connection.close()
         except Exception:
             pass
-
-
-class _Watchdog:
-    """Aborts the SSH transport when the agent has been silent for `stall` seconds.
-
-    The agent speaks at least every second (progress or heartbeat), so silence means the link is
-    gone. A dead link otherwise blocks the sending thread inside the socket for as long as TCP
-    retransmits (many minutes), and closing the channel waits for it; shutting the socket down
-    wakes both.
-    """
-
-    def __init__(self, stage: HostStage, stall: float) -> None:
-        self.stage = stage
-        self.stall = stall
-        self.fired = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"watchdog-{stage.host}", daemon=True
-        )
-        self.stage.last_seen = time.monotonic()
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.25):
-            if time.monotonic() - self.stage.last_seen > self.stall:
-                self.fired = True
-                abort_transport(self.stage.connection)
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-def abort_transport(connection: Connection) -> None:
-    """Shut down an SSH connection's socket so every thread blocked on it wakes up."""
-    connection = getattr(connection, "_fallback", None) or connection  # OpenSSH fell back
-    abort = getattr(connection, "abort", None)
-    if abort is not None:  # OpenSSHConnection: ends its master and its ssh processes
-        abort()
-        return
-    fabric = getattr(connection, "_fabric", None)
-    transport = getattr(fabric, "transport", None) if fabric is not None else None
-    sock = getattr(transport, "sock", None)
-    if sock is None:
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def make_request(

@@ -187,7 +187,7 @@ def test_a_dead_link_is_unreachable_naming_the_step(make_fleet, ssh_config_file)
 
 def test_abort_wakes_a_blocked_command(fleet: Fleet, openssh) -> None:
     """staging's stall watchdog (abort_transport) ends the master: the blocked stream returns."""
-    from provision.staging.stage import abort_transport
+    from provision.staging.watchdog import abort_transport
 
     conn = openssh(fleet.hosts[2].as_host())
     assert conn.run("true").ok
