@@ -83,7 +83,6 @@ def _sweep(base: str, older_than: float = 3600.0) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-
 def _widen_pipe(fd: int, size: int = 1 << 20) -> None:
     """A 1 MiB pipe to ssh instead of 64 KiB: a bulk stream then costs both sides ~16x fewer
     wake-ups (best effort: the limit is /proc/sys/fs/pipe-max-size)."""
@@ -91,6 +90,7 @@ def _widen_pipe(fd: int, size: int = 1 << 20) -> None:
         fcntl.fcntl(fd, 1031, size)  # F_SETPIPE_SZ
     except OSError:
         pass
+
 
 class OpenSSHConnection(FramedCommands, Connection):
     def __init__(self, host: Host, options: ConnectOptions) -> None:
