@@ -61,19 +61,37 @@ def _private_dir() -> str:
     if len(base) > 40 or not base.replace("/", "").replace("-", "").replace("_", "").isalnum():
         base = "/tmp"
     _sweep(base)
-    return tempfile.mkdtemp(prefix="pvssh-", dir=base)
+    # the creator's pid in the name: a later run can tell a dead provision's dir at once
+    return tempfile.mkdtemp(prefix=f"pvssh-{os.getpid()}-", dir=base)
+
+
+def _pid_gone(name: str) -> bool:
+    """True when the dir's name says which provision made it and that process is gone."""
+    field = name.split("-")[1] if name.count("-") >= 2 else ""
+    if not field.isdigit():
+        return False
+    try:
+        os.kill(int(field), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive (another user's, or not ours to signal)
+        return False
+    return False
 
 
 def _sweep(base: str, older_than: float = 3600.0) -> None:
     """Remove the dirs of masters that died with a provision killed by SIGKILL (the kernel ended
-    the master, nobody removed its dir): ours, an hour old, and no master answering there."""
+    the master, nobody removed its dir): ours, with no master answering there, and either made
+    by a process that is gone or an hour old."""
     now = time.time()
     for entry in Path(base).glob("pvssh-*"):
         try:
             st = entry.stat()
         except OSError:
             continue
-        if st.st_uid != os.getuid() or now - st.st_mtime < older_than:
+        if st.st_uid != os.getuid():
+            continue
+        if now - st.st_mtime < older_than and not _pid_gone(entry.name):
             continue
         try:
             with socket.socket(socket.AF_UNIX) as probe:

@@ -228,3 +228,19 @@ def test_dirs_of_killed_masters_are_swept_live_ones_kept(tmp_path):
     finally:
         listener.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pvssh-live", "pvssh-young"]
+
+
+def test_the_dir_of_a_provision_that_is_gone_is_swept_at_once(tmp_path):
+    """A killed CLI's dir (its pid in the name, the process gone) goes on the next run, not an
+    hour later; a running process's dir stays, as does one whose master still answers."""
+    from provision.connection.openssh import _sweep
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer exists (reaped)
+    killed = tmp_path / f"pvssh-{gone.pid}-abc123"
+    running = tmp_path / f"pvssh-{os.getpid()}-def456"
+    for d in (killed, running):
+        d.mkdir()
+        (d / "m").touch()
+    _sweep(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [running.name]
