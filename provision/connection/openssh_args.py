@@ -91,17 +91,25 @@ def user_configs(options: ConnectOptions) -> list[str]:
     return [os.path.abspath(p) for p in paths if os.path.isfile(p)]
 
 
+_sets_cache: dict[tuple[str, str, int, int], bool] = {}
+
+
 def _user_sets(keyword: str, configs: list[str]) -> bool:
     """Whether any of the user's config files sets `keyword` (a line starting with it, in any
-    Host block): then their choice stands, not ours."""
+    Host block): then their choice stands, not ours. Every ssh command line asks, so each file
+    is read once per version (path, mtime, size)."""
     pattern = re.compile(rb"^\s*" + keyword.encode() + rb"[\s=]", re.I | re.M)
     for path in configs:
         try:
-            with open(path, "rb") as fh:
-                if pattern.search(fh.read()):
-                    return True
+            st = os.stat(path)
+            key = (keyword, path, st.st_mtime_ns, st.st_size)
+            if key not in _sets_cache:
+                with open(path, "rb") as fh:
+                    _sets_cache[key] = bool(pattern.search(fh.read()))
         except OSError:
             continue
+        if _sets_cache[key]:
+            return True
     return False
 
 
