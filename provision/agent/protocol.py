@@ -238,15 +238,29 @@ def main(argv=None):
             message="unknown agent command %r; known: %s" % (argv[:1], ", ".join(sorted(COMMANDS))),
         )
         return 2
+    module_name, func_name = COMMANDS[argv[0]].split(":")
+    # the command's module first: its request may still be on its way (a stage's manifest is
+    # sent once the controller has listed the source, and blank lines keep the link alive
+    # until then)
+    try:
+        __import__(module_name)
+        failed_import = None
+    except KeyboardInterrupt:
+        ctx.emit("error", kind="interrupted", message="interrupted")
+        return 130
+    except Exception as exc:  # reported below, like any failure of the command
+        failed_import = exc
     line = ctx.stdin.readline()
+    while line == b"\n":
+        line = ctx.stdin.readline()
     try:
         request = loads(line.decode("utf-8")) if line.strip() else {}
     except ValueError as exc:
         ctx.emit("error", kind="protocol", message="bad request line: %s" % exc)
         return 2
-    module_name, func_name = COMMANDS[argv[0]].split(":")
     try:
-        __import__(module_name)
+        if failed_import is not None:
+            raise failed_import
         data = getattr(sys.modules[module_name], func_name)(request, ctx)
     except KeyboardInterrupt:
         ctx.emit("error", kind="interrupted", message="interrupted")

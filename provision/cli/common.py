@@ -10,11 +10,13 @@ import json
 import logging
 import os
 import sys
-from typing import Any
-
-from rich.console import Console
+import threading
+from typing import TYPE_CHECKING, Any
 
 from provision.connection.base import ConnectOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Exit codes (documented in README):
 EXIT_OK = 0
@@ -23,8 +25,29 @@ EXIT_USAGE = 2  # usage or configuration error (bad option, malformed inventory/
 EXIT_UNREACHABLE = 4  # at least one host unreachable (and none failed otherwise)
 EXIT_INTERRUPTED = 130
 
-# soft_wrap: a long file:line message stays on one line when stderr is not a terminal
-console = Console(stderr=True, highlight=False, soft_wrap=True)
+_console: Console | None = None
+_console_lock = threading.Lock()
+
+
+def get_console() -> Console:
+    """The one stderr console, made on first use: importing rich costs ~50 ms, and `provision
+    stage` starts its SSH handshakes before it needs to print anything."""
+    global _console
+    if _console is None:
+        with _console_lock:
+            if _console is None:
+                from rich.console import Console
+
+                # soft_wrap: a long file:line message stays on one line when stderr is no terminal
+                _console = Console(stderr=True, highlight=False, soft_wrap=True)
+    return _console
+
+
+def __getattr__(name: str) -> Any:
+    """`from provision.cli.common import console` still works (and makes the console then)."""
+    if name == "console":
+        return get_console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def add_common_options(parser: argparse.ArgumentParser, own_short: frozenset[str] = frozenset()) -> None:
@@ -113,17 +136,30 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
     )
 
 
-def setup_logging(verbose: int) -> None:
-    from rich.logging import RichHandler
+class _RichOnFirstRecord(logging.Handler):
+    """rich's log handler, built when the first record comes (most runs log nothing)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._rich: logging.Handler | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:  # called under this handler's lock
+        if self._rich is None:
+            from rich.logging import RichHandler
+
+            self._rich = RichHandler(console=get_console(), show_time=False, show_path=False)
+            self._rich.setFormatter(self.formatter)
+        self._rich.emit(record)
+
+
+def setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(message)s",
-                        handlers=[RichHandler(console=console, show_time=False, show_path=False)])
+    logging.basicConfig(level=level, format="%(message)s", handlers=[_RichOnFirstRecord()])
     logging.getLogger("paramiko").setLevel(logging.WARNING if verbose < 3 else logging.DEBUG)
 
 
 def usage_error(message: str) -> int:
-    console.print(f"[bold red]error:[/] {message}")
+    get_console().print(f"[bold red]error:[/] {message}")
     return EXIT_USAGE
 
 
@@ -156,10 +192,10 @@ def report_interrupted(exc: BaseException, as_json: bool = False) -> None:
             },
         })
     if not outcomes:
-        console.print("[yellow]interrupted[/]")
+        get_console().print("[yellow]interrupted[/]")
         return
     finished = ", ".join(f"{n} ({'ok' if o.ok else 'failed'})" for n, o in done.items()) or "none"
-    console.print(f"[yellow]interrupted:[/] finished: {finished}; stopped: {', '.join(stopped) or 'none'}"
+    get_console().print(f"[yellow]interrupted:[/] finished: {finished}; stopped: {', '.join(stopped) or 'none'}"
                   " (stopped steps are left unfinished, never marked complete)")
 
 

@@ -12,7 +12,7 @@ from provision.cli.common import (
     EXIT_USAGE,
     add_common_options,
     apply_ansible_config,
-    console,
+    get_console,
     leave_now_if_stuck,
     report_interrupted,
     setup_logging,
@@ -92,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             leave_now_if_stuck(code)
         return code
     except ConfigError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        get_console().print(f"[bold red]error:[/] {exc}")
         return EXIT_USAGE
     except ProvisionError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        get_console().print(f"[bold red]error:[/] {exc}")
         return 1
     except KeyboardInterrupt as exc:
         report_interrupted(exc, as_json=bool(getattr(args, "json", False)))

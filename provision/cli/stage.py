@@ -8,7 +8,7 @@ interrupted stage and skips an up-to-date one. `--local DEST.lmdb` builds on thi
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.agent.datasets import DEFAULT_STALL
 from provision.agent.datasets.layouts import LAYOUTS
@@ -17,12 +17,16 @@ from provision.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     connect_options,
-    console,
     emit_json,
     exit_code_for,
+    get_console,
     usage_error,
 )
 from provision.errors import HostError
+
+if TYPE_CHECKING:
+    from provision.connection.base import Connection, ConnectOptions
+    from provision.inventory.model import Host
 
 describe = "stage a dataset (folder, archive, host path or URL) into LMDB on hosts' local SSD"
 
@@ -94,12 +98,33 @@ def _summary(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from provision.staging.progress import StageProgress
-    from provision.staging.stage import make_request, stage_hosts, stage_local
-
     if args.stall_timeout <= 0:
         return usage_error(f"--stall-timeout must be > 0, got {args.stall_timeout}")
-    request = make_request(
+    if args.local:
+        return _run_local(args)
+    if not args.targets and not args.inventory:
+        return usage_error("name at least one HOST (or -i INVENTORY), or use --local DEST.lmdb")
+
+    from provision.connection.factory import open_early
+    from provision.inventory.loader import resolve_targets
+
+    options = connect_options(args)
+    hosts = resolve_targets(args.targets, args.inventory, options)
+    if not hosts:
+        return usage_error("the targets matched no hosts")
+    # the handshakes begin before the staging stack and rich are imported (~0.15 s of a run)
+    opened = open_early(hosts, options, args.forks)
+    try:
+        return _run_hosts(args, hosts, options, opened)
+    finally:
+        for conn in opened.values():  # the ones stage_hosts did not take (it closes its own)
+            conn.close()
+
+
+def _request(args: argparse.Namespace) -> Any:
+    from provision.staging.stage import make_request
+
+    return make_request(
         args.source,
         args.name,
         args.dest,
@@ -109,48 +134,72 @@ def run(args: argparse.Namespace) -> int:
         args.clean,
         args.stall_timeout,
     )
-    if args.local:
-        if args.targets:
-            return usage_error("--local builds on this machine: give no HOST")
-        with StageProgress(console, enabled=console.is_terminal and not args.json) as progress:
-            try:
-                result = stage_local(request, args.local, progress.callback("local"))
-            except HostError as exc:
-                if args.json:
-                    emit_json({"hosts": {"local": {"error": exc.detail, "unreachable": False}}})
-                console.print(f"[bold red]local: failed[/]: {exc.detail}")
-                return EXIT_HOST_FAILED
-        if args.json:
-            emit_json({"hosts": {"local": result}})
-        else:
-            _print_warnings(result)
-            console.print(f"[green]local[/]: {_summary(result)}")
-        return EXIT_OK
-    if not args.targets and not args.inventory:
-        return usage_error("name at least one HOST (or -i INVENTORY), or use --local DEST.lmdb")
 
-    from provision.inventory.loader import resolve_targets
-    from provision.staging.source import PlanFuture, plan_local
 
-    options = connect_options(args)
-    hosts = resolve_targets(args.targets, args.inventory, options)
-    if not hosts:
-        return usage_error("the targets matched no hosts")
+def _run_local(args: argparse.Namespace) -> int:
+    from provision.staging.progress import StageProgress
+    from provision.staging.stage import stage_local
+
+    request = _request(args)
+    if args.targets:
+        return usage_error("--local builds on this machine: give no HOST")
+    console = get_console()
+    with StageProgress(console, enabled=not args.json and console.is_terminal) as progress:
+        try:
+            result = stage_local(request, args.local, progress.callback("local"))
+        except HostError as exc:
+            if args.json:
+                emit_json({"hosts": {"local": {"error": exc.detail, "unreachable": False}}})
+            console.print(f"[bold red]local: failed[/]: {exc.detail}")
+            return EXIT_HOST_FAILED
+    if args.json:
+        emit_json({"hosts": {"local": result}})
+    else:
+        _print_warnings(result)
+        console.print(f"[green]local[/]: {_summary(result)}")
+    return EXIT_OK
+
+
+def _run_hosts(
+    args: argparse.Namespace,
+    hosts: list[Host],
+    options: ConnectOptions,
+    opened: dict[str, Connection],
+) -> int:
+    from provision.staging.source import (
+        PlanFuture,
+        check_name,
+        default_name,
+        parse_source,
+        plan_local,
+    )
+
+    spec = parse_source(args.source)
+    lmdb_name = check_name(args.name or default_name(spec))
 
     def summary(plan: Any) -> None:
         m = plan.manifest
         classes = f", {len(m.classes)} classes" if m.classes else ""
-        console.print(
-            f"{request.source.display}: {len(m):,} samples, {m.total_bytes / 1e6:,.1f} MB, "
-            f"layout {m.layout}{classes} -> {request.name}.lmdb"
+        get_console().print(
+            f"{spec.display}: {len(m):,} samples, {m.total_bytes / 1e6:,.1f} MB, "
+            f"layout {m.layout}{classes} -> {lmdb_name}.lmdb"
         )
 
     plan = None
-    if request.source.kind == "local":  # listed while the hosts connect
-        src = request.source.location
-        plan = PlanFuture(lambda: plan_local(src, request.layout, request.labels), on_ready=summary)
-    with StageProgress(console, enabled=console.is_terminal and not args.json) as progress:
-        outcomes = stage_hosts(hosts, request, options, args.forks, progress.callback, plan=plan)
+    if spec.kind == "local":  # listed while the hosts connect, and before the imports below
+        plan = PlanFuture(
+            lambda: plan_local(spec.location, args.layout, args.labels), on_ready=summary
+        )
+
+    from provision.staging.progress import StageProgress
+    from provision.staging.stage import stage_hosts
+
+    request = _request(args)
+    console = get_console()
+    with StageProgress(console, enabled=not args.json and console.is_terminal) as progress:
+        outcomes = stage_hosts(
+            hosts, request, options, args.forks, progress.callback, plan=plan, opened=opened
+        )
     if args.json:
         emit_json(
             {
@@ -176,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_warnings(result: dict[str, Any]) -> None:
     for w in result.get("warnings") or []:
-        console.print(f"[yellow]warning:[/] {w}")
+        get_console().print(f"[yellow]warning:[/] {w}")
 
 
 __all__ = ["describe", "add_arguments", "run", "EXIT_USAGE"]

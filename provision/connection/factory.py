@@ -38,3 +38,15 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
     from provision.connection.ssh import SSHConnection
 
     return SSHConnection(host, options)
+
+
+def open_early(hosts: list[Host], options: ConnectOptions, limit: int) -> dict[str, Connection]:
+    """Data-plane connections to the first `limit` hosts, their handshakes begun now in the
+    background (OpenSSH; a paramiko connection opens on its first command as always), so a
+    command's own imports and listing overlap them. The caller hands them on or closes them."""
+    opened: dict[str, Connection] = {}
+    for host in hosts[: max(0, limit)]:
+        conn = connect(host, options, data_plane=True)
+        getattr(conn, "prestart", lambda: None)()
+        opened[host.name] = conn
+    return opened

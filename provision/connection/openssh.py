@@ -123,7 +123,9 @@ class OpenSSHConnection(FramedCommands, Connection):
         self._running: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
         self._where: tuple[str, str, int] | None = None  # (user, hostname, port) from `ssh -G`
+        self._resolving: threading.Thread | None = None
         self._starting: threading.Thread | None = None  # prestart()'s handshake
+        self._launched: Master | None = None  # spawned by prestart(), its login not yet awaited
         self._start_error: BaseException | None = None
         register(self)
         _live.add(self)
@@ -155,9 +157,14 @@ class OpenSSHConnection(FramedCommands, Connection):
         return self._dir
 
     def prestart(self) -> None:
-        """Begin the handshake in the background now (staging lists its source meanwhile); the
-        first command waits for it and gets its error, if any."""
+        """Begin the handshake now: the master is spawned here, before the caller's next step
+        (staging imports and lists its source meanwhile), its login awaited in the background;
+        the first command waits for it and gets its error, if any."""
         if self._starting is None and self._master is None and self._fallback is None:
+            try:
+                self._launched = self._launch()
+            except Exception as exc:  # the background start tries again and keeps the error
+                log.debug("%s: starting the OpenSSH master: %s", self.host.name, exc)
             self._starting = threading.Thread(
                 target=self._prestarted, daemon=True, name=f"ssh-start-{self.host.name}"
             )
@@ -168,6 +175,20 @@ class OpenSSHConnection(FramedCommands, Connection):
             self._ensure_master()
         except BaseException as exc:  # handed to the first command, in its thread
             self._start_error = exc
+
+    def _launch(self) -> Master:
+        """A new master process, spawned (its login not awaited)."""
+        where = self._prepare_dir()
+        for stale in ("m", "hostkey"):  # a killed master's socket would look ready
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(where, stale))
+        if self._where is None and self._resolving is None:  # `ssh -G` while the master logs in
+            self._resolving = threading.Thread(target=self._resolve, daemon=True, name="ssh-G")
+            self._resolving.start()
+        master = Master(args.master_argv(self.host, self.options, where),
+                        os.path.join(where, "m"), os.path.join(where, "master.log"))  # fmt: skip
+        master.launch()
+        return master
 
     def _ensure_master(self) -> bool:
         """True when the master is up (started now if needed); False after falling back."""
@@ -182,23 +203,21 @@ class OpenSSHConnection(FramedCommands, Connection):
             return False
         if self._master is not None and self._master.alive():
             return True
-        if self.options.known_hosts == "off":
-            log.warning("host key checking is OFF: accepting %s's key unverified", self.host.name)
-        where = self._prepare_dir()
-        for stale in ("m", "hostkey"):  # a killed master's socket would look ready
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(where, stale))
         hops = len(self.host.proxy_jump.split(",")) if self.host.proxy_jump else 0
         # ConnectTimeout bounds TCP and the banner; auth and jump hops get their own share
         bound = self.options.connect_timeout * (3 + 2 * hops) + 2
         attempts = 1 + max(0, self.options.connect_retries)
         problem: str | None = ""
         for attempt in range(attempts):
-            master = Master(args.master_argv(self.host, self.options, where),
-                            os.path.join(where, "m"), os.path.join(where, "master.log"))  # fmt: skip
+            launched, self._launched = self._launched, None
+            master = launched if launched is not None else self._launch()
             problem = master.start(bound, lambda: self._interrupted_at is not None)
             if problem is None:
                 self._master = master
+                if self.options.known_hosts == "off":  # said once in, not before: the logging
+                    # set-up (rich) would delay the handshake it announces
+                    log.warning("host key checking is OFF: accepting %s's key unverified",
+                                self.host.name)  # fmt: skip
                 return True
             if self._interrupted_at is not None:
                 raise Cancelled(self.host.name, f"interrupted during {self.doing or 'connect'}")
@@ -431,12 +450,18 @@ class OpenSSHConnection(FramedCommands, Connection):
             return None
         if len(key) != 2:
             return None
+        if self._resolving is not None:
+            self._resolving.join(12)
+            self._resolving = None
         if self._where is None:
             self._where = self._resolved()
         if self._where is None:
             return None
         user, hostname, port = self._where
         return f"ssh {user}@{hostname}:{port} {key[0]} {key[1]}"
+
+    def _resolve(self) -> None:
+        self._where = self._resolved()
 
     def _resolved(self) -> tuple[str, str, int] | None:
         """User, HostName and Port as ssh resolved them (`ssh -G`: aliases, defaults)."""
@@ -469,6 +494,9 @@ class OpenSSHConnection(FramedCommands, Connection):
                 proc.kill()
 
     def _end_master(self, gently: bool = True) -> None:
+        launched, self._launched = self._launched, None  # prestarted, never awaited
+        if launched is not None:
+            launched.stop(gently=False)
         master, self._master = self._master, None
         if master is not None and self._dir is not None:
             master.stop(gently, args.control_argv(self.host, self.options, self._dir, "exit"))

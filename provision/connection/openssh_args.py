@@ -181,7 +181,8 @@ def control_argv(host: Host, options: ConnectOptions, private_dir: str, op: str)
     return ["ssh", "-S", socket, "-F", os.devnull, "-O", op, "--", host.connect_address]
 
 
-RECORD_KEY_SCRIPT = '#!/bin/sh\nprintf "%s %s\\n" "$1" "$2" > "$(dirname "$0")/hostkey"\nexit 0\n'
+# ssh runs it twice per handshake, waiting each time: `${0%/*}`, not $(dirname), forks nothing
+RECORD_KEY_SCRIPT = '#!/bin/sh\nprintf "%s %s\\n" "$1" "$2" > "${0%/*}/hostkey"\nexit 0\n'
 
 
 # -- eligibility ---------------------------------------------------------------------------------
@@ -205,17 +206,46 @@ def key_is_encrypted(path: str | os.PathLike[str]) -> bool:
     return cipher != b"none"
 
 
-@functools.cache
 def client_version() -> tuple[int, int] | None:
     """(major, minor) of the `ssh` on PATH, or None when there is none."""
-    if shutil.which("ssh") is None:
-        return None
+    path = shutil.which("ssh")
+    return None if path is None else _version_of(path)
+
+
+@functools.cache
+def _version_of(path: str) -> tuple[int, int] | None:
+    """`ssh -V`, remembered on disk per binary (path, mtime, size): running it costs every CLI
+    start ~30 ms before the handshake can begin; an upgraded ssh is a new key."""
     try:
-        done = subprocess.run(["ssh", "-V"], capture_output=True, text=True, timeout=10)
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = f"{os.path.realpath(path)}\t{st.st_mtime_ns}\t{st.st_size}\t"
+    memo = None
+    try:
+        from provision.paths import state_dir
+
+        memo = state_dir() / "ssh-version"
+        said = memo.read_text()
+        if said.startswith(key):
+            major, minor = said[len(key) :].strip().split(".")
+            return int(major), int(minor)
+    except (OSError, ValueError):
+        pass
+    try:
+        done = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = re.search(r"OpenSSH_(\d+)\.(\d+)", done.stderr + done.stdout)
-    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+    version = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+    if memo is not None and found:
+        try:
+            from provision.paths import write_atomic
+
+            write_atomic(memo, f"{key}{version[0]}.{version[1]}\n")
+        except OSError:
+            pass  # a read-only state dir: ask again next time
+    return version
 
 
 def openssh_unusable(host: Host, options: ConnectOptions) -> str | None:

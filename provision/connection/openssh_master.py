@@ -42,12 +42,12 @@ class Master:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
         self._exited = threading.Event()
+        self._launched = False
+        self._failed: BaseException | None = None
 
-    def start(self, bound: float, cancelled: Callable[[], bool]) -> str | None:
-        """Wait up to `bound` seconds for the master; None when it is up, else what ssh said
-        ("" when it was still trying at the bound, or cancelled)."""
+    def launch(self) -> None:
+        """Spawn ssh in its keeper thread; back once it runs (or could not be started)."""
         started = threading.Event()
-        failed: list[BaseException] = []
 
         def keep() -> None:
             try:
@@ -56,7 +56,7 @@ class Master:
                         self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
                     )
             except BaseException as exc:  # no ssh binary after all, fd limits...
-                failed.append(exc)
+                self._failed = exc
                 self._exited.set()
                 return
             finally:
@@ -64,10 +64,17 @@ class Master:
             self.proc.wait()
             self._exited.set()
 
+        self._launched = True
         threading.Thread(target=keep, daemon=True, name="ssh-master").start()
         started.wait()
-        if failed:
-            return str(failed[0])
+
+    def start(self, bound: float, cancelled: Callable[[], bool]) -> str | None:
+        """Wait up to `bound` seconds for the master (launched now unless it was); None when it
+        is up, else what ssh said ("" when it was still trying at the bound, or cancelled)."""
+        if not self._launched:
+            self.launch()
+        if self._failed is not None:
+            return str(self._failed)
         deadline = time.monotonic() + bound
         while not os.path.exists(self.socket):
             if self._exited.wait(0.01):

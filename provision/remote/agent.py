@@ -57,6 +57,12 @@ _STUB = (
     "sys.exit(run(sys.argv[1:4]))\n"
 )
 EventCallback = Callable[[dict[str, Any]], None]
+# A request not known when the call starts (a stage's manifest, still being listed): called with
+# a wait in seconds, it returns the request, or None when it is not ready yet. The session and
+# the agent start at once; a blank line goes to the agent (which skips them before its request)
+# after each unanswered wait, so neither side's idle timer takes the listing for a dead link.
+LateRequest = Callable[[float], "dict[str, Any] | None"]
+KEEPALIVE_S = 1.0
 # A deadline on every agent call (seconds), overridable per call with `timeout=`. `stage` streams
 # a dataset of any size: it is bounded by silence instead (the agent speaks every second), and so
 # is every call by IDLE_TIMEOUT_S; a dead link is caught sooner by the SSH keepalive watchdog.
@@ -194,7 +200,7 @@ class Agent:
                              f"could not unpack the agent into {self.remote_path_for(kind)}: {detail}")
         self._answered(agent_digest(kind))
 
-    def _run(self, command: str, request_line: bytes, payload: Iterable[bytes] | IO[bytes] | None,
+    def _run(self, command: str, request_line: bytes | LateRequest, payload: Iterable[bytes] | IO[bytes] | None,
              python: str, kind: str, *, send: bool, handle: Callable[[str], None],
              timeout: float | None, idle: float) -> tuple[Any, bool]:
         """One ssh command: the bootstrap, the bundle (when `send`) and the request on stdin.
@@ -210,7 +216,7 @@ class Agent:
                 handle(line)
 
         text: str = self._command(command, python, kind, send=send)
-        first = [head, data, request_line]
+        first = [head, data]
         become = self.becoming()
         if become:  # the sudo password (when one is needed) goes first on stdin
             text, first = str(become.wrap(text)), [become.stdin_prefix(), *first]
@@ -219,7 +225,7 @@ class Agent:
             log.info("%s: uploading agent %s bundle %s (%d bytes)", self.connection.host.name, kind,
                      agent_digest(kind), len(data))
         result = self.connection.stream(
-            text, source=_prepend(b"".join(first), payload), on_stdout_line=on_line,
+            text, source=_prepend(b"".join(first), request_line, payload), on_stdout_line=on_line,
             timeout=timeout, idle_timeout=idle,
         )
         if become:
@@ -231,7 +237,7 @@ class Agent:
     def call(
         self,
         command: str,
-        request: dict[str, Any] | None = None,
+        request: dict[str, Any] | LateRequest | None = None,
         *,
         payload: Iterable[bytes] | IO[bytes] | None = None,
         on_event: EventCallback | None = None,
@@ -240,6 +246,7 @@ class Agent:
         idle_timeout: float | None = None,
     ) -> dict[str, Any]:
         """Run one agent command; returns its result data or raises AgentError with its message.
+        `request` may be a LateRequest (above).
 
         `timeout`: deadline for the whole call (default DEADLINES[command]); `idle_timeout`: the
         longest silence (default IDLE_TIMEOUT_S). Past either, the agent's process group on the
@@ -278,7 +285,7 @@ class Agent:
                 elif kind == "log":
                     log.info("%s: %s", host, event.get("message"))
 
-            request_line = (json.dumps(request or {}) + "\n").encode()
+            request_line = request if callable(request) else (json.dumps(request or {}) + "\n").encode()
             result, _ = self._run(command, request_line, payload, py, kind, send=send, handle=handle,
                                   timeout=deadline, idle=idle)
             if result.exit_code == _MISSING_AGENT and not send:
@@ -316,8 +323,17 @@ class Agent:
         raise AgentError(host, f"agent {command}: the agent was not in place after sending it")  # pragma: no cover
 
 
-def _prepend(first: bytes, rest: Iterable[bytes] | IO[bytes] | None) -> Iterator[bytes]:
+def _prepend(
+    first: bytes, request: bytes | LateRequest, rest: Iterable[bytes] | IO[bytes] | None
+) -> Iterator[bytes]:
     yield first
+    if callable(request):
+        body = request(KEEPALIVE_S)
+        while body is None:
+            yield b"\n"
+            body = request(KEEPALIVE_S)
+        request = (json.dumps(body) + "\n").encode()
+    yield request
     if rest is None:
         return
     if hasattr(rest, "read"):

@@ -8,14 +8,7 @@ hostlib.py: py-lmdb for hosts whose Python lacks it. The host side is provision/
 the stream goes over the OpenSSH data plane (provision/connection/openssh.py) where it can.
 """
 
-from provision.staging.stage import (
-    HostStage,
-    StageRequest,
-    make_request,
-    stage_dataset,
-    stage_hosts,
-    stage_local,
-)
+from typing import Any
 
 __all__ = [
     "HostStage",
@@ -25,3 +18,13 @@ __all__ = [
     "stage_hosts",
     "stage_local",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The names above from stage.py, imported on first use: `provision stage` lists its source
+    (source.py) while its SSH handshake runs, before the rest of the stack is imported."""
+    if name in __all__:
+        from provision.staging import stage
+
+        return getattr(stage, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

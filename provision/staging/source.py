@@ -245,6 +245,11 @@ class PlanFuture:
         except BaseException as exc:  # re-raised by result() in the caller's thread
             self._error = exc
 
+    def done(self, wait: float = 0.0) -> bool:
+        """Whether the listing has finished (waiting up to `wait` seconds for it)."""
+        self._thread.join(wait)
+        return not self._thread.is_alive()
+
     def result(self) -> Plan:
         self._thread.join()
         if self._error is not None:

@@ -25,7 +25,7 @@ from provision.connection.base import Connection, ConnectOptions
 from provision.errors import AgentError, ConfigError, HostError, UnreachableError
 from provision.inventory.model import Host
 from provision.parallel import HostOutcome, for_each_host
-from provision.remote.agent import Agent
+from provision.remote.agent import Agent, LateRequest
 from provision.staging.compress import StreamStats, framed_stream
 from provision.staging.payload import AfterReady
 from provision.staging.source import (
@@ -147,9 +147,8 @@ class HostStage:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_once(self) -> dict[str, Any]:
-        plan = self.plan  # listed while the connection opened (PlanFuture)
         request = dict(self._where(), **self._options())
-        if plan is None:
+        if self._plan is None:
             request["source"] = self._remote_source()
             return self._call(request, None, None)
         failure = StreamFailure()
@@ -157,18 +156,45 @@ class HostStage:
         def stream(said: dict[str, Any]) -> Iterator[bytes]:
             self.start = int(said.get("start") or 0)
             zstd = "zstd" in (said.get("codecs") or [])
-            chunks = prefetch(sample_stream(plan, self.start, failure))
+            chunks = prefetch(sample_stream(self.plan, self.start, failure))  # type: ignore[arg-type]
             self.stream_stats = StreamStats()  # this attempt's (an abandoned one sent a chunk)
             return as_views(framed_stream(chunks, zstd, self.stream_stats))
 
         payload = AfterReady(stream)
-        request["source"] = self._stream_source(plan, "auto")
-        result = self._call(request, payload, failure, payload.ready)
+        result = self._call(self._late_request(request, failure), payload, failure, payload.ready)
+        plan = self.plan
+        assert plan is not None
         if result.get("skipped"):
             result["bytes"] = plan.manifest.total_bytes
         result.setdefault("warnings", plan.warnings)
         self._add_compression(result)
         return result
+
+    def _late_request(self, base: dict[str, Any], failure: StreamFailure) -> LateRequest:
+        """The stage request, sent once the source is listed: the session and the agent's start
+        overlap the listing (remote/agent.LateRequest). A listing that fails sends an empty
+        request (the agent refuses it) and leaves its error in `failure`, which _call raises."""
+        built: list[dict[str, Any]] = []
+
+        def late(wait: float) -> dict[str, Any] | None:
+            if built:
+                return built[0]
+            listing = self._plan
+            # well inside the stall timeout: the watchdog reads last_seen every 0.25 s
+            wait = min(wait, self.request.stall_timeout / 4)
+            if isinstance(listing, PlanFuture) and not listing.done(wait):
+                self.last_seen = time.monotonic()  # the wait is ours: the watchdog must not fire
+                return None
+            try:
+                plan = self.plan
+                assert plan is not None
+                built.append(dict(base, source=self._stream_source(plan, "auto")))
+            except BaseException as exc:  # raised by _call, in the caller's thread
+                failure.error = exc
+                built.append({})
+            return built[0]
+
+        return late
 
     def _add_compression(self, result: dict[str, Any]) -> None:
         if self.stream_stats.frames:
@@ -285,14 +311,17 @@ class HostStage:
 
     def _call(
         self,
-        request: dict[str, Any],
+        request: dict[str, Any] | LateRequest,
         payload: Iterator[bytes] | None,
         failure: StreamFailure | None,
         on_ready: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         req = self.request
+        answered = False  # the agent said something: the stage began there
 
         def on_event(event: dict[str, Any]) -> None:
+            nonlocal answered
+            answered = True
             if event.get("phase") == "ready":
                 self.last_seen = time.monotonic()
                 if event.get("path"):
@@ -312,7 +341,13 @@ class HostStage:
             )
         except (AgentError, UnreachableError) as exc:
             if failure is not None and failure.error is not None:
+                if isinstance(failure.error, ConfigError):  # the source could not be listed
+                    raise failure.error from None
                 raise HostError(self.host, f"reading the source failed: {failure.error}") from None
+            if isinstance(exc, UnreachableError) and not answered and not (
+                watchdog is not None and watchdog.fired
+            ):
+                raise  # never got in (refused, no route, timeout): unreachable, nothing to resume
             cause: HostError = exc
             if watchdog is not None and watchdog.fired:
                 cause = UnreachableError(
@@ -425,11 +460,13 @@ def stage_hosts(
     forks: int = 32,
     on_event_for: Callable[[str], EventCallback] | None = None,
     plan: Plan | PlanFuture | None = None,
+    opened: dict[str, Connection] | None = None,
 ) -> dict[str, HostOutcome[dict[str, Any]]]:
     """Stage to every host in parallel; per-host outcomes, never the first exception alone.
 
     A local source is listed while the hosts connect (pass a Plan or PlanFuture to reuse one);
-    a source that cannot be listed raises ConfigError, whatever the hosts said.
+    a source that cannot be listed raises ConfigError, whatever the hosts said. `opened`:
+    connections already begun (factory.open_early), taken from the dict and closed here.
     """
     from provision.connection.factory import connect
 
@@ -440,8 +477,10 @@ def stage_hosts(
     connections: dict[str, Connection] = {}
 
     def host_stage(host: Host) -> HostStage:
-        conn = connect(host, options, data_plane=True)
-        getattr(conn, "prestart", lambda: None)()  # OpenSSH: handshake while the source is listed
+        conn = (opened or {}).pop(host.name, None)
+        if conn is None:
+            conn = connect(host, options, data_plane=True)
+            getattr(conn, "prestart", lambda: None)()  # OpenSSH: handshake while it is listed
         connections[host.name] = conn
         cb = on_event_for(host.name) if on_event_for else None
         return HostStage(conn, Agent(conn), request, plan, cb)
@@ -485,7 +524,7 @@ def stage_hosts(
                     o.value.setdefault("warnings", plan.warnings)
         return merged
     finally:
-        for conn in connections.values():
+        for conn in [*connections.values(), *(opened or {}).values()]:  # used or never reached
             try:
                 conn.close()
             except Exception:

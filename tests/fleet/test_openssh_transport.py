@@ -337,3 +337,29 @@ def test_ctrl_c_of_the_stage_cli_leaves_no_master(make_fleet, tmp_path, short_tm
         assert os.listdir(short_tmpdir) == []
     finally:
         fleet.unshape(fh)
+
+
+def test_a_slow_listing_over_openssh_keeps_the_link_and_the_watchdog_quiet(
+    make_fleet, small_images, ssh_options, monkeypatch
+) -> None:
+    """The agent starts while the source is listed; a listing far longer than the stall timeout
+    (3 s against 1 s) must not be taken for a dead link: blank lines keep the session alive and
+    the watchdog is told the wait is ours."""
+    from provision.staging import stage as stage_module
+
+    fleet = make_fleet(1)
+    fh = fleet.hosts[0]
+    real = stage_module.plan_local
+
+    def slow(*args, **kwargs):
+        time.sleep(3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stage_module, "plan_local", slow)
+    conn = connect_for(fh.as_host(), ssh_options, data_plane=True)
+    with conn:
+        result = stage_module.stage_dataset(
+            conn, None, str(small_images), dest=f"{SSD}/late", stall_timeout=1
+        )
+        assert conn.transport_name == "openssh"
+    assert result["count"] == 400 and not result["skipped"], result

@@ -3,6 +3,7 @@ checked with `ssh -G` (how ssh itself reads them) and keys made by ssh-keygen; n
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -191,12 +192,12 @@ def test_who_gets_openssh_and_who_paramiko(tmp_path, monkeypatch):
     assert type(connect(host(key_file=plain), options, data_plane=True)).__name__ == "SSHConnection"
     monkeypatch.delenv(args.CLIENT_ENV)
     monkeypatch.setenv("PATH", str(tmp_path))  # no ssh binary
-    args.client_version.cache_clear()
+    args._version_of.cache_clear()
     try:
         assert args.openssh_unusable(host(key_file=plain), options) == "no ssh binary on PATH"
     finally:
         monkeypatch.undo()
-        args.client_version.cache_clear()
+        args._version_of.cache_clear()
 
 
 def test_the_openssh_transport_imports_no_paramiko_fabric_or_invoke():
@@ -244,3 +245,70 @@ def test_the_dir_of_a_provision_that_is_gone_is_swept_at_once(tmp_path):
         (d / "m").touch()
     _sweep(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == [running.name]
+
+
+def test_the_ssh_version_is_asked_once_per_binary_and_again_after_an_upgrade(tmp_path, monkeypatch):
+    """`ssh -V` costs every CLI start ~30 ms before the handshake: it is remembered on disk, keyed
+    by the binary, and a changed binary is asked again."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin" / "ssh"
+    fake.parent.mkdir()
+
+    def install(version: str) -> None:
+        fake.write_text(f'#!/bin/sh\necho x >> "{calls}"\necho "OpenSSH_{version}, OpenSSL 3.0" >&2\n')
+        fake.chmod(0o755)
+
+    install("9.7p1")
+    monkeypatch.setenv("PATH", str(fake.parent))
+    monkeypatch.setenv("PROVISION_HOME", str(tmp_path / "state"))
+    try:
+        args._version_of.cache_clear()
+        assert args.client_version() == (9, 7)
+        args._version_of.cache_clear()  # a new provision process
+        assert args.client_version() == (9, 7)
+        assert calls.read_text().count("x") == 1
+        install("10.20p1")  # an upgrade: another size (and mtime)
+        args._version_of.cache_clear()
+        assert args.client_version() == (10, 20)
+        assert calls.read_text().count("x") == 2
+        (tmp_path / "state" / "ssh-version").write_text("garbage")
+        args._version_of.cache_clear()
+        assert args.client_version() == (10, 20)  # a damaged memo is asked again
+        assert calls.read_text().count("x") == 3
+    finally:
+        monkeypatch.undo()
+        args._version_of.cache_clear()
+
+
+def test_the_stage_cli_begins_the_handshake_before_its_heavy_imports(tmp_path):
+    """`provision stage` spawns the OpenSSH master before it imports the staging stack and rich
+    (~0.15 s of a run), so those overlap the handshake. Port 1 on loopback refuses: the run
+    then fails as unreachable, which is all this needs."""
+    data = tmp_path / "data" / "c"
+    data.mkdir(parents=True)
+    (data / "a.txt").write_text("a")
+    seen = tmp_path / "seen"
+    code = (
+        "import subprocess, sys\n"
+        "real = subprocess.Popen.__init__\n"
+        "def spy(self, argv, *a, **k):\n"
+        "    if '-N' in argv:\n"
+        "        heavy = sorted(m for m in ('rich', 'provision.staging.stage') if m in sys.modules)\n"
+        f"        open({str(seen)!r}, 'a').write(repr(heavy) + '\\n')\n"
+        "    real(self, argv, *a, **k)\n"
+        "subprocess.Popen.__init__ = spy\n"
+        "from provision.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    env = dict(os.environ, HOME=str(tmp_path), PROVISION_HOME=str(tmp_path / "state"))
+    env.pop(args.CLIENT_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "stage", str(tmp_path / "data"), "root@127.0.0.1:1",
+         "--known-hosts", "off", "--connect-timeout", "2", "--ssh-config", os.devnull, "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr  # unreachable: refused before the stage began
+    entry = json.loads(done.stdout)["hosts"]["root@127.0.0.1:1"]
+    assert entry["unreachable"] and "refused" in entry["error"], entry
+    assert "resume" not in entry["error"]  # nothing was staged there to resume
+    assert seen.read_text().splitlines()[0] == "[]", seen.read_text()

@@ -95,7 +95,8 @@ class Manifest(object):
             separators=(",", ":"),
         ).encode("utf-8")
         return {
-            "packed": base64.b64encode(zlib.compress(body, 6)).decode("ascii"),
+            # level 1: a quarter of level 6's time (it is on every stage's start), ~20% larger
+            "packed": base64.b64encode(zlib.compress(body, 1)).decode("ascii"),
             "count": len(self),
         }
 

@@ -100,10 +100,12 @@ class FolderSource(object):
             except OSError as exc:
                 raise SourceError("cannot list %s: %s" % (abs_dir, exc.strerror or exc)) from None
             for item in items:
-                if _skipped_name(item.name):
+                name = item.name
+                if name[0] == "." or name in _SKIP_NAMES:  # _skipped_name, inlined: per file
                     continue
-                rel = rel_dir + item.name
-                check_utf8(rel, self.where)
+                rel = rel_dir + name
+                if not rel.isascii():  # ASCII is valid UTF-8: most names skip the encode
+                    check_utf8(rel, self.where)
                 path = item.path
                 if item.is_symlink():
                     if not inside(root_real, path):
