@@ -1,3 +1,3 @@
-from provision.cli.main import main
+from provision.cli.main import run
 
-raise SystemExit(main())
+run()

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from provision.connection.base import ConnectOptions
 
@@ -197,6 +197,25 @@ def report_interrupted(exc: BaseException, as_json: bool = False) -> None:
     finished = ", ".join(f"{n} ({'ok' if o.ok else 'failed'})" for n, o in done.items()) or "none"
     get_console().print(f"[yellow]interrupted:[/] finished: {finished}; stopped: {', '.join(stopped) or 'none'}"
                   " (stopped steps are left unfinished, never marked complete)")
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the `provision` process without the interpreter's teardown (freeing every module and
+    object: ~35 ms after staging 8,000 files): exit handlers run and output is flushed first.
+    Only when no other non-daemon thread is alive; otherwise the normal exit, which waits."""
+    import atexit
+
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if others:
+        raise SystemExit(code)
+    try:
+        sys.stdout.flush()
+        atexit._run_exitfuncs()  # the handlers run once: this clears them
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # a closed pipe: the normal exit reports it as Python does
+        raise SystemExit(code) from None
+    os._exit(code)
 
 
 def leave_now_if_stuck(code: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from provision import __version__
 from provision.cli.common import (
@@ -12,6 +13,7 @@ from provision.cli.common import (
     EXIT_USAGE,
     add_common_options,
     apply_ansible_config,
+    exit_without_teardown,
     get_console,
     leave_now_if_stuck,
     report_interrupted,
@@ -67,6 +69,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         add_common_options(p, getattr(module, "OWN_SHORT_OPTIONS", frozenset()))
         p.set_defaults(_run=module.run)
     return parser
+
+
+def run() -> NoReturn:
+    """The `provision` command (console script and `python -m provision`): main() in-process
+    callers (tests) get a return value; the command exits without the interpreter's teardown."""
+    exit_without_teardown(main())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -126,6 +126,7 @@ class OpenSSHConnection(FramedCommands, Connection):
         self._resolving: threading.Thread | None = None
         self._starting: threading.Thread | None = None  # prestart()'s handshake
         self._launched: Master | None = None  # spawned by prestart(), its login not yet awaited
+        self._unverified = False  # --known-hosts off: the warning is still to be said
         self._start_error: BaseException | None = None
         register(self)
         _live.add(self)
@@ -214,10 +215,9 @@ class OpenSSHConnection(FramedCommands, Connection):
             problem = master.start(bound, lambda: self._interrupted_at is not None)
             if problem is None:
                 self._master = master
-                if self.options.known_hosts == "off":  # said once in, not before: the logging
-                    # set-up (rich) would delay the handshake it announces
-                    log.warning("host key checking is OFF: accepting %s's key unverified",
-                                self.host.name)  # fmt: skip
+                # said by the first session, once it runs: logging it here (rich's set-up on
+                # the first record) would delay the handshake and that session
+                self._unverified = self.options.known_hosts == "off"
                 return True
             if self._interrupted_at is not None:
                 raise Cancelled(self.host.name, f"interrupted during {self.doing or 'connect'}")
@@ -316,6 +316,9 @@ class OpenSSHConnection(FramedCommands, Connection):
         assert proc.stdout is not None and proc.stderr is not None
         if proc.stdin is not None:
             _widen_pipe(proc.stdin.fileno())
+        if self._unverified:
+            self._unverified = False
+            log.warning("host key checking is OFF: accepting %s's key unverified", self.host.name)
         out_frame = framing.Framer(self._marker, with_pgid=True)
         err_frame = framing.Framer(self._marker, with_pgid=False)
         last = [start]  # last sign of life on either stream

@@ -214,3 +214,28 @@ def test_non_positive_connect_timeout_is_a_usage_error(capsys):
         connect_options(parser.parse_args(["--connect-timeout", "0"]))
     assert exc.value.code == 2
     assert "--connect-timeout must be > 0" in capsys.readouterr().err
+
+
+def test_the_command_exits_without_teardown_but_runs_exit_handlers_and_flushes(tmp_path):
+    """`provision` ends with os._exit after the exit handlers and a flush (the interpreter's
+    teardown is ~35 ms after a stage); a non-daemon thread still running gets the normal exit,
+    which waits for it."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "handler-ran"
+    code = (
+        "import atexit, sys, threading, time\n"
+        "from provision.cli.common import exit_without_teardown\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'a').write('x'))\n"
+        "sys.stdout.write('{\"partial\": true}')  # no newline: still buffered when exiting\n"
+        "if sys.argv[1] == 'thread':\n"
+        f"    threading.Thread(target=lambda: (time.sleep(0.5), open({str(marker)!r}, 'a').write('t'))).start()\n"
+        "exit_without_teardown(3)\n"
+    )
+    for mode, expect in (("plain", "x"), ("thread", "tx")):
+        marker.unlink(missing_ok=True)
+        done = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 3, done.stderr
+        assert done.stdout == '{"partial": true}'
+        assert marker.read_text() == expect  # the thread finished before the handler ran
