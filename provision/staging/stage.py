@@ -468,7 +468,7 @@ def stage_hosts(
     a source that cannot be listed raises ConfigError, whatever the hosts said. `opened`:
     connections already begun (factory.open_early), taken from the dict and closed here.
     """
-    from provision.connection.factory import connect
+    from provision.connection.factory import open_early
 
     if plan is None and request.source.kind == "local":
         plan = PlanFuture(
@@ -478,9 +478,8 @@ def stage_hosts(
 
     def host_stage(host: Host) -> HostStage:
         conn = (opened or {}).pop(host.name, None)
-        if conn is None:
-            conn = connect(host, options, data_plane=True)
-            getattr(conn, "prestart", lambda: None)()  # OpenSSH: handshake while it is listed
+        if conn is None:  # OpenSSH: the handshake begins now, while the source is listed
+            conn = open_early([host], options, 1)[host.name]
         connections[host.name] = conn
         cb = on_event_for(host.name) if on_event_for else None
         return HostStage(conn, Agent(conn), request, plan, cb)
