@@ -217,7 +217,7 @@ def list_all(request):
             "detail": "timed out: no complete answer within the %gs budget" % budget}
     out = [dict(late) if a is None else a for a in list(answers)]
     base = len(targets) - len(extra)
-    for item, (url, usage, origin) in zip(out[base:], extra):
+    for item, (url, usage, origin) in zip(out[base:], extra):  # noqa: B905 (3.8)
         item.update(url=url, usage=usage, origin=origin)
     return out
 

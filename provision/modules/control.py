@@ -23,11 +23,11 @@ echo "home=$HOME"
 echo "shell=${SHELL:-}"
 for m in apt-get dnf yum apk zypper pacman; do if command -v $m >/dev/null 2>&1; then echo "pkg=$m"; break; fi; done
 if [ "$(id -u)" = 0 ]; then :; elif command -v sudo >/dev/null 2>&1; then echo "sudo=1"
-  if command -v timeout >/dev/null 2>&1; then timeout -k 1 %(budget)d sudo -n true >/dev/null 2>&1; rc=$?
+  if command -v timeout >/dev/null 2>&1; then timeout -k 1 SUDO_SECONDS sudo -n true >/dev/null 2>&1; rc=$?
   else sudo -n true >/dev/null 2>&1; rc=$?; fi
   if [ "$rc" = 0 ]; then echo "sudo_nopasswd=1"; elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "sudo_timeout=1"; fi
 fi
-""" % {"budget": SUDO_PROBE_SECONDS}
+""".replace("SUDO_SECONDS", str(SUDO_PROBE_SECONDS))
 _PKG = {
     "apt-get": "apt",
     "dnf": "dnf",
