@@ -76,6 +76,9 @@ DEADLINES: dict[str, float | None] = {
     "bench": 2 * 3600,
     "stage": None,
 }
+# A passed verify_torch of an environment unchanged since is trusted this long (seconds) where
+# nothing was just installed: `up`'s compatibility check and install share one import of torch.
+VERIFY_MEMO_S = 600
 DEFAULT_DEADLINE_S = 3600.0  # commands added later without an entry
 IDLE_TIMEOUT_S = 900.0
 UPLOAD_TIMEOUT_S = 300.0
