@@ -18,7 +18,7 @@ from provision.compat.loader import GpuSpec
 
 # Fraction of the datasheet peak an op kind reaches in practice (large GEMMs ~70% of the tensor
 # peak, cuDNN convolutions less, element-wise kernels ~75% of DRAM bandwidth).
-EFFICIENCY = {MATMUL: 0.70, CONV: 0.55, ATTENTION: 0.55}
+EFFICIENCY = {MATMUL: 0.70, CONV: 0.40, ATTENTION: 0.55}
 MEMORY_EFFICIENCY = 0.75
 LAUNCH_S = 4e-6  # per kernel: launch + the tail of a kernel too small to fill the GPU
 # Optimizer pass, bytes moved per trainable parameter (read + write): p, g, and states.
