@@ -78,7 +78,7 @@ def bench_section(doc: dict[str, Any]) -> dict[str, Any] | None:
 def _check(workload: str, precision: str, batch: int, predicted: float, measured: float) -> dict[str, Any]:
     return {"workload": workload, "precision": precision, "batch": batch,
             "predicted_samples_per_s": float(f"{predicted:.4g}"),
-            "measured_samples_per_s": float(f"{measured:.4g}"), "ratio": round(measured / predicted, 3)}
+            "measured_samples_per_s": float(f"{measured:.4g}"), "ratio": float(f"{measured / predicted:.4g}")}
 
 
 def train_section(doc: dict[str, Any], choice: dict[str, Any] | None) -> dict[str, Any] | None:
