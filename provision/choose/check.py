@@ -113,9 +113,9 @@ def offers_seen(choice: dict[str, Any] | None) -> list[dict[str, Any]]:
 def section(doc: dict[str, Any]) -> dict[str, Any] | None:
     """The report's `prediction` section, or None (no GPU, nothing comparable, no torch here).
     A prediction never breaks a report: any failure leaves the section out, logged."""
-    from provision.choose.calibrate import last_choice
-
     try:
+        from provision.choose.calibrate import last_choice  # imports torch (optional here)
+
         choice = last_choice()
         found = train_section(doc, choice) if isinstance(doc.get("train"), dict) else bench_section(doc)
     except ImportError as exc:  # torch is optional on the controller

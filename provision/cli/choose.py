@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        import torch  # noqa: F401 - the model is built and traced on its meta device
+    except ImportError:
+        raise ConfigError("provision choose needs torch on this machine (any CPU build will do:"
+                          " pip install torch --index-url https://download.pytorch.org/whl/cpu)") from None
     from provision.choose import calibrate, catalogue, graph, models, offers, plan
     from provision.cli.common import emit_json, get_console
 
