@@ -99,8 +99,8 @@ def step(profile: Profile, gpu: GpuSpec, precision: str, optimizer: str, batch: 
     """One optimizer step of a global `batch` over `count` GPUs, each doing ceil(batch/count)
     samples in micro-batches of at most `max_batch` (gradient accumulation)."""
     share = -(-batch // count)
-    micro = max(1, min(share, max_batch))
-    accumulation = -(-share // micro)
+    accumulation = -(-share // max(1, min(share, max_batch)))
+    micro = -(-share // accumulation)  # even micro-batches: 64 in 3 steps is 22+22+22, not 26+26+26
     compute = accumulation * forward_backward_s(profile, gpu, precision, micro)
     seconds = compute + optimizer_s(profile, gpu, precision, optimizer)
     scaling = ""
