@@ -460,10 +460,14 @@ def chart_svgs(doc: dict[str, Any]) -> dict[str, str]:
             "TFLOPS",
             empty_reason=str(get(doc, "bench.compute.reason") or "no matmul run in this report"),
         )
-    return {"num_workers": num_workers_svg, "amp": amp_svg, "peak": peak_svg}
+    from provision.choose import report_view
+
+    return {"num_workers": num_workers_svg, "amp": amp_svg, "peak": peak_svg, "choose": report_view.chart(doc)}
 
 
 def view(doc: dict[str, Any]) -> dict[str, Any]:
+    from provision.choose import report_view
+
     return {
         "host": doc["host"],
         "created": doc["created"],
@@ -511,6 +515,7 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
                     ],
                     _under_load_rows(doc),
                 ),
+                (report_view.title(doc), report_view.HEADER, report_view.rows(doc)),
                 (
                     "Timings",
                     ["step", "seconds", "share", "ran in parallel"],

@@ -69,6 +69,10 @@ def build_document(host: str, run: dict[str, Any], summary: dict[str, Any], find
     }
     if distributed is not None:  # one run across hosts: the fabric, all-reduce, the whole run's findings
         doc["train"]["distributed"] = distributed
+    from provision.choose.check import section  # predicted vs measured (docs/choose.md)
+
+    if (prediction := section(doc)) is not None:
+        doc["prediction"] = prediction
     validate(doc, f"train report for {host}")
     return doc
 
