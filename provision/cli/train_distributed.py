@@ -75,6 +75,9 @@ def run_distributed(args: argparse.Namespace, spec: TrainSpec, hosts: list[Host]
             console.print(f"all-reduce between the hosts: {ar.get('busbw_gbs')} GB/s bus bandwidth{when}"
                           if ar.get("status") == "ok" else f"all-reduce not measured: {ar.get('reason')}",
                           markup=False)
+        from provision.train.peers import record_run
+
+        record_run(spec.run_id, [h.name for h in hosts])  # stop/attach trust this, not the hosts' word
         try:
             cluster.start(files)
         except KeyboardInterrupt:
@@ -115,8 +118,13 @@ def attach_distributed(args: argparse.Namespace, run_id: str, info: dict[str, An
                        view: RunView) -> dict[str, Any]:
     """`provision attach HOST RUN` of a distributed run: follow every host of it, then report."""
     from provision.inventory.loader import resolve_targets
+    from provision.train.peers import vet_peers
 
-    hosts = resolve_targets(list(info.get("hosts") or []), args.inventory, options)
+    vetted = vet_peers(run_id, args.target, info.get("hosts"), args.inventory, args.ssh_config)
+    if vetted.refused:  # a host's word is not a connection target (issue 20)
+        console.print(vetted.refusal(args.target, run_id), markup=False, style="bold red")
+    listed = [h for h in info.get("hosts") or [] if h == args.target or h in vetted.accepted]
+    hosts = resolve_targets(listed if args.target in listed else [args.target, *listed], args.inventory, options)
     with contextlib.ExitStack() as stack:
         trainers = {h.name: HostTrainer(stack.enter_context(connect(h, options))) for h in hosts}
         cluster = ClusterTrainer.attached(hosts, trainers, run_id, info)
