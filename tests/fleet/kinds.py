@@ -299,7 +299,7 @@ def hostile_state(peer: str, self_name: str) -> dict:
     return {
         "run_id": HOSTILE_RUN, "state": "finished", "exit_code": 0, "log": log, "created": 1.0,
         "started": 1.0, "ended": 2.0, "command": ["python", "train.py"],
-        "distributed": {"hosts": [self_name, peer, "all", "../../etc"], "nproc": {self_name: 1}},
+        "distributed": {"hosts": [self_name, peer], "nproc": {self_name: 1}},
     }
 
 
