@@ -41,8 +41,13 @@ def _read_if_changed(ctx: TaskContext, src: str, have: str) -> tuple[str, str, b
         raise ModuleFailure(
             f"cannot read {src} on the host: {result.stderr.strip() or f'exit code {result.exit_code}'}"
         )
-    data = base64.b64decode("".join(body.split())) if found else None
+    try:
+        data = base64.b64decode("".join(body.split()), validate=True) if found else None
+    except ValueError:  # binascii.Error, or text that isn't ASCII: not what `base64` prints
+        raise ModuleFailure(f"cannot read {src} on {ctx.host.name}: its reply is not valid base64") from None
     kind = report.values["kind"]
+    if kind == "file" and not report.values.get("checksum"):
+        raise ModuleFailure(f"cannot read {src} on {ctx.host.name}: its reply lacks the file's checksum")
     return report.values.get("path", src), kind if kind != "file" else report.values["checksum"], data
 
 
