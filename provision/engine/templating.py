@@ -4,6 +4,8 @@
   stays a list), like Ansible 2.19; anything else renders to a string.
 - Variables may themselves hold templates (`url: "{{ base }}/simple"`); they are rendered when
   looked up (`LazyVars`), so an unused variable with an undefined reference is no error.
+- Only the project's own text is a template (`is_template`: a plain `str`). What a host sent and
+  what a template produced is marked as data (provision/engine/taint.py) and never rendered.
 - An undefined variable raises `UndefinedVariableError` naming the variable; the runner adds the
   task and host.
 - Strings that reach a shell are rendered by `render_shell`: every `{{ }}` value comes back as a
@@ -29,6 +31,7 @@ from jinja2.runtime import ChainableUndefined, StrictUndefined
 from provision.engine.core_filters import FILTERS, TESTS, QuotedWord, ShellCode, to_bool
 from provision.engine.filters import EXTRA_FILTERS
 from provision.engine.lookups import lookup, query
+from provision.engine.taint import DataDict, DataList
 from provision.errors import ProvisionError
 
 __all__ = [
@@ -96,12 +99,17 @@ class StrictChainableUndefined(ChainableUndefined, StrictUndefined):
 
 
 def is_template(value: Any) -> bool:
-    return isinstance(value, str) and any(m in value for m in _MARKERS)
+    """The one rule: a template is a plain `str` (the project's files, `-e`) holding a marker.
+    Host data and template output are `DataStr` (engine/taint.py), `quote`'s output is a
+    `QuotedWord`: never templates, whatever they contain."""
+    return type(value) is str and any(m in value for m in _MARKERS)
 
 
 def contains_template(value: Any) -> bool:
     if isinstance(value, str):
         return is_template(value)
+    if type(value) in (DataDict, DataList):  # marked whole: no walk
+        return False
     if isinstance(value, dict):  # plain data only: never walk views like hostvars
         return any(contains_template(k) or contains_template(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
@@ -332,6 +340,8 @@ class Templar:
                     return out[0]
                 return "".join(str(v) for v in out)
             return "".join(self._run(self._template(value, "str"), variables))
+        if type(value) in (DataDict, DataList):
+            return value
         if isinstance(value, dict):
             return {self.render(k, variables): self.render(v, variables) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -369,8 +379,8 @@ class Templar:
         """A bare Jinja expression (`when`, `until`, `changed_when`, `failed_when`)."""
         if isinstance(expression, bool) or expression is None:
             return expression
-        if not isinstance(expression, str):
-            return expression
+        if type(expression) is not str:
+            return expression  # host data or a template's output is a value, not an expression
         text = expression.strip()
         single = _SINGLE_EXPR.match(text)
         if single:  # `when: "{{ x }}"` works too (Ansible warns but allows it)
@@ -399,10 +409,8 @@ class Templar:
 
     def render_shell(self, value: Any, variables: Mapping[str, Any]) -> ShellTemplate:
         """Render a shell string keeping every `{{ }}` value apart from the code around it."""
-        if not isinstance(value, str):
-            value = str(value)
         if not is_template(value):
-            return ShellTemplate(value)
+            return ShellTemplate(str(value))
         nonce = "PV" + secrets.token_hex(4) + "x"
         _shell_state.values = []
         _shell_state.nonce = nonce
