@@ -290,6 +290,34 @@ class LazyVars(Mapping):
         return self._source
 
 
+class _JinjaVars(Mapping):
+    """LazyVars as a template sees them: a variable whose own template is undefined is an
+    undefined value (so `x is defined` is false and `x | default(…)` applies, as in Ansible),
+    not an error at the lookup; using it raises the inner variable's error."""
+
+    __slots__ = ("_lazy",)
+
+    def __init__(self, lazy: LazyVars) -> None:
+        self._lazy = lazy
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._lazy[key]
+        except UndefinedVariableError as exc:
+            if exc.attribute or not exc.variable:
+                return StrictChainableUndefined(hint=str(exc), name=key)
+            return StrictChainableUndefined(name=exc.variable)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._lazy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lazy)
+
+    def __len__(self) -> int:
+        return len(self._lazy)
+
+
 @dataclass
 class ShellTemplate:
     """A rendered shell string: `text` with placeholders `{nonce}{index}_`, `values` by index."""
@@ -313,7 +341,7 @@ class Templar:
         return source if isinstance(source, LazyVars) else LazyVars(source, self)
 
     def _run(self, template: jinja2.Template, variables: Mapping[str, Any]) -> Any:
-        ctx = template.new_context(self.vars(variables), shared=True)
+        ctx = template.new_context(_JinjaVars(self.vars(variables)), shared=True)
         try:
             out = list(template.root_render_func(ctx))
         except jinja2.UndefinedError as exc:
@@ -356,7 +384,7 @@ class Templar:
             template = _ENV.from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(f"{name}:{exc.lineno}: {exc.message}") from None
-        ctx = template.new_context(self.vars(variables), shared=True)
+        ctx = template.new_context(_JinjaVars(self.vars(variables)), shared=True)
         try:
             return "".join(str(v) for v in template.root_render_func(ctx))
         except Exception as exc:  # name the template file and line in every error
