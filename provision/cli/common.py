@@ -36,10 +36,11 @@ def get_console() -> Console:
     if _console is None:
         with _console_lock:
             if _console is None:
-                from rich.console import Console
+                from provision.terminal import console as text_console
 
-                # soft_wrap: a long file:line message stays on one line when stderr is no terminal
-                _console = Console(stderr=True, highlight=False, soft_wrap=True)
+                # soft_wrap: a long file:line message stays on one line when stderr is no terminal;
+                # every string it renders has its control characters shown (provision/terminal.py)
+                _console = text_console(stderr=True, highlight=False, soft_wrap=True)
     return _console
 
 
@@ -159,7 +160,9 @@ def setup_logging(verbose: int) -> None:
 
 
 def usage_error(message: str) -> int:
-    get_console().print(f"[bold red]error:[/] {message}")
+    from provision.terminal import escape
+
+    get_console().print(f"[bold red]error:[/] {escape(message)}")
     return EXIT_USAGE
 
 
