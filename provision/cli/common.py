@@ -148,7 +148,13 @@ class _RichOnFirstRecord(logging.Handler):
         if self._rich is None:
             from rich.logging import RichHandler
 
-            self._rich = RichHandler(console=get_console(), show_time=False, show_path=False)
+            from provision.terminal import visible
+
+            class _TextHandler(RichHandler):  # a log record may quote a host: its text, as text
+                def render_message(self, record: logging.LogRecord, message: str) -> Any:
+                    return super().render_message(record, visible(message))
+
+            self._rich = _TextHandler(console=get_console(), show_time=False, show_path=False)
             self._rich.setFormatter(self.formatter)
         self._rich.emit(record)
 

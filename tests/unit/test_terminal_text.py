@@ -104,3 +104,17 @@ def test_reports_carry_no_escape_sequences() -> None:
     out = io.StringIO()
     print_console([doc], console(file=out, width=500, color_system=None), detail=True)
     clean(out.getvalue())
+
+
+def test_log_records_quoting_a_host_are_text() -> None:
+    code = (
+        "import logging, sys\n"
+        "from provision.cli.common import setup_logging\n"
+        "setup_logging(1)\n"
+        "logging.getLogger('provision.x').warning('host said %s', sys.argv[1])\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000")
+    proc = subprocess.run([sys.executable, "-c", code, HOSTILE], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    clean(proc.stderr)
