@@ -249,7 +249,9 @@ def _undefined_error(exc: jinja2.UndefinedError) -> UndefinedVariableError:
 
 class LazyVars(Mapping):
     """Variables as Jinja sees them: values holding templates render on first lookup, with the
-    same variables, and are cached for this evaluation."""
+    same variables, and are cached for this evaluation. Only the project's own text is a
+    template (`is_template`); host data and earlier templates' output (engine/taint.py) are
+    returned as they are, never rendered."""
 
     def __init__(self, source: Mapping[str, Any], templar: Templar) -> None:
         self._source = source
