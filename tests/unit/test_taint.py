@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,12 @@ def test_registered_output_is_never_rendered(tmp_path: Path) -> None:
                 dflt: "{{ out.missing | default(out.stdout) }}"
                 parsed: "{{ js.stdout | from_json }}"
                 upper_lower: "{{ out.stdout | upper | lower }}"
+                quoted: "{{ out.stdout | quote }}"
+            - add_host: name=other ansible_connection=local from_host="{{ out.stdout }}"
+            - name: show added host var
+              debug: msg="{{ hostvars['other'].from_host }}"
+            - name: show quoted
+              debug: msg="{{ quoted }}"
             - name: show joined
               debug: msg="{{ joined }}"
               register: again
@@ -122,6 +129,8 @@ def test_registered_output_is_never_rendered(tmp_path: Path) -> None:
     got = shown(result)
     assert got["show when"] == "ran"
     assert got["show broken"] == BROKEN
+    assert got["show added host var"] == text
+    assert got["show quoted"] == shlex.quote(text)
     for name in ("show joined", "show again", "show found", "show dflt", "show parsed",
                  "show parsed list", "show hostvars", "show until"):
         assert got[name] == text, name
