@@ -110,7 +110,7 @@ def report_entries(outcomes: dict[str, Any], as_json: bool) -> int:
     for name, o in outcomes.items():
         if not o.ok:
             failed = True
-            console.print(f"[bold red]{name}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
+            console.print(f"[bold red]{escape(name)}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
             continue
         e = o.value
         if e.get("state") in ("failed", "stopped"):
@@ -202,4 +202,4 @@ def on_hosts(args: argparse.Namespace, targets: list[str], work: Any) -> dict[st
 def print_failures(outcomes: dict[str, Any]) -> None:
     for name, o in outcomes.items():
         if not o.ok:
-            console.print(f"[bold red]{name}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
+            console.print(f"[bold red]{escape(name)}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")

@@ -31,7 +31,8 @@ _WRAP = (
 
 
 def new_marker() -> str:
-    """Random, so no banner and no command output can fake it."""
+    """Random, so no banner printed by accident can fake it. (A hostile host can: its ~/.bashrc
+    sees the command text. It then fakes only its own output and pgid; the bounds hold anyway.)"""
     return "provision-" + secrets.token_hex(8)
 
 
