@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    outcomes = on_hosts(args, [args.target], lambda t: t.stop(args.run_id, args.grace))
+    outcomes = on_hosts(args, [args.target], lambda t: _checked(t.host, t.stop(args.run_id, args.grace)))
     peers: list[str] = []
     refused: dict[str, Any] = {}
     for name, o in list(outcomes.items()):
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         peers += [h for h in vetted.accepted if h not in outcomes and h not in peers]
         refused.update(refused_outcomes(vetted, name, args.run_id))
     if peers:  # the other hosts of a distributed run: every rank ends
-        outcomes.update(on_hosts(args, peers, lambda t: t.stop(args.run_id, args.grace)))
+        outcomes.update(on_hosts(args, peers, lambda t: _checked(t.host, t.stop(args.run_id, args.grace))))
     outcomes.update({n: o for n, o in refused.items() if n not in outcomes})
     if args.json:
         emit_json({"hosts": {n: ({"run_id": o.value["run"].get("run_id"), "state": o.value["run"].get("state"),
@@ -51,3 +51,16 @@ def run(args: argparse.Namespace) -> int:
                     console.print(f"[bold red]{name}: still running: {e['left']}[/]")
     print_failures(outcomes)
     return exit_code_for(outcomes)
+
+
+def _checked(host: str, reply: Any) -> dict[str, Any]:
+    """The agent's answer in the shape printed below, or the host's failure (its reply is data)."""
+    from provision.errors import AgentError
+
+    ended = reply.get("ended") if isinstance(reply, dict) else None
+    if not (isinstance(reply, dict) and isinstance(reply.get("run"), dict) and isinstance(ended, dict)
+            and all(isinstance(ended.get(k, []), list) for k in ("terminated", "killed", "left"))):
+        raise AgentError(host, "train_stop: the host's reply is not a stop result (is its agent provision's?)")
+    ended.setdefault("terminated", [])
+    ended.setdefault("killed", [])
+    return reply
