@@ -32,6 +32,8 @@ from provision.modules.base import (
     ModuleFailure,
     ModuleResult,
     TaskContext,
+    UnsupportedArgument,
+    ansible_fallback,
     normalize_args,
     secret_arg_values,
 )
@@ -352,7 +354,20 @@ class TaskExecution:
             else:
                 args[key] = self.templar.render(value, lazy)
         args = {k: v for k, v in args.items() if not (isinstance(v, str) and v == OMIT)}
-        args = normalize_args(module, args)
+        run = module.run
+        try:
+            args = normalize_args(module, args)
+        except UnsupportedArgument as exc:
+            exc.at(str(task.pos))
+            hook = ansible_fallback()
+            if hook is None:
+                raise
+
+            def run(
+                ctx: TaskContext, hook: Any = hook, exc: UnsupportedArgument = exc
+            ) -> ModuleResult:
+                return hook(ctx, exc)  # Ansible's own module, with the arguments as given
+
         self.runner.masker.add(secret_arg_values(module, args))  # Arg.no_log, secret names
         check = self.runner.options.check
         if task.check_mode is not None:
@@ -360,7 +375,7 @@ class TaskExecution:
         diff = self.runner.options.diff
         if task.diff is not None:
             diff = self._bool(task.diff, task, lazy)
-        if check and not module.supports_check_mode:
+        if check and not module.supports_check_mode and run == module.run:
             return {
                 "changed": False,
                 "skipped": True,
@@ -428,7 +443,7 @@ class TaskExecution:
         for attempt in range(1, attempts + 1):
             conn.doing = f"task '{task.display_name}'"  # named when the link dies mid-task
             try:
-                mres = module.run(ctx)
+                mres = run(ctx)
             except ModuleFailure as exc:
                 mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
             finally:

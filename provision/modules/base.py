@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.connection.base import CommandResult, Connection
 from provision.inventory.model import Host
+from provision.modules.argspec import (  # noqa: F401  (re-exported: the fallback interface)
+    ArgError,
+    UnsupportedArgument,
+    ansible_fallback,
+    ansible_name,
+    set_ansible_fallback,
+    spec_for_module,
+)
 from provision.shell import as_root as shell_as_root
 from provision.shell import become_command, env_exports, path, quote
 
@@ -263,13 +271,6 @@ def suggest(word: str, options: list[str] | tuple[str, ...] | set[str]) -> str:
 # -- argument checking -------------------------------------------------------------------------
 
 
-class ArgError(ValueError):
-    def __init__(self, message: str, key: str | None = None, at_key: bool = False) -> None:
-        super().__init__(message)
-        self.key = key
-        self.at_key = at_key  # the name is wrong (point at it), not the value
-
-
 def _has_template(value: Any) -> bool:
     from provision.engine.templating import contains_template
 
@@ -334,32 +335,62 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
     raise ArgError(f"argument '{key}': unknown type {kind}", key)  # pragma: no cover
 
 
+def _aliases(module: Module) -> dict[str, str]:
+    """Argument name or alias -> name, computed once per module class."""
+    cls = type(module)
+    table = _ALIASES.get(cls)
+    if table is None:
+        table = {name: name for name in module.args}
+        for name, arg in module.args.items():
+            for alias in arg.aliases:
+                table.setdefault(alias, name)
+        _ALIASES[cls] = table
+    return table
+
+
+_ALIASES: dict[type, dict[str, str]] = {}
+
+
 def normalize_args(
     module: Module, args: Mapping[str, Any], *, static: bool = False
 ) -> dict[str, Any]:
     """Check and coerce `args` against the module's schema. `static=True` (before templating)
-    skips checks on values that are still templates. Raises ArgError naming the argument."""
+    skips checks on values that are still templates. Raises ArgError naming the argument, with
+    Ansible's text for an argument Ansible's module doesn't take either, and
+    UnsupportedArgument for one Ansible's module takes but provision's doesn't implement."""
     spec = module.args
-    alias_to_name = {alias: name for name, arg in spec.items() for alias in arg.aliases}
+    names = _aliases(module)
     out: dict[str, Any] = {}
+    unknown: list[str] = []
+    ansible_only: list[str] = []
     for key, value in args.items():
         if not isinstance(key, str):
             raise ArgError(f"argument names must be strings, got {key!r}")
         if key.startswith("_"):  # internal (e.g. _raw free form)
             out[key] = value
             continue
-        name = key if key in spec else alias_to_name.get(key)
+        name = names.get(key)
         if name is None:
             if module.any_args:
                 out[key] = value
                 continue
-            known = sorted(set(spec) | set(alias_to_name))
-            raise ArgError(
-                f"module '{module.name}' has no argument '{key}'{suggest(key, known)}; "
-                f"its arguments: {', '.join(sorted(spec)) or '(none)'}",
-                key,
-                at_key=True,
-            )
+            aspec = spec_for_module(module.name)
+            if aspec is None:
+                known = sorted(names)
+                raise ArgError(
+                    f"module '{module.name}' has no argument '{key}'{suggest(key, known)}; "
+                    f"its arguments: {', '.join(sorted(spec)) or '(none)'}",
+                    key,
+                    at_key=True,
+                )
+            aname = aspec.names.get(key)
+            if aname is None:
+                unknown.append(key)
+            elif static and _has_template(value):
+                continue
+            elif not aspec.is_default(aname, value):
+                ansible_only.append(key)
+            continue
         if name in out:
             raise ArgError(f"argument '{name}' given twice (as '{key}' and an alias)", key)
         arg = spec[name]
@@ -373,6 +404,12 @@ def normalize_args(
                 key,
             )
         out[name] = value
+    if unknown:
+        aspec = spec_for_module(module.name)
+        assert aspec is not None
+        raise ArgError(aspec.unsupported_message(unknown), unknown[0], at_key=True)
+    if ansible_only:
+        raise UnsupportedArgument(module.name, ansible_name(module.name), ansible_only)
     for group in module.mutually_exclusive:
         # a template may render to `omit`: only the rendered values can conflict
         given = [
