@@ -40,6 +40,9 @@ from provision.modules.base import (
 from provision.paths import bundle_dir
 from provision.secrets import collect_secrets
 
+# modules whose "facts" are variables (set_fact precedence), not host facts
+VAR_SETTERS = frozenset({"set_fact", "include_vars"})
+
 
 class TaskExecution:
     """Mixin of the per-host play: one task, its loop and its result."""
@@ -91,7 +94,10 @@ class TaskExecution:
         result, full, facts, notify = shared
         if task.register:
             self.rt.vars.set_facts[task.register] = full
-        self.rt.vars.set_facts.update(facts)
+        if task.action in VAR_SETTERS:
+            self.rt.vars.set_facts.update(facts)
+        elif facts:
+            self.rt.vars.add_facts(facts)
         if notify:
             self.notified.extend(task.notify)
         if result.status == "failed" and not result.ignored:
@@ -115,10 +121,10 @@ class TaskExecution:
         if task.register and result.status != "unreachable":
             self.rt.vars.set_facts[task.register] = full
         if facts:
-            if task.action in ("facts", "setup"):
-                self.rt.vars.facts.update(facts)
-            else:
+            if task.action in VAR_SETTERS:
                 self.rt.vars.set_facts.update(facts)
+            else:  # a module's facts are host facts, in `ansible_facts` too (Ansible's rule)
+                self.rt.vars.add_facts(facts)
             self.runner.masker.add(collect_secrets([facts]))
         if notify and task.notify:
             variables = self.vars_for(task)
@@ -272,7 +278,8 @@ class TaskExecution:
                 try:
                     one, item_facts = self.execute_one(task, item_vars)
                     facts.update(item_facts)
-                    if item_facts:  # set_fact in a loop: later items see earlier ones
+                    if item_facts and task.action in VAR_SETTERS:
+                        # set_fact in a loop: later items see earlier ones
                         self.rt.vars.set_facts.update(item_facts)
                 except (TemplateError, ArgError) as exc:
                     one = {

@@ -53,6 +53,14 @@ class HostVars:
     set_facts: dict[str, Any] = field(default_factory=dict)
     play_vars: Mapping[str, Any] = field(default_factory=dict)
 
+    def add_facts(self, facts: Mapping[str, Any]) -> None:
+        """Facts from `setup` or a module: each name as returned, and `ansible_facts` (the same
+        without the `ansible_` prefix) rebuilt so both spellings stay in step."""
+        from provision.modules.facts_ansible import namespaced
+
+        self.facts.update(facts)
+        self.facts["ansible_facts"] = namespaced(self.facts)
+
 
 class HostVarsView(Mapping):
     """`hostvars`: every host's variables by name (host-level layers, no task context)."""
