@@ -19,6 +19,8 @@ from provision.config import load_config
 
 # The playbook's model and key=value parsing live beside this loader; imported from here too.
 from provision.engine.kv_text import parse_kv, split_words
+from provision.engine.lookups import SUPPORTED as LOOKUPS
+from provision.engine.lookups import canonical_lookup
 from provision.engine.playbook_model import (
     _VAR_NAME,
     BLOCK_KEYWORDS,
@@ -73,6 +75,11 @@ __all__ = [
     "roles_in",
     "split_words",
 ]
+
+
+def is_with_loop(key: Any) -> bool:
+    """`with_items`, `with_subelements`, `with_community.general.flattened`: a lookup loop."""
+    return isinstance(key, str) and key.startswith("with_") and len(key) > 5
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -317,7 +324,7 @@ class _Loader(RoleLoading, PlayLoading):
             if key in UNSUPPORTED:
                 self.error(data.where(key), UNSUPPORTED[key])
         keywords = TASK_KEYWORDS
-        actions = [k for k in data if k not in keywords]
+        actions = [k for k in data if k not in keywords and not is_with_loop(k)]
         known = [k for k in actions if k in SPECIAL_ACTIONS or get_module(str(k)) is not None]
         unknown = [k for k in actions if k not in known]
         for key in unknown:
@@ -427,14 +434,27 @@ class _Loader(RoleLoading, PlayLoading):
         return task
 
     def loop_fields(self, node: Task | Include, data: YMap) -> None:
-        kinds = [k for k in ("loop", "with_items", "with_list", "with_dict") if k in data]
+        kinds = [k for k in data if k == "loop" or is_with_loop(k)]
+        for kind in kinds:
+            lookup = canonical_lookup(str(kind)[len("with_") :])
+            if kind != "loop" and lookup not in LOOKUPS:
+                self.error(
+                    data.where(kind),
+                    f"{kind}: lookup plugin {lookup!r} is not supported"
+                    f"{suggest(lookup, LOOKUPS)} (supported: {', '.join(LOOKUPS)})",
+                )
         if len(kinds) > 1:
             self.error(data.where(kinds[1]), f"use one of loop / with_*: found {', '.join(kinds)}")
         if kinds:
             node.loop_kind = kinds[0]
             node.loop = data[kinds[0]]
             self.check_templates(node.loop, data.where(kinds[0], True))
-            if not isinstance(node.loop, (list, str, Mapping)):
+            if not isinstance(node.loop, (list, str, Mapping)) and kinds[0] in (
+                "loop",
+                "with_items",
+                "with_list",
+                "with_dict",
+            ):
                 self.error(
                     data.where(kinds[0], True),
                     f"{kinds[0]} must be a list or a template giving one",
@@ -518,6 +538,8 @@ class _Loader(RoleLoading, PlayLoading):
             return None
         self.check_templates(file, where)
         for key in data:
+            if is_with_loop(key):
+                continue
             if key not in (
                 action,
                 "name",
@@ -548,7 +570,7 @@ class _Loader(RoleLoading, PlayLoading):
                     "import_tasks is static: its file name can't use variables (use include_tasks)",
                 )
                 return None
-            if any(k in data for k in ("loop", "with_items", "with_list", "with_dict")):
+            if any(k == "loop" or is_with_loop(k) for k in data):
                 self.error(
                     data.where("loop") if "loop" in data else where,
                     "import_tasks can't loop (use include_tasks)",

@@ -147,11 +147,14 @@ def test_facts_match_ansible_setup_on_the_same_host(tmp_path: Path) -> None:
     ours = _ours(tmp_path)
     missing = sorted(k for k in REQUIRED if k in theirs and k not in ours)
     assert not missing, f"setup has these, provision doesn't: {missing}"
-    ours_only = {"provision_facts", "provision_user", "provision_data_dir", "python_interpreter_path"}
+    ours_only = {
+        "provision_facts",
+        "provision_user",
+        "provision_data_dir",
+        "python_interpreter_path",
+    }
     extra = sorted(
-        k
-        for k in ours
-        if k not in theirs and k not in ours_only and not isinstance(ours[k], dict)
+        k for k in ours if k not in theirs and k not in ours_only and not isinstance(ours[k], dict)
     )  # per-interface dicts may differ: interfaces come and go (other tests' namespaces)
     assert not extra, f"provision claims keys setup doesn't have: {extra}"
     for key in sorted(set(ours) & set(theirs)):
