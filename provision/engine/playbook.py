@@ -96,6 +96,7 @@ class _Loader(RoleLoading, PlayLoading):
         self.config = load_config()  # ansible.cfg: roles_path, become defaults
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
         self.role_stack: list[Path] = []
+        self.collections: list[str] = []  # the play's (and role's) `collections:` keyword
 
     @staticmethod
     def _or(value: Any, default: Any) -> Any:
@@ -325,6 +326,8 @@ class _Loader(RoleLoading, PlayLoading):
                 self.error(data.where(key), UNSUPPORTED[key])
         keywords = TASK_KEYWORDS
         actions = [k for k in data if k not in keywords and not is_with_loop(k)]
+        data = self.qualify_actions(data, actions)
+        actions = [k for k in data if k not in keywords and not is_with_loop(k)]
         known = [k for k in actions if k in SPECIAL_ACTIONS or get_module(str(k)) is not None]
         unknown = [k for k in actions if k not in known]
         for key in unknown:
@@ -367,6 +370,37 @@ class _Loader(RoleLoading, PlayLoading):
             return Meta(action=str(value), **self.node_fields(data, inherit, base_dir))
         return self.module_task(data, action, inherit, base_dir, handlers)
 
+    def qualify_actions(self, data: YMap, actions: list[Any]) -> YMap:
+        """A short module name the play's `collections:` resolve (`pam_limits` with
+        community.general listed) becomes its FQCN, so it maps to provision's native module."""
+        renamed: dict[Any, str] = {}
+        for key in actions:
+            if not isinstance(key, str) or key in SPECIAL_ACTIONS or get_module(key) is not None:
+                continue
+            for collection in self.collections:
+                if get_module(f"{collection}.{key}") is not None:
+                    renamed[key] = f"{collection}.{key}"
+                    break
+        if not renamed:
+            return data
+        out = YMap()
+        out.pos, out.key_pos, out.value_pos = data.pos, {}, {}
+        for key, value in data.items():
+            new = renamed.get(key, key)
+            out[new] = value
+            out.key_pos[new] = data.where(key)
+            out.value_pos[new] = data.where(key, True)
+        return out
+
+    def collections_of(self, data: YMap) -> list[str]:
+        raw = data.get("collections")
+        if raw is None:
+            return []
+        if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+            self.error(data.where("collections", True), "collections must be a list of names")
+            return []
+        return [str(c) for c in raw]
+
     def module_task(
         self, data: YMap, action: str, inherit: Inherit, base_dir: Path, handlers: bool
     ) -> Task | None:
@@ -388,7 +422,7 @@ class _Loader(RoleLoading, PlayLoading):
             self.check_templates(args, where)
         # the arguments themselves are checked when the task runs (Ansible's rule): a task this
         # host skips never fails the load (provision/modules/argspec.py)
-        task = Task(action=cls.name, module=module, args=args, **fields)
+        task = Task(action=cls.name, written_action=action, module=module, args=args, **fields)
         if cls.name == "add_host" and task.run_once is None:
             task.run_once = True  # Ansible runs add_host once, bypassing the host loop
         self.loop_fields(task, data)
@@ -524,6 +558,20 @@ class _Loader(RoleLoading, PlayLoading):
     def include(self, data: YMap, action: str, inherit: Inherit, base_dir: Path) -> Node | None:
         raw = data.get(action)
         where = data.where(action, True)
+        extra = data.get("args")
+        if extra is not None:  # `args: {apply: ...}` (and file:) as Ansible takes them
+            if not isinstance(extra, Mapping):
+                self.error(data.where("args", True), "args must be a mapping")
+            else:
+                merged = YMap(raw if isinstance(raw, Mapping) else {"file": raw})
+                merged.update(extra)
+                merged.pos = getattr(raw, "pos", where)
+                merged.key_pos = {**getattr(raw, "key_pos", {}), **getattr(extra, "key_pos", {})}
+                merged.value_pos = {
+                    **getattr(raw, "value_pos", {}),
+                    **getattr(extra, "value_pos", {}),
+                }
+                raw = merged
         if isinstance(raw, Mapping):
             extra = set(raw) - {"file", "apply"}
             if extra:
@@ -542,6 +590,7 @@ class _Loader(RoleLoading, PlayLoading):
                 continue
             if key not in (
                 action,
+                "args",
                 "name",
                 "when",
                 "tags",

@@ -112,6 +112,7 @@ class TaskExecution:
                 msg=f"run_once task failed on {result.host}: {result.msg}",
             )
             self.record(mine)
+            self.last_failed_task = task
             self.fail(mine, fatal=bool(task.any_errors_fatal or self.play.any_errors_fatal))
 
     def finish(
@@ -143,6 +144,7 @@ class TaskExecution:
             self.failed = False
             return
         if result.status == "failed" and not result.ignored:
+            self.last_failed_task = task
             self.fail(
                 result,
                 fatal=bool(self._bool(task.any_errors_fatal, task) or self.play.any_errors_fatal),
@@ -529,11 +531,30 @@ class TaskExecution:
         return out
 
 
-def failed_task_var(failure: TaskResult | None) -> dict[str, Any]:
-    """`ansible_failed_task` in a rescue: the failed task's name, action and place."""
+def failed_task_var(failure: TaskResult | None, task: Task | None = None) -> dict[str, Any]:
+    """`ansible_failed_task` in a rescue, as Ansible fills it: the task's own name (no role
+    prefix; "" when it has none), the action as written, its arguments and keywords."""
     if failure is None:
         return {}
-    return {"name": failure.task, "action": failure.action, "position": failure.position}
+    if task is None or failure.position != str(task.pos):
+        return {"name": failure.task, "action": failure.action, "position": failure.position}
+    args = {("_raw_params" if k == "_raw" else k): v for k, v in task.args.items()}
+    return {
+        "name": task.name or "",
+        "action": task.written_action or task.action,
+        "args": args,
+        "when": list(task.when),
+        "tags": sorted(task.tags),
+        "register": task.register,
+        "loop": task.loop,
+        "notify": list(task.notify) or None,
+        "ignore_errors": task.ignore_errors,
+        "become": bool(task.become),
+        "become_user": task.become_user,
+        "delegate_to": task.delegate_to,
+        "retries": task.retries,
+        "position": failure.position,
+    }
 
 
 def skipped_result(task: Task) -> dict[str, Any]:

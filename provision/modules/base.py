@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from provision.connection.base import CommandResult, Connection
 from provision.inventory.model import Host
 from provision.modules.argspec import (  # noqa: F401  (re-exported: the fallback interface)
+    NATIVE_ALIASES,
     ArgError,
     UnsupportedArgument,
     ansible_fallback,
@@ -247,6 +248,10 @@ def _load_all() -> None:
 
 
 def canonical_name(name: str) -> str:
+    """`ansible.builtin.copy` -> `copy`; `ansible.posix.mount` -> provision's native `mount`."""
+    native = NATIVE_ALIASES.get(name)
+    if native is not None:
+        return native
     for prefix in _PREFIXES:
         if name.startswith(prefix):
             return name[len(prefix) :]
