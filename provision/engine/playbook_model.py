@@ -167,6 +167,15 @@ class Role:
     # private_role_vars; include_role only with `public: true`, once it ran)
     public: bool = True
 
+    @property
+    def magic(self) -> dict[str, str]:
+        """`role_path`, `role_name` (a collection role's short name, as Ansible gives it)."""
+        cached = self.__dict__.get("_magic")
+        if cached is None:
+            short = self.name.rsplit(".", 1)[-1] if self.name.count(".") >= 2 else self.name
+            cached = self.__dict__["_magic"] = {"role_path": str(self.path), "role_name": short}
+        return cached
+
 
 @dataclass
 class Inherit:

@@ -172,7 +172,7 @@ class VariableManager:
             if node.role is not None:
                 layers.append(node.role.params)
                 layers.append(node.role.vars)
-                layers.insert(0, {"role_path": str(node.role.path), "role_name": node.role.name})
+                layers.insert(0, node.role.magic)
         if state.role_vars:
             layers.append(state.role_vars)
         layers.append(state.play_vars)

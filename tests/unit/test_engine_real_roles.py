@@ -234,3 +234,132 @@ def test_lookups_of_with_loops() -> None:
         run_lookup(ctx, "subelements", ([{"x": 1}], "k"), {})
     with pytest.raises(Exception, match="should point to a list"):
         run_lookup(ctx, "subelements", ([{"k": 1}], "k"), {})
+
+
+TEAM = {
+    "site.yml": """
+        - hosts: localhost
+          gather_facts: false
+          collections: [acme.tools]
+          pre_tasks:
+            - name: show default seen before the role runs
+              debug: {msg: "{{ web_port }}"}
+          roles:
+            - web
+            - acme.tools.greet
+            - greeter
+          tasks:
+            - include_role: {name: priv}
+            - include_role: {name: pub, public: true}
+          post_tasks:
+            - name: show role defaults and vars in post_tasks
+              debug: {msg: "{{ web_port }} {{ web_dir }} {{ greeting }} {{ hidden_x | default('private') }} {{ shown_x }}"}
+            - block:
+                - name: fails
+                  command: /bin/false
+              rescue:
+                - name: show failed task
+                  debug: {msg: "{{ ansible_failed_task.name }}|{{ ansible_failed_task.action }}"}
+            - block:
+                - ansible.builtin.command: /bin/false
+              rescue:
+                - name: show unnamed failed task
+                  debug: {msg: "[{{ ansible_failed_task.name }}]|{{ ansible_failed_task.action }}"}
+            - include_tasks: more.yml
+              args:
+                apply: {tags: [extra]}
+            - import_tasks: more.yml
+    """,
+    "more.yml": """
+        - name: show included
+          debug: {msg: "{{ ansible_run_tags | default(['x']) | length }}"}
+    """,
+    "roles/web/defaults/main.yml": "web_port: 8080\n",
+    "roles/web/vars/main.yml": "web_dir: /srv/web\n",
+    "roles/web/tasks/main.yml": """
+        - block:
+            - name: fails in role
+              command: /bin/false
+          rescue:
+            - name: show failed task in role
+              debug: {msg: "{{ ansible_failed_task.name }}"}
+    """,
+    "roles/priv/defaults/main.yml": "hidden_x: leaked\n",
+    "roles/priv/tasks/main.yml": "- debug: {msg: hidden}\n",
+    "roles/pub/defaults/main.yml": "shown_x: public\n",
+    "roles/pub/tasks/main.yml": "- debug: {msg: shown}\n",
+    "collections/ansible_collections/acme/tools/galaxy.yml": "namespace: acme\nname: tools\nversion: 1.0.0\n",
+    "collections/ansible_collections/acme/tools/roles/greet/defaults/main.yml": "greeting: hello\n",
+    "collections/ansible_collections/acme/tools/roles/greet/tasks/main.yml": """
+        - name: show greeting from a collection role
+          debug: {msg: "{{ greeting }} from {{ role_name }}"}
+    """,
+    "collections/ansible_collections/acme/tools/roles/greeter/tasks/main.yml": """
+        - name: show short name found through collections
+          debug: {msg: "greeter"}
+    """,
+}
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_team_project_scope_failed_task_collections_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, TEAM)
+    assert "fails|command" in msgs and "8080 /srv/web hello private public" in msgs
+    assert stats["rescued"] == 3
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_collections_path_from_the_environment_and_private_role_vars(tmp_path: Path) -> None:
+    files = {
+        "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              roles: [acme.tools.greet]
+              post_tasks:
+                - name: show private
+                  debug: {msg: "{{ greeting | default('private') }}"}
+        """,
+        "ansible.cfg": "[defaults]\nprivate_role_vars = True\ncollections_path = WORK/elsewhere\n",
+        "elsewhere/ansible_collections/acme/tools/roles/greet/defaults/main.yml": "greeting: hi\n",
+        "elsewhere/ansible_collections/acme/tools/roles/greet/tasks/main.yml": """
+            - name: show greet
+              debug: {msg: "{{ greeting }}"}
+        """,
+    }
+    _, msgs = same(tmp_path, files, env={"ANSIBLE_CONFIG": "WORK/ansible.cfg"})
+    assert msgs == ["hi", "private"]
+    files["ansible.cfg"] = "[defaults]\n"
+    _, msgs = same(
+        tmp_path / "env",
+        files,
+        env={"ANSIBLE_CONFIG": "WORK/ansible.cfg", "ANSIBLE_COLLECTIONS_PATH": "WORK/elsewhere"},
+    )
+    assert msgs == ["hi", "hi"]
+
+
+ARGS = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: skipped task with an unknown argument never fails the load
+      file: {path: /nonexistent, bogus: 1}
+      when: false
+    - name: unknown argument fails when it runs
+      file: {path: WORK/x, state: touch, bogus: 1}
+      register: bad
+      ignore_errors: true
+    - name: show message
+      debug: {msg: "{{ bad.msg.split('Unsupported ')[1].split('. Supported')[0] }}"}
+    - name: an argument at Ansible's default is fine
+      file: {path: WORK/y, state: touch, follow: true}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_argument_rules_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": ARGS})
+    assert msgs == ["parameters for (file) module: bogus"]  # provision adds the task's place
+    assert stats["ignored"] == 1 and stats["skipped"] == 1
