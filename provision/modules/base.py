@@ -195,6 +195,9 @@ class Module:
     supports_check_mode: ClassVar[bool] = True
     needs_connection: ClassVar[bool] = True  # False: runs on the controller only (debug, set_fact)
     any_args: ClassVar[bool] = False  # set_fact: any variable name is an argument
+    # arguments it doesn't know go, in args["_forward"], to the module it hands the task to
+    # (package -> apt/dnf, as Ansible's package does); that module checks them
+    forwards_args: ClassVar[bool] = False
     shell_args: ClassVar[tuple[str, ...]] = ()  # rendered with Templar.render_shell (values = data)
     raw_args: ClassVar[tuple[str, ...]] = ()  # left unrendered: the module evaluates them (assert)
     mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = ()
@@ -378,6 +381,9 @@ def normalize_args(
         if name is None:
             if module.any_args:
                 out[key] = value
+                continue
+            if module.forwards_args:
+                out.setdefault("_forward", {})[key] = value
                 continue
             aspec = spec_for_module(module.name)
             if aspec is None:
