@@ -10,7 +10,8 @@ a task's arguments against these at run time (provision/modules/argspec.py).
     ANSIBLE_COLLECTIONS_PATH=/path python3 scripts/ansible_specs.py \
         --collection ansible.posix --collection community.general
 
-The output records the ansible-core version and the collections' versions it was made from.
+The output records the ansible-core version it was made from; add the collections' repository
+and commit under "sources" by hand (the checked-in file says which were used).
 """
 
 from __future__ import annotations
@@ -117,10 +118,7 @@ def main() -> int:
     for name in sorted(docs):
         doc = docs[name].get("doc") or {}
         options = doc.get("options") or {}
-        modules[name] = {
-            "options": {k: _option(v) for k, v in sorted(options.items())},
-            "version": doc.get("version_added_collection") or "",
-        }
+        modules[name] = {"options": {k: _option(v) for k, v in sorted(options.items())}}
     OUT.write_text(
         json.dumps(
             {"generated_from": version, "collections": args.collection, "modules": modules},
