@@ -10,8 +10,8 @@ a task's arguments against these at run time (provision/modules/argspec.py).
     ANSIBLE_COLLECTIONS_PATH=/path python3 scripts/ansible_specs.py \
         --collection ansible.posix --collection community.general
 
-The output records the ansible-core version it was made from; add the collections' repository
-and commit under "sources" by hand (the checked-in file says which were used).
+The output records the ansible-core version it was made from; the collections' repository and
+commit go under "sources" (kept when the file is regenerated).
 """
 
 from __future__ import annotations
@@ -119,9 +119,18 @@ def main() -> int:
         doc = docs[name].get("doc") or {}
         options = doc.get("options") or {}
         modules[name] = {"options": {k: _option(v) for k, v in sorted(options.items())}}
+    try:  # where the collections came from (repo, commit, licence): kept across regenerations
+        sources = json.loads(OUT.read_text()).get("sources", {})
+    except (OSError, ValueError):
+        sources = {}
     OUT.write_text(
         json.dumps(
-            {"generated_from": version, "collections": args.collection, "modules": modules},
+            {
+                "generated_from": version,
+                "collections": args.collection,
+                "sources": sources,
+                "modules": modules,
+            },
             indent=0,
             sort_keys=True,
         )
