@@ -54,6 +54,7 @@ class _HostPlay(TaskExecution):
         self.play = pstate.play
         self.failed = False
         self.last_failure: TaskResult | None = None
+        self.last_failed_task: Task | None = None  # the task behind last_failure, when a task
         self.rescue_depth = 0
         self.notified: list[str] = []  # handler names/topics, in notification order
         self.loop_scope: list[Mapping[str, Any]] = []  # include_tasks loop vars
@@ -153,7 +154,7 @@ class _HostPlay(TaskExecution):
             self.record(result)
             self.fail(result, fatal=self.play.any_errors_fatal)
             return
-        self.rt.vars.facts.update(as_data(facts))  # the host's facts are data
+        self.rt.vars.add_facts(as_data(facts))  # the host's facts are data
         self.rt.facts_gathered = True
         self.runner.masker.add(collect_secrets([facts]))
         result.seconds = time.monotonic() - start
@@ -217,6 +218,8 @@ class _HostPlay(TaskExecution):
                 self.task_error(block, block.name or "block", "include_role", exc)
                 return
             self.included(block, "include_role")
+            if block.role is not None and block.role.public:
+                self.rt.vars.expose_roles([block.role])
         if block.rescue:
             self.rescue_depth += 1
         try:
@@ -231,7 +234,9 @@ class _HostPlay(TaskExecution):
             self.rt.vars.set_facts["ansible_failed_result"] = as_data(
                 self.last_failure.result if self.last_failure else {}
             )
-            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(self.last_failure)
+            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(
+                self.last_failure, self.last_failed_task
+            )
             self.run_nodes(block.rescue)
         if block.always and not self.runner.stop.is_set():
             was_failed = self.failed

@@ -142,7 +142,8 @@ def test_registered_output_is_never_rendered(tmp_path: Path) -> None:
 
 
 def test_facts_from_the_host_are_never_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the login shell is a fact the host reports (ansible_user_shell): make it hostile
+    # the login's environment is a fact the host reports (ansible_env): make it hostile
+    # (ansible_user_shell comes from the password database, as Ansible's)
     canary = tmp_path / "CANARY"
     text = payload(canary)
     monkeypatch.setenv("SHELL", text)
@@ -153,14 +154,14 @@ def test_facts_from_the_host_are_never_rendered(tmp_path: Path, monkeypatch: pyt
           gather_facts: true
           tasks:
             - name: show fact
-              debug: msg="{{ ansible_user_shell }}"
-              when: ansible_user_shell is defined and ansible_user_shell != ''
+              debug: msg="{{ ansible_env.SHELL }}"
+              when: ansible_env.SHELL is defined and ansible_env.SHELL != ''
             - set_fact:
-                shell_copy: "{{ ansible_user_shell | trim }}"
+                shell_copy: "{{ ansible_facts.env.SHELL | trim }}"
             - name: show copy
               debug: msg="{{ shell_copy }}"
             - name: show hostvars fact
-              debug: msg="{{ hostvars[inventory_hostname]['ansible_user_shell'] }}"
+              debug: msg="{{ hostvars[inventory_hostname]['ansible_env']['SHELL'] }}"
         """,
     )
     assert not canary.exists(), "a host fact was rendered as a template on the controller"

@@ -3,7 +3,8 @@
 The probe is run by a real /bin/sh with `id` and `sudo` replaced on PATH, so the script itself is
 what is tested: root never starts sudo (on hosts whose own name does not resolve, sudo waits
 ~20 s on DNS before anything), and a sudo that hangs is given up after SUDO_PROBE_SECONDS and
-reported as such instead of holding the play.
+reported as such instead of holding the play
+(provision/modules/facts_ansible.py PROBE).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from provision.modules import control
+from provision.modules import facts_ansible
 
 
 def _probe(tmp_path: Path, uid: int, sudo_body: str) -> tuple[dict[str, str], Path]:
@@ -31,7 +32,7 @@ def _probe(tmp_path: Path, uid: int, sudo_body: str) -> tuple[dict[str, str], Pa
         return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env=env,
                               timeout=60)  # fmt: skip
 
-    return control.probe_user(run), called
+    return facts_ansible.parse_probe(run(facts_ansible.PROBE).stdout), called
 
 
 def test_root_is_never_probed_with_sudo(tmp_path: Path) -> None:
