@@ -181,6 +181,7 @@ class Module:
 
     name: ClassVar[str] = ""
     args: ClassVar[dict[str, Arg]] = {}
+    aliases: ClassVar[tuple[str, ...]] = ()  # collection names it answers to: ansible.posix.mount
     free_form: ClassVar[str | None] = None  # arg that receives `module: free form text`
     free_form_keys: ClassVar[tuple[str, ...]] = ()  # k=v words pulled out of free-form text
     supports_check_mode: ClassVar[bool] = True
@@ -203,6 +204,7 @@ class Module:
 # -- registry ----------------------------------------------------------------------------------
 
 MODULES: dict[str, type[Module]] = {}
+ALIASES: dict[str, str] = {}  # FQCN of a collection's module -> provision's module
 LOAD_ERRORS: dict[str, str] = {}  # module file -> import error
 _loaded = False
 _load_lock = threading.Lock()
@@ -216,6 +218,8 @@ def register(cls: type[Module]) -> type[Module]:
         if arg.type not in ARG_TYPES:
             raise TypeError(f"{cls.__name__}.{name}: unknown arg type {arg.type!r}")
     MODULES[cls.name] = cls
+    for alias in cls.aliases:
+        ALIASES[alias] = cls.name
     return cls
 
 
@@ -247,7 +251,8 @@ def canonical_name(name: str) -> str:
 
 def get_module(name: str) -> type[Module] | None:
     _load_all()
-    return MODULES.get(canonical_name(name))
+    short = canonical_name(name)
+    return MODULES.get(short) or MODULES.get(ALIASES.get(short, ""))
 
 
 def module_names() -> list[str]:
