@@ -23,6 +23,7 @@ from provision.engine.run_state import (
     _PlayState,
     tags_selected,
 )
+from provision.engine.taint import as_data
 from provision.engine.task_exec import TaskExecution, failed_task_var
 from provision.engine.templating import (
     Templar,
@@ -53,6 +54,7 @@ class _HostPlay(TaskExecution):
         self.play = pstate.play
         self.failed = False
         self.last_failure: TaskResult | None = None
+        self.last_failed_task: Task | None = None  # the task behind last_failure, when a task
         self.rescue_depth = 0
         self.notified: list[str] = []  # handler names/topics, in notification order
         self.loop_scope: list[Mapping[str, Any]] = []  # include_tasks loop vars
@@ -152,7 +154,7 @@ class _HostPlay(TaskExecution):
             self.record(result)
             self.fail(result, fatal=self.play.any_errors_fatal)
             return
-        self.rt.vars.facts.update(facts)
+        self.rt.vars.add_facts(as_data(facts))  # the host's facts are data
         self.rt.facts_gathered = True
         self.runner.masker.add(collect_secrets([facts]))
         result.seconds = time.monotonic() - start
@@ -216,6 +218,8 @@ class _HostPlay(TaskExecution):
                 self.task_error(block, block.name or "block", "include_role", exc)
                 return
             self.included(block, "include_role")
+            if block.role is not None and block.role.public:
+                self.rt.vars.expose_roles([block.role])
         if block.rescue:
             self.rescue_depth += 1
         try:
@@ -227,10 +231,12 @@ class _HostPlay(TaskExecution):
             if self.last_failure is not None:
                 self.last_failure.rescued = True
             self.failed = False
-            self.rt.vars.set_facts["ansible_failed_result"] = (
+            self.rt.vars.set_facts["ansible_failed_result"] = as_data(
                 self.last_failure.result if self.last_failure else {}
             )
-            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(self.last_failure)
+            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(
+                self.last_failure, self.last_failed_task
+            )
             self.run_nodes(block.rescue)
         if block.always and not self.runner.stop.is_set():
             was_failed = self.failed

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from provision.ansible_bridge.payload import BridgeError, Built, build
-from provision.modules.base import Module, ModuleResult, TaskContext, q
+from provision.modules.base import (
+    Module,
+    ModuleFailure,
+    ModuleResult,
+    TaskContext,
+    UnsupportedArgument,
+    q,
+    set_ansible_fallback,
+)
+from provision.paths import bundle_dir
 
 _AUTO = ("", "auto", "auto_silent", "auto_legacy", "auto_legacy_silent")
 _DROP = ("invocation", "stdout_lines", "stderr_lines", "_ansible_no_log", "_ansible_parsed")
@@ -146,3 +155,17 @@ def ansible_actions(keys: list[Any], playbook_dir: Path) -> tuple[list[Any], dic
             return [key], {}
         why_not[str(key)] = why
     return [], why_not
+
+
+def run_unsupported(ctx: TaskContext, exc: UnsupportedArgument) -> ModuleResult:
+    """The engine's hook for a task whose arguments provision's native module does not implement
+    (`UnsupportedArgument`): the task runs as Ansible's own module, with its arguments as given."""
+    skip = bundle_dir("templates").parent
+    dirs = [p for p in ctx.search_paths if p != skip]  # role, tasks dir, then the playbook's
+    cls, why = ansible_module(exc.ansible_name, dirs[-1] if dirs else Path.cwd())
+    if cls is None:
+        raise ModuleFailure(f"{exc.describe()} ({why})")
+    return cls().run(ctx)
+
+
+set_ansible_fallback(run_unsupported)

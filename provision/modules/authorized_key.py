@@ -230,7 +230,6 @@ done(keyfile=keyfile)
 @register
 class AuthorizedKey(Module):
     name = "authorized_key"
-    aliases = ("ansible.posix.authorized_key",)
     args = {
         "user": Arg("str", required=True),
         "key": Arg("str", required=True),

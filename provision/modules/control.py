@@ -10,180 +10,13 @@ from typing import Any
 
 from provision.engine.templating import UndefinedVariableError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
-
-# One shell round trip for what the agent's facts don't carry: who we are and what we may do.
-_PROBE = r"""
-echo "user=$(id -un 2>/dev/null)"
-echo "uid=$(id -u)"
-echo "gid=$(id -g)"
-echo "home=$HOME"
-echo "shell=${SHELL:-}"
-for m in apt-get dnf yum apk zypper pacman; do if command -v $m >/dev/null 2>&1; then echo "pkg=$m"; break; fi; done
-if command -v sudo >/dev/null 2>&1; then echo "sudo=1"; if sudo -n true >/dev/null 2>&1; then echo "sudo_nopasswd=1"; fi; fi
-"""
-_PKG = {
-    "apt-get": "apt",
-    "dnf": "dnf",
-    "yum": "yum",
-    "apk": "apk",
-    "zypper": "zypper",
-    "pacman": "pacman",
-}
-_DISTRIBUTIONS = {
-    "debian": "Debian",
-    "ubuntu": "Ubuntu",
-    "centos": "CentOS",
-    "rhel": "RedHat",
-    "fedora": "Fedora",
-    "rocky": "Rocky",
-    "almalinux": "AlmaLinux",
-    "alpine": "Alpine",
-    "arch": "Archlinux",
-    "opensuse-leap": "openSUSE Leap",
-    "amzn": "Amazon",
-}
-_FAMILIES = {
-    "debian": "Debian",
-    "ubuntu": "Debian",
-    "rhel": "RedHat",
-    "centos": "RedHat",
-    "fedora": "RedHat",
-    "rocky": "RedHat",
-    "almalinux": "RedHat",
-    "amzn": "RedHat",
-    "alpine": "Alpine",
-    "arch": "Archlinux",
-}
-
-
-def _get(data: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
+from provision.modules.facts_ansible import PROBE, ansible_names, parse_probe
 
 
 def probe_user(ctx_run: Any) -> dict[str, Any]:
-    """user/uid/home/package manager/sudo of the login on the host (one shell round trip)."""
-    result = ctx_run(_PROBE)
-    info: dict[str, Any] = {}
-    for line in result.stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            info[key.strip()] = value.strip()
-    return info
-
-
-def ansible_names(facts: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[str, Any]:
-    """`ansible_*` variables where the agent's facts map onto Ansible's names."""
-    out: dict[str, Any] = {}
-    hostname = facts.get("hostname")
-    if isinstance(hostname, Mapping):
-        fqdn = hostname.get("fqdn")
-        hostname = hostname.get("short") or hostname.get("name") or hostname.get("hostname")
-    else:
-        fqdn = None
-    if hostname:
-        out["ansible_hostname"] = str(hostname).split(".")[0]
-        out["ansible_nodename"] = str(hostname)
-        out["ansible_fqdn"] = fqdn or str(hostname)
-    os_info = facts.get("os") or {}
-    dist_id = str(_get(os_info, "id") or "").lower()
-    if dist_id:
-        out["ansible_distribution"] = _DISTRIBUTIONS.get(dist_id, dist_id.capitalize())
-        like = str(_get(os_info, "id_like") or "").lower().split()
-        family = _FAMILIES.get(dist_id) or next(
-            (_FAMILIES[x] for x in like if x in _FAMILIES), None
-        )
-        out["ansible_os_family"] = family or out["ansible_distribution"]
-    version = _get(os_info, "version_id")
-    if version:
-        out["ansible_distribution_version"] = str(version)
-        out["ansible_distribution_major_version"] = str(version).split(".")[0]
-    for src, dst in (
-        ("kernel", "ansible_kernel"),
-        ("arch", "ansible_architecture"),
-        ("codename", "ansible_distribution_release"),
-    ):
-        if _get(os_info, src):
-            out[dst] = _get(os_info, src)
-    out["ansible_system"] = "Linux"
-    container = _get(os_info, "container", "type")
-    vm = _get(os_info, "virtualization", "hypervisor")
-    if container or vm:
-        out["ansible_virtualization_type"] = container or vm
-        out["ansible_virtualization_role"] = "guest"
-    cpu = facts.get("cpu") or {}
-    if _get(cpu, "logical_cpus") is not None:
-        out["ansible_processor_vcpus"] = _get(cpu, "logical_cpus")
-    if _get(cpu, "physical_cores") is not None:
-        out["ansible_processor_cores"] = _get(cpu, "physical_cores")
-    if _get(cpu, "sockets") is not None:
-        out["ansible_processor_count"] = _get(cpu, "sockets")
-    if _get(cpu, "model"):
-        out["ansible_processor"] = [_get(cpu, "model")]
-    if _get(cpu, "usable_cpus") is not None:
-        out["ansible_processor_nproc"] = _get(cpu, "usable_cpus")
-    memory = facts.get("memory") or {}
-    total = _get(memory, "total_bytes")
-    if isinstance(total, (int, float)):
-        out["ansible_memtotal_mb"] = int(total // (1 << 20))
-    available = _get(memory, "available_bytes")
-    if isinstance(available, (int, float)):
-        out["ansible_memfree_mb"] = int(available // (1 << 20))
-    python = facts.get("python")
-    py_version = None
-    if isinstance(python, Mapping):
-        py_version = (
-            python.get("version")
-            or _get(python, "agent", "version")
-            or _get(python, "system", "version")
-        )
-        executable = (
-            python.get("executable")
-            or _get(python, "agent", "executable")
-            or _get(python, "system", "executable")
-        )
-        if executable:
-            out["ansible_python_interpreter_path"] = executable
-    elif isinstance(python, str):
-        py_version = python
-    if py_version:
-        out["ansible_python_version"] = str(py_version)
-        parts = (str(py_version).split(".") + ["0", "0"])[:3]
-        out["ansible_python"] = {
-            "version": {
-                "major": int(parts[0]),
-                "minor": int(parts[1]) if parts[1].isdigit() else 0,
-            },
-            "executable": out.get("ansible_python_interpreter_path"),
-        }
-    mounts = _get(facts, "disks", "mounts")
-    if isinstance(mounts, list):
-        out["ansible_mounts"] = [
-            {
-                "mount": m.get("mountpoint"),
-                "fstype": m.get("fs_type"),
-                "size_total": m.get("total_bytes"),
-                "size_available": m.get("free_bytes"),
-                "device": m.get("source"),
-            }
-            for m in mounts
-            if isinstance(m, Mapping)
-        ]
-    if probe.get("user"):
-        out["ansible_user_id"] = probe["user"]
-    if probe.get("uid", "").isdigit():
-        out["ansible_user_uid"] = int(probe["uid"])
-    if probe.get("gid", "").isdigit():
-        out["ansible_user_gid"] = int(probe["gid"])
-    if probe.get("home"):
-        out["ansible_user_dir"] = probe["home"]
-    if probe.get("shell"):
-        out["ansible_user_shell"] = probe["shell"]
-    out["ansible_pkg_mgr"] = _PKG.get(probe.get("pkg", ""), "unknown")
-    return out
+    """user/uid/home/package manager/sudo of the login on the host, and the few files Ansible's
+    setup reads that the agent doesn't (one shell round trip)."""
+    return parse_probe(ctx_run(PROBE).stdout)
 
 
 def data_dir_of(facts: Mapping[str, Any]) -> str | None:
@@ -239,6 +72,9 @@ class Debug(Module):
     name = "debug"
     needs_connection = False
     args = {"msg": Arg("raw"), "var": Arg("str"), "verbosity": Arg("int", default=0)}
+    # `var` is an expression of the playbook's, evaluated once: never a value rendered first
+    # (a rendered value may hold host text, which must not be evaluated as code)
+    raw_args = ("var",)
     mutually_exclusive = (("msg", "var"),)
 
     def run(self, ctx: TaskContext) -> ModuleResult:
@@ -317,6 +153,7 @@ class IncludeVars(Module):
     needs_connection = False
     free_form = "file"
     args = {"file": Arg("path", required=True), "name": Arg("str")}
+    facts_are_templates = True
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         path = ctx.find_file(ctx.args["file"], "vars")

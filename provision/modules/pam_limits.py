@@ -114,7 +114,6 @@ def edit_limits(lines: list[str], a: dict[str, Any], dest: str) -> Edit:
 @register
 class PamLimits(Module):
     name = "pam_limits"
-    aliases = ("community.general.pam_limits",)
     args = {
         "domain": Arg("str", required=True),
         "limit_type": Arg("str", required=True, choices=("soft", "hard", "-")),

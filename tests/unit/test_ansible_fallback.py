@@ -164,3 +164,19 @@ def test_module_answers_become_results_as_ansible_reads_them() -> None:
     assert r.as_dict()["diff"] == {"before": "x", "after": "y"}  # registered as the module said
     r = to_result("Traceback (most recent call last):\n  boom\n", "ImportError: x", 1)
     assert r.failed and r.msg.startswith("MODULE FAILURE") and r.data["module_stderr"] == "ImportError: x"
+
+
+def test_an_argument_provision_does_not_implement_runs_the_task_as_ansibles_module(tmp_path: Path) -> None:
+    from provision.modules.ansible_fallback import run_unsupported
+    from provision.modules.base import set_ansible_fallback
+
+    set_ansible_fallback(run_unsupported)  # (other tests register hooks of their own)
+    target = tmp_path / "touched"
+    pb = playbook(tmp_path, f"""
+    - name: touch
+      file: {{path: "{target}", state: touch, mode: "0640", follow: false}}
+      register: t
+    """)
+    got = results(pb)["touch"]
+    assert got["_status"] == "changed" and got["state"] == "file"  # Ansible's file module's keys
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
