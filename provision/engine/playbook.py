@@ -48,6 +48,7 @@ from provision.engine.playbook_roles import RoleLoading
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
+from provision.modules.ansible_fallback import ansible_actions, ansible_module
 from provision.modules.base import (
     Module,
     get_module,
@@ -329,6 +330,9 @@ class _Loader(RoleLoading, PlayLoading):
         data = self.qualify_actions(data, actions)
         actions = [k for k in data if k not in keywords and not is_with_loop(k)]
         known = [k for k in actions if k in SPECIAL_ACTIONS or get_module(str(k)) is not None]
+        why_not: dict[str, str] = {}
+        if not known:  # not provision's: Ansible's own module, run through the bridge
+            known, why_not = ansible_actions(actions, self.playbook_dir)
         unknown = [k for k in actions if k not in known]
         for key in unknown:
             if known:
@@ -338,7 +342,9 @@ class _Loader(RoleLoading, PlayLoading):
                 hint = suggest(str(key), module_names() + sorted(TASK_KEYWORDS | SPECIAL_ACTIONS))
                 self.error(
                     data.where(key),
-                    f"unknown module '{key}'{hint}; modules: {', '.join(module_names())}",
+                    f"unknown module '{key}'{hint}: {why_not[key]}"
+                    if why_not.get(str(key))
+                    else f"unknown module '{key}'{hint}; modules: {', '.join(module_names())}",
                 )
         if not actions:
             self.error(
@@ -404,7 +410,7 @@ class _Loader(RoleLoading, PlayLoading):
     def module_task(
         self, data: YMap, action: str, inherit: Inherit, base_dir: Path, handlers: bool
     ) -> Task | None:
-        cls = get_module(action)
+        cls = get_module(action) or ansible_module(action, self.playbook_dir)[0]
         assert cls is not None
         module = cls()
         fields = self.node_fields(data, inherit, base_dir)

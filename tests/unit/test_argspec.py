@@ -75,7 +75,13 @@ def _site(tmp_path: Path, body: str) -> Path:
     return pb
 
 
-def test_without_a_fallback_the_task_fails_naming_module_argument_and_place(tmp_path: Path) -> None:
+def test_without_a_fallback_the_task_fails_naming_module_argument_and_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import provision.modules.ansible_fallback  # noqa: F401  (registers the real hook on import)
+    from provision.modules import argspec
+
+    monkeypatch.setattr(argspec, "_fallback", None)  # no Ansible fallback for this test
     pb = _site(
         tmp_path,
         f"""
