@@ -1,0 +1,104 @@
+"""Real public roles, unchanged, on twin hosts: ansible-playbook on one, `provision run` on the
+other, each twin with its own writable root filesystem (fleet kind ``ownroot``). Per role: it
+loads, the first run's recap, the files it touched (content, mode, owner, group) and the second
+run's recap are Ansible's. The corpus, its sources and the reason for every setting or exclusion:
+tests/roles_corpus/ (README.md, corpus.yml, SOURCES.md).
+
+The table role x (loads, recap, files, idempotent) is written to
+$ROLES_CORPUS_REPORT (default: the test's temp dir, its path printed) and printed with -s.
+ROLES_ONLY=a,b runs just those roles (while adding one); CI runs them all.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles_corpus"))
+
+from fleet import preflight  # noqa: E402
+from roles_harness import ANSIBLE_PLAYBOOK, load_corpus, run_corpus, start_twins, table, verdicts  # noqa: E402
+
+ALL = load_corpus()
+ONLY = [n for n in os.environ.get("ROLES_ONLY", "").split(",") if n]
+ROLES = [r for r in ALL if not ONLY or r.name in ONLY]
+ASSERTED = [r for r in ROLES if not r.excluded]
+# Two tools x two runs x ~25 roles on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(3000)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    reason = preflight()
+    if reason:
+        pytest.skip(f"SSH test fleet unavailable: {reason}")
+    assert os.access(ANSIBLE_PLAYBOOK, os.X_OK), "ansible-core is a test dependency"
+    work = tmp_path_factory.mktemp("roles-corpus")
+    fleet, twins = start_twins(work)
+    try:
+        results = run_corpus(twins, ASSERTED, log=lambda line: print(line, file=sys.stderr))
+    finally:
+        fleet.stop()
+    report = Path(os.environ.get("ROLES_CORPUS_REPORT") or work / "roles-corpus.md")
+    report.write_text(table(ROLES, results))
+    print(f"\nroles corpus table: {report}\n{report.read_text()}", file=sys.stderr)
+    yield results
+
+
+def _verdict(corpus: dict[str, Any], name: str) -> dict[str, Any]:
+    role = next(r for r in ASSERTED if r.name == name)
+    v = verdicts(role, corpus[name])
+    assert v["loads"] is not None, f"ansible-playbook itself did not run {name}:\n{v['why']}"
+    return v
+
+
+@pytest.mark.parametrize("name", [r.name for r in ASSERTED])
+def test_role_loads(corpus: dict[str, Any], name: str) -> None:
+    v = _verdict(corpus, name)
+    assert v["loads"], f"provision refused {name}:\n{v['why']}"
+
+
+@pytest.mark.parametrize("name", [r.name for r in ASSERTED])
+def test_role_recap_is_ansibles(corpus: dict[str, Any], name: str) -> None:
+    v = _verdict(corpus, name)
+    assert v["recap"], v["why"]
+
+
+@pytest.mark.parametrize("name", [r.name for r in ASSERTED])
+def test_role_touches_the_same_files(corpus: dict[str, Any], name: str) -> None:
+    v = _verdict(corpus, name)
+    assert v["files"], v["why"]
+
+
+@pytest.mark.parametrize("name", [r.name for r in ASSERTED])
+def test_role_second_run_is_ansibles(corpus: dict[str, Any], name: str) -> None:
+    v = _verdict(corpus, name)
+    assert v["idempotent"], v["why"]
+
+
+def test_corpus_rules() -> None:
+    """At least 20 roles; every one pinned (SOURCES.md), licensed, and every exclusion or
+    normalisation says why."""
+    from roles_harness import HERE
+
+    assert len(ALL) >= 20, f"the roles corpus has {len(ALL)} roles; issue 21 asks for >= 20"
+    sources = (HERE / "SOURCES.md").read_text()
+    for role in ALL:
+        folder = role.source.replace("collections/.../", "collections/ansible_collections/")
+        if folder == "project":  # written for this corpus (provision's own licence)
+            continue
+        assert (HERE / folder).is_dir(), f"{role.name}: no folder {folder}"
+        top = HERE / folder
+        while top.parent != HERE and not any(top.glob("LICENSE*")):
+            top = top.parent
+        assert any(top.glob("LICENSE*")), f"{role.name}: no licence file beside {folder}"
+        assert f"`{top.relative_to(HERE)}`" in sources, f"{role.name}: {top} not in SOURCES.md"
+        for pattern, why in role.normalise.items():
+            assert why.strip(), f"{role.name}: normalised {pattern} without a reason"
+        if role.check or role.skip_tags or role.extra_vars:
+            assert role.notes.strip(), f"{role.name}: settings without notes saying why"
