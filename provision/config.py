@@ -30,6 +30,8 @@ _SETTINGS: dict[str, tuple[str, str, str, str]] = {
     "private_key_file": ("defaults", "private_key_file", "ANSIBLE_PRIVATE_KEY_FILE", "path"),
     "roles_path": ("defaults", "roles_path", "ANSIBLE_ROLES_PATH", "pathspec"),
     "forks": ("defaults", "forks", "ANSIBLE_FORKS", "int"),
+    "collections_path": ("defaults", "collections_path", "ANSIBLE_COLLECTIONS_PATH", "pathspec"),
+    "private_role_vars": ("defaults", "private_role_vars", "ANSIBLE_PRIVATE_ROLE_VARS", "bool"),
     "host_key_checking": ("defaults", "host_key_checking", "ANSIBLE_HOST_KEY_CHECKING", "bool"),
     "become": ("privilege_escalation", "become", "ANSIBLE_BECOME", "bool"),
     "become_user": ("privilege_escalation", "become_user", "ANSIBLE_BECOME_USER", "str"),
@@ -46,6 +48,8 @@ class AnsibleConfig:
     remote_user: str | None = None
     private_key_file: str | None = None
     roles_path: list[str] = field(default_factory=list)
+    collections_path: list[str] = field(default_factory=list)
+    private_role_vars: bool | None = None
     forks: int | None = None
     host_key_checking: bool | None = None
     become: bool | None = None
@@ -117,6 +121,13 @@ def load_config(env: dict[str, str] | None = None, cwd: str | None = None) -> An
     for name, (section, key, var, kind) in _SETTINGS.items():
         if env.get(var) is not None:
             value = _convert(name, kind, env[var], cwd, f"environment variable {var}")
+        elif name == "collections_path" and env.get("ANSIBLE_COLLECTIONS_PATHS") is not None:
+            value = _convert(name, kind, env["ANSIBLE_COLLECTIONS_PATHS"], cwd, "environment")
+        elif name == "collections_path" and not parser.has_option(section, key):
+            if not parser.has_option(section, "collections_paths"):  # the older spelling
+                continue
+            where = f"{config.file}: [{section}]"
+            value = _convert(name, kind, parser.get(section, "collections_paths"), file_dir, where)
         elif parser.has_option(section, key):
             where = f"{config.file}: [{section}]"
             value = _convert(name, kind, parser.get(section, key), file_dir, where)

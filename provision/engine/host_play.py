@@ -53,6 +53,7 @@ class _HostPlay(TaskExecution):
         self.play = pstate.play
         self.failed = False
         self.last_failure: TaskResult | None = None
+        self.last_failed_task: Task | None = None  # the task behind last_failure, when a task
         self.rescue_depth = 0
         self.notified: list[str] = []  # handler names/topics, in notification order
         self.loop_scope: list[Mapping[str, Any]] = []  # include_tasks loop vars
@@ -152,7 +153,7 @@ class _HostPlay(TaskExecution):
             self.record(result)
             self.fail(result, fatal=self.play.any_errors_fatal)
             return
-        self.rt.vars.facts.update(facts)
+        self.rt.vars.add_facts(facts)
         self.rt.facts_gathered = True
         self.runner.masker.add(collect_secrets([facts]))
         result.seconds = time.monotonic() - start
@@ -216,6 +217,8 @@ class _HostPlay(TaskExecution):
                 self.task_error(block, block.name or "block", "include_role", exc)
                 return
             self.included(block, "include_role")
+            if block.role is not None and block.role.public:
+                self.rt.vars.expose_roles([block.role])
         if block.rescue:
             self.rescue_depth += 1
         try:
@@ -230,7 +233,9 @@ class _HostPlay(TaskExecution):
             self.rt.vars.set_facts["ansible_failed_result"] = (
                 self.last_failure.result if self.last_failure else {}
             )
-            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(self.last_failure)
+            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(
+                self.last_failure, self.last_failed_task
+            )
             self.run_nodes(block.rescue)
         if block.always and not self.runner.stop.is_set():
             was_failed = self.failed

@@ -1,5 +1,7 @@
 """Lookup plugins, evaluated on the controller as Ansible does: env, file, template, pipe,
-fileglob, first_found, items/list, vars.
+lines, fileglob, first_found, items/list, vars, and the ones `with_*` loops use: subelements,
+together, nested (community.general.cartesian), dict, sequence, indexed_items, random_choice,
+flattened (community.general.flattened).
 
 Relative paths are searched like Ansible's: the role's `files/` (`templates/` for template)
 and the role directory, then the playbook's `files/` (`templates/`) and the playbook directory,
@@ -9,7 +11,10 @@ then the working directory. `pipe` runs its command with the controller's /bin/s
 from __future__ import annotations
 
 import glob
+import itertools
 import os
+import random
+import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +23,146 @@ from typing import Any
 import jinja2
 
 PIPE_TIMEOUT_S = 120.0
-SUPPORTED = ("env", "file", "template", "pipe", "fileglob", "first_found", "items", "list", "vars")
+SUPPORTED = (
+    "env",
+    "file",
+    "template",
+    "pipe",
+    "lines",
+    "fileglob",
+    "first_found",
+    "items",
+    "list",
+    "vars",
+    "subelements",
+    "together",
+    "nested",
+    "dict",
+    "sequence",
+    "indexed_items",
+    "random_choice",
+    "flattened",
+)
+# a lookup's other names (FQCN forms) -> provision's lookup
+ALIASES = {
+    "community.general.flattened": "flattened",
+    "community.general.cartesian": "nested",
+}
+
+
+def canonical_lookup(kind: str) -> str:
+    kind = kind.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
+    return ALIASES.get(kind, kind)
+
+
+def _fail(message: str) -> jinja2.TemplateRuntimeError:
+    return jinja2.TemplateRuntimeError(message)
+
+
+def _subelements(terms: tuple[Any, ...]) -> list[Any]:
+    """[(element, sub-element)] for each element's list at the dotted key (Ansible's)."""
+    if len(terms) not in (2, 3) or not isinstance(terms[1], str):
+        raise _fail("subelements: needs a list (or dict) of elements, a key, and optionally flags")
+    flags = terms[2] if len(terms) == 3 else {}
+    if not isinstance(flags, Mapping) or set(flags) - {"skip_missing"}:
+        raise _fail("subelements: the third term may only be {skip_missing: true|false}")
+    skip_missing = bool(flags.get("skip_missing", False))
+    elements = terms[0]
+    if isinstance(elements, Mapping):
+        if elements.get("skipped", False) is not False:
+            return []
+        elements = list(elements.values())
+    if not isinstance(elements, list):
+        raise _fail("subelements: the first term must be a list or a dict")
+    out: list[Any] = []
+    path = terms[1].split(".")
+    for element in elements:
+        if not isinstance(element, Mapping):
+            raise _fail(f"subelements: element {element!r} is not a mapping")
+        if element.get("skipped", False) is not False:
+            continue
+        value: Any = element
+        for index, key in enumerate(path):
+            if not isinstance(value, Mapping) or key not in value:
+                if skip_missing:
+                    value = None
+                    break
+                raise _fail(f"could not find '{key}' key in iterated item '{element}'")
+            value = value[key]
+            if index + 1 < len(path) and not isinstance(value, Mapping):
+                raise _fail(f"the key '{key}' should point to a dictionary, got '{value}'")
+        if value is None and skip_missing:
+            continue
+        if not isinstance(value, list):
+            raise _fail(f"the key {path[-1]} should point to a list, got '{value}'")
+        out.extend([element, sub] for sub in value)
+    return out
+
+
+def _lists(kind: str, terms: tuple[Any, ...]) -> list[list[Any]]:
+    lists = []
+    for term in terms:
+        if not isinstance(term, (list, tuple)):
+            raise _fail(f"{kind}: every term must be a list, got {term!r}")
+        lists.append(list(term))
+    return lists
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        for item in value:
+            out.extend(_flatten(item))
+        return out
+    return [] if value is None else [value]
+
+
+_SEQ_SHORT = re.compile(
+    r"^(?:(-?\d+|0x[0-9a-f]+)-)?(-?\d+|0x[0-9a-f]+)(?:/(-?\d+|0x[0-9a-f]+))?(?::(.+))?$", re.I
+)
+
+
+def _sequence(term: Any) -> list[str]:
+    """`start=1 end=10 stride=2 format=x%02d` or `count=4`, or the short `1-10/2:x%02d`."""
+    text = str(term).strip()
+    opts: dict[str, str] = {}
+    short = _SEQ_SHORT.match(text)
+    if short and "=" not in text:
+        start, end, stride, fmt = short.groups()
+        opts = {"start": start or "1", "end": end}
+        if stride:
+            opts["stride"] = stride
+        if fmt:
+            opts["format"] = fmt
+    else:
+        for word in text.split():
+            key, sep, value = word.partition("=")
+            if not sep or key not in ("start", "end", "count", "stride", "format"):
+                raise _fail(f"sequence: can't parse {word!r} (start= end= count= stride= format=)")
+            opts[key] = value
+    try:
+        start = int(opts.get("start", "1"), 0)
+        stride = int(opts.get("stride", "1"), 0)
+        if "count" in opts:
+            if "end" in opts:
+                raise _fail("sequence: count and end are mutually exclusive")
+            count = int(opts["count"], 0)
+            if count <= 0:
+                return []
+            end = start + (count - 1) * stride
+        elif "end" in opts:
+            end = int(opts["end"], 0)
+        else:
+            raise _fail("sequence: needs end= or count=")
+    except ValueError as exc:
+        raise _fail(f"sequence: {exc}") from None
+    fmt = opts.get("format", "%d")
+    if stride == 0:
+        return []
+    if (stride > 0 and end < start) or (stride < 0 and end > start):
+        raise _fail("sequence: to count backwards make stride negative")
+    stop = end + (1 if stride > 0 else -1)
+    return [fmt % i for i in range(start, stop, stride)]
 
 
 def _search_dirs(ctx: Any, subdir: str) -> list[Path]:
@@ -37,6 +181,20 @@ def _ctx_get(ctx: Any, key: str) -> Any:
     except Exception:  # an undefined magic var: no such search place
         return None
     return None if value is jinja2.utils.missing or isinstance(value, jinja2.Undefined) else value
+
+
+class VarsContext:
+    """What the lookups read of a Jinja context (`resolve_or_missing`), over plain variables:
+    for `with_<lookup>` loops, whose terms are already rendered."""
+
+    def __init__(self, variables: Mapping[str, Any]) -> None:
+        self._vars = variables
+
+    def resolve_or_missing(self, key: str) -> Any:
+        try:
+            return self._vars[key]
+        except KeyError:
+            return jinja2.utils.missing
 
 
 def find_file(ctx: Any, name: str, subdir: str = "files") -> Path | None:
@@ -85,7 +243,9 @@ def _pipe(command: str) -> str:
     return proc.stdout.rstrip("\n")
 
 
-def _first_found(ctx: Any, terms: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+def _first_found(
+    ctx: Any, terms: tuple[Any, ...], kwargs: dict[str, Any], subdir: str = "files"
+) -> list[str]:
     files: list[str] = []
     paths: list[str] = list(kwargs.get("paths") or [])
     skip = bool(kwargs.get("skip", False))
@@ -103,7 +263,7 @@ def _first_found(ctx: Any, terms: tuple[Any, ...], kwargs: dict[str, Any]) -> li
         for candidate in candidates:
             if candidate.exists():
                 return [str(candidate)]
-        found = find_file(ctx, name)
+        found = find_file(ctx, name, subdir)
         if found is not None:
             return [str(found)]
     if skip:
@@ -115,9 +275,24 @@ def _first_found(ctx: Any, terms: tuple[Any, ...], kwargs: dict[str, Any]) -> li
 
 def run_lookup(ctx: Any, kind: str, terms: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The lookup's values as a list (query's shape)."""
-    kind = kind.removeprefix("ansible.builtin.")
+    kind = canonical_lookup(kind)
+    subdir = kwargs.pop("_subdir", "files")  # a with_first_found loop's action decides (Ansible)
     if kind == "first_found":
-        return _first_found(ctx, terms, kwargs)
+        return _first_found(ctx, terms, kwargs, subdir)
+    if kind == "subelements":
+        return _subelements(terms)
+    if kind == "together":
+        return [list(t) for t in itertools.zip_longest(*_lists(kind, terms))]
+    if kind == "nested":
+        lists = _lists(kind, terms)
+        return [list(t) for t in itertools.product(*lists)] if lists else []
+    if kind == "indexed_items":
+        return [[i, v] for i, v in enumerate(_flatten_once(terms))]
+    if kind == "random_choice":
+        items = list(terms)
+        return [random.choice(items)] if items else []
+    if kind == "flattened":
+        return _flatten(list(terms))
     values: list[Any] = []
     for term in terms:
         if kind == "env":
@@ -146,6 +321,14 @@ def run_lookup(ctx: Any, kind: str, terms: tuple[Any, ...], kwargs: dict[str, An
                 values.extend(m for m in sorted(glob.glob(pattern)) if os.path.isfile(m))
         elif kind in ("items", "list"):
             values.extend(term if isinstance(term, list) else [term])
+        elif kind == "lines":
+            values.extend(_pipe(str(term)).splitlines())
+        elif kind == "dict":
+            if not isinstance(term, Mapping):
+                raise _fail(f"dict: needs a mapping, got {type(term).__name__}")
+            values.extend({"key": k, "value": v} for k, v in term.items())
+        elif kind == "sequence":
+            values.extend(_sequence(term))
         elif kind == "vars":
             value = _ctx_get(ctx, str(term))
             if value is None and "default" not in kwargs:
@@ -156,6 +339,13 @@ def run_lookup(ctx: Any, kind: str, terms: tuple[Any, ...], kwargs: dict[str, An
                 f"lookup plugin {kind!r} is not supported (supported: {', '.join(SUPPORTED)})"
             )
     return values
+
+
+def _flatten_once(terms: tuple[Any, ...]) -> list[Any]:
+    out: list[Any] = []
+    for term in terms:
+        out.extend(term if isinstance(term, list) else [term])
+    return out
 
 
 @jinja2.pass_context

@@ -19,6 +19,8 @@ from provision.config import load_config
 
 # The playbook's model and key=value parsing live beside this loader; imported from here too.
 from provision.engine.kv_text import parse_kv, split_words
+from provision.engine.lookups import SUPPORTED as LOOKUPS
+from provision.engine.lookups import canonical_lookup
 from provision.engine.playbook_model import (
     _VAR_NAME,
     BLOCK_KEYWORDS,
@@ -46,12 +48,11 @@ from provision.engine.playbook_roles import RoleLoading
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
+from provision.modules.ansible_fallback import ansible_actions, ansible_module
 from provision.modules.base import (
-    ArgError,
     Module,
     get_module,
     module_names,
-    normalize_args,
     suggest,
 )
 
@@ -77,6 +78,11 @@ __all__ = [
 ]
 
 
+def is_with_loop(key: Any) -> bool:
+    """`with_items`, `with_subelements`, `with_community.general.flattened`: a lookup loop."""
+    return isinstance(key, str) and key.startswith("with_") and len(key) > 5
+
+
 # -- loading -----------------------------------------------------------------------------------
 
 
@@ -91,6 +97,7 @@ class _Loader(RoleLoading, PlayLoading):
         self.config = load_config()  # ansible.cfg: roles_path, become defaults
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
         self.role_stack: list[Path] = []
+        self.collections: list[str] = []  # the play's (and role's) `collections:` keyword
 
     @staticmethod
     def _or(value: Any, default: Any) -> Any:
@@ -319,8 +326,13 @@ class _Loader(RoleLoading, PlayLoading):
             if key in UNSUPPORTED:
                 self.error(data.where(key), UNSUPPORTED[key])
         keywords = TASK_KEYWORDS
-        actions = [k for k in data if k not in keywords]
+        actions = [k for k in data if k not in keywords and not is_with_loop(k)]
+        data = self.qualify_actions(data, actions)
+        actions = [k for k in data if k not in keywords and not is_with_loop(k)]
         known = [k for k in actions if k in SPECIAL_ACTIONS or get_module(str(k)) is not None]
+        why_not: dict[str, str] = {}
+        if not known:  # not provision's: Ansible's own module, run through the bridge
+            known, why_not = ansible_actions(actions, self.playbook_dir)
         unknown = [k for k in actions if k not in known]
         for key in unknown:
             if known:
@@ -330,7 +342,9 @@ class _Loader(RoleLoading, PlayLoading):
                 hint = suggest(str(key), module_names() + sorted(TASK_KEYWORDS | SPECIAL_ACTIONS))
                 self.error(
                     data.where(key),
-                    f"unknown module '{key}'{hint}; modules: {', '.join(module_names())}",
+                    f"unknown module '{key}'{hint}: {why_not[key]}"
+                    if why_not.get(str(key))
+                    else f"unknown module '{key}'{hint}; modules: {', '.join(module_names())}",
                 )
         if not actions:
             self.error(
@@ -362,10 +376,41 @@ class _Loader(RoleLoading, PlayLoading):
             return Meta(action=str(value), **self.node_fields(data, inherit, base_dir))
         return self.module_task(data, action, inherit, base_dir, handlers)
 
+    def qualify_actions(self, data: YMap, actions: list[Any]) -> YMap:
+        """A short module name the play's `collections:` resolve (`pam_limits` with
+        community.general listed) becomes its FQCN, so it maps to provision's native module."""
+        renamed: dict[Any, str] = {}
+        for key in actions:
+            if not isinstance(key, str) or key in SPECIAL_ACTIONS or get_module(key) is not None:
+                continue
+            for collection in self.collections:
+                if get_module(f"{collection}.{key}") is not None:
+                    renamed[key] = f"{collection}.{key}"
+                    break
+        if not renamed:
+            return data
+        out = YMap()
+        out.pos, out.key_pos, out.value_pos = data.pos, {}, {}
+        for key, value in data.items():
+            new = renamed.get(key, key)
+            out[new] = value
+            out.key_pos[new] = data.where(key)
+            out.value_pos[new] = data.where(key, True)
+        return out
+
+    def collections_of(self, data: YMap) -> list[str]:
+        raw = data.get("collections")
+        if raw is None:
+            return []
+        if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+            self.error(data.where("collections", True), "collections must be a list of names")
+            return []
+        return [str(c) for c in raw]
+
     def module_task(
         self, data: YMap, action: str, inherit: Inherit, base_dir: Path, handlers: bool
     ) -> Task | None:
-        cls = get_module(action)
+        cls = get_module(action) or ansible_module(action, self.playbook_dir)[0]
         assert cls is not None
         module = cls()
         fields = self.node_fields(data, inherit, base_dir)
@@ -379,18 +424,11 @@ class _Loader(RoleLoading, PlayLoading):
                 args = {**dict(extra), **args}
             else:
                 self.error(data.where("args", True), "args must be a mapping")
-        self.check_templates(args, where)
-        try:
-            if len(self.problems) == problems_before:  # unparsable args: one error is enough
-                normalize_args(module, args, static=True)
-        except ArgError as exc:
-            arg_where = (
-                raw.where(exc.key, not exc.at_key)
-                if isinstance(raw, YMap) and exc.key in raw
-                else where
-            )
-            self.error(arg_where, f"{action}: {exc}")
-        task = Task(action=cls.name, module=module, args=args, **fields)
+        if len(self.problems) == problems_before:  # unparsable args: one error is enough
+            self.check_templates(args, where)
+        # the arguments themselves are checked when the task runs (Ansible's rule): a task this
+        # host skips never fails the load (provision/modules/argspec.py)
+        task = Task(action=cls.name, written_action=action, module=module, args=args, **fields)
         if cls.name == "add_host" and task.run_once is None:
             task.run_once = True  # Ansible runs add_host once, bypassing the host loop
         self.loop_fields(task, data)
@@ -436,14 +474,27 @@ class _Loader(RoleLoading, PlayLoading):
         return task
 
     def loop_fields(self, node: Task | Include, data: YMap) -> None:
-        kinds = [k for k in ("loop", "with_items", "with_list", "with_dict") if k in data]
+        kinds = [k for k in data if k == "loop" or is_with_loop(k)]
+        for kind in kinds:
+            lookup = canonical_lookup(str(kind)[len("with_") :])
+            if kind != "loop" and lookup not in LOOKUPS:
+                self.error(
+                    data.where(kind),
+                    f"{kind}: lookup plugin {lookup!r} is not supported"
+                    f"{suggest(lookup, LOOKUPS)} (supported: {', '.join(LOOKUPS)})",
+                )
         if len(kinds) > 1:
             self.error(data.where(kinds[1]), f"use one of loop / with_*: found {', '.join(kinds)}")
         if kinds:
             node.loop_kind = kinds[0]
             node.loop = data[kinds[0]]
             self.check_templates(node.loop, data.where(kinds[0], True))
-            if not isinstance(node.loop, (list, str, Mapping)):
+            if not isinstance(node.loop, (list, str, Mapping)) and kinds[0] in (
+                "loop",
+                "with_items",
+                "with_list",
+                "with_dict",
+            ):
                 self.error(
                     data.where(kinds[0], True),
                     f"{kinds[0]} must be a list or a template giving one",
@@ -513,6 +564,20 @@ class _Loader(RoleLoading, PlayLoading):
     def include(self, data: YMap, action: str, inherit: Inherit, base_dir: Path) -> Node | None:
         raw = data.get(action)
         where = data.where(action, True)
+        extra = data.get("args")
+        if extra is not None:  # `args: {apply: ...}` (and file:) as Ansible takes them
+            if not isinstance(extra, Mapping):
+                self.error(data.where("args", True), "args must be a mapping")
+            else:
+                merged = YMap(raw if isinstance(raw, Mapping) else {"file": raw})
+                merged.update(extra)
+                merged.pos = getattr(raw, "pos", where)
+                merged.key_pos = {**getattr(raw, "key_pos", {}), **getattr(extra, "key_pos", {})}
+                merged.value_pos = {
+                    **getattr(raw, "value_pos", {}),
+                    **getattr(extra, "value_pos", {}),
+                }
+                raw = merged
         if isinstance(raw, Mapping):
             extra = set(raw) - {"file", "apply"}
             if extra:
@@ -527,8 +592,11 @@ class _Loader(RoleLoading, PlayLoading):
             return None
         self.check_templates(file, where)
         for key in data:
+            if is_with_loop(key):
+                continue
             if key not in (
                 action,
+                "args",
                 "name",
                 "when",
                 "tags",
@@ -557,7 +625,7 @@ class _Loader(RoleLoading, PlayLoading):
                     "import_tasks is static: its file name can't use variables (use include_tasks)",
                 )
                 return None
-            if any(k in data for k in ("loop", "with_items", "with_list", "with_dict")):
+            if any(k == "loop" or is_with_loop(k) for k in data):
                 self.error(
                     data.where("loop") if "loop" in data else where,
                     "import_tasks can't loop (use include_tasks)",

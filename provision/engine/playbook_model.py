@@ -163,6 +163,18 @@ class Role:
     vars: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     handlers: list[Task] = field(default_factory=list)
+    # its defaults and vars are seen by the whole play (Ansible: roles:/import_role, unless
+    # private_role_vars; include_role only with `public: true`, once it ran)
+    public: bool = True
+
+    @property
+    def magic(self) -> dict[str, str]:
+        """`role_path`, `role_name` (a collection role's short name, as Ansible gives it)."""
+        cached = self.__dict__.get("_magic")
+        if cached is None:
+            short = self.name.rsplit(".", 1)[-1] if self.name.count(".") >= 2 else self.name
+            cached = self.__dict__["_magic"] = {"role_path": str(self.path), "role_name": short}
+        return cached
 
 
 @dataclass
@@ -214,6 +226,7 @@ class Node:
 @dataclass
 class Task(Node):
     action: str = ""
+    written_action: str = ""  # as the task spells it (ansible.builtin.command): ansible_failed_task
     module: Module | None = None
     args: dict[str, Any] = field(default_factory=dict)
     loop: Any = None
@@ -303,6 +316,30 @@ class Playbook:
     @property
     def base_dir(self) -> Path:
         return self.path.parent
+
+
+def public_roles(play: Play) -> list[Role]:
+    """The roles whose defaults and vars the whole play sees: loaded by `roles:` or
+    `import_role` (with their dependencies), public; include_role's join when they run."""
+    found: list[Role] = []
+
+    def walk(items: list[Node]) -> None:
+        for node in items:
+            if isinstance(node, Block):
+                if node.when_once:  # include_role: exposed when it runs, if public
+                    continue
+                if (
+                    node.role is not None
+                    and node.role.public
+                    and all(r is not node.role for r in found)
+                ):
+                    found.append(node.role)
+                walk(node.block + node.rescue + node.always)
+            elif isinstance(node, Include) and node.static_children:
+                walk(node.static_children)
+
+    walk(play.pre_tasks + play.roles + play.tasks + play.post_tasks)
+    return found
 
 
 def roles_in(nodes: list[Node]) -> list[Role]:

@@ -37,6 +37,7 @@ class PlayLoading:
                     data.where(key),
                     f"unknown play keyword '{key}'{suggest(str(key), PLAY_KEYWORDS)}",
                 )
+        self.collections = self.collections_of(data)
         hosts = data.get("hosts")
         if hosts is None:
             self.error(data.pos, "play needs `hosts:` (a pattern like all, a group, or a:b)")

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from provision.engine.collections import collection_roots, find_collection_role, is_fqcn
 from provision.engine.playbook_model import (
     _VAR_NAME,
     Block,
@@ -25,6 +26,27 @@ class RoleLoading:
     """Mixin of the playbook loader: everything about roles."""
 
     def find_role(self, name: str, base_dir: Path, where: Pos) -> Path | None:
+        roots = collection_roots(self.playbook_dir, self.config)
+        # a collection-qualified name, or a short one in the play's `collections:` (first, as
+        # Ansible searches them before the roles paths)
+        qualified = [name] if is_fqcn(name) else [f"{c}.{name}" for c in self.collections]
+        looked: list[Path] = []
+        for fqcn in qualified:
+            if fqcn.startswith("ansible.legacy.") or fqcn.startswith("ansible.builtin."):
+                continue
+            found, tried = find_collection_role(fqcn, roots)
+            looked += tried
+            if found is not None:
+                return found
+        if is_fqcn(name):
+            self.error(
+                where,
+                f"role {name!r} not found in the collections paths (looked in: "
+                f"{', '.join(display_path(c) for c in looked)}); install the collection "
+                f"(ansible-galaxy collection install {'.'.join(name.split('.')[:2])}) or set "
+                "ANSIBLE_COLLECTIONS_PATH / ansible.cfg collections_path",
+            )
+            return None
         candidates = [base_dir / "roles" / name, self.playbook_dir / "roles" / name]
         extra_paths = os.environ.get("PROVISION_ROLES_PATH", "").split(os.pathsep)
         for extra in [*extra_paths, *self.config.roles_path]:  # roles_path from ansible.cfg
@@ -86,6 +108,7 @@ class RoleLoading:
             defaults=read_vars("defaults"),
             vars=read_vars("vars"),
             params=params,
+            public=self.role_public(data, when_once),
         )
         role_inherit = self.extend(inherit, data, role=role)
         if when_once:
@@ -93,19 +116,25 @@ class RoleLoading:
         apply = data.get(next((k for k in data if k in ("include_role", "import_role")), ""))
         if isinstance(apply, Mapping) and isinstance(apply.get("apply"), YMap):
             role_inherit = self.extend(role_inherit, apply["apply"], role=role)  # `apply:` keywords
-        depends = self.role_dependencies(path, replace(inherit, vars=()), where)
         tasks: list[Node] = []
-        for ext in ("yml", "yaml"):
-            file = path / "tasks" / f"{tasks_from}.{ext}"
-            if file.is_file():
-                tasks = self.load_tasks_file(file, role_inherit, where)
-                break
-        else:
-            if tasks_from != "main":
-                self.error(
-                    where,
-                    f"role {name}: tasks file {tasks_from}.yml not found in {display_path(path / 'tasks')}",
-                )
+        outer = self.collections
+        self.collections = self.role_collections(path) + outer  # the role's meta collections
+        try:
+            depends = self.role_dependencies(path, replace(inherit, vars=()), where)
+            for ext in ("yml", "yaml"):
+                file = path / "tasks" / f"{tasks_from}.{ext}"
+                if file.is_file():
+                    tasks = self.load_tasks_file(file, role_inherit, where)
+                    break
+            else:
+                if tasks_from != "main":
+                    self.error(
+                        where,
+                        f"role {name}: tasks file {tasks_from}.yml not found in "
+                        f"{display_path(path / 'tasks')}",
+                    )
+        finally:
+            self.collections = outer
         for ext in ("yml", "yaml"):
             file = path / "handlers" / f"main.{ext}"
             if file.is_file():
@@ -133,6 +162,34 @@ class RoleLoading:
         if not when_once:
             fields["when"] = ()
         return Block(block=tasks, when_once=when_once, **{**fields, "role": role})
+
+    def role_public(self, data: YMap, include: bool) -> bool:
+        """Ansible's rule: imports are public, includes private, unless `public:` says, or
+        ansible.cfg private_role_vars is set."""
+        raw = data.get("include_role")
+        if include and isinstance(raw, Mapping) and raw.get("public") is not None:
+            from provision.engine.templating import to_bool
+
+            return to_bool(raw["public"])
+        if self.config.private_role_vars is not None:
+            return not self.config.private_role_vars
+        return not include
+
+    def role_collections(self, path: Path) -> list[str]:
+        """`collections:` in the role's meta/main.yml (a collection's roles list their own)."""
+        in_collection = path.parent.name == "roles" and path.parent.parent.parent.parent.name == (
+            "ansible_collections"
+        )
+        own = (
+            [f"{path.parent.parent.parent.name}.{path.parent.parent.name}"] if in_collection else []
+        )
+        for ext in ("yml", "yaml"):
+            file = path / "meta" / f"main.{ext}"
+            if file.is_file():
+                meta = self._load(file)
+                if isinstance(meta, YMap) and "collections" in meta:
+                    return own + self.collections_of(meta)
+        return own
 
     def role_dependencies(self, path: Path, inherit: Inherit, where: Pos) -> list[Node]:
         """The roles `meta/main.yml` lists under `dependencies:` (searched beside this role too)."""

@@ -32,6 +32,7 @@ from provision.engine.playbook import (
     load_playbook,
     load_tasks_at_runtime,
 )
+from provision.engine.playbook_model import public_roles
 from provision.engine.results import HostStats, PlaybookResult, TaskResult
 from provision.engine.run_state import HostRuntime, RunOptions, Stop, _PlayState, tags_selected
 from provision.engine.templating import (
@@ -226,11 +227,13 @@ class PlaybookRunner:
         self.display.play_start(play, hosts)
         pstate = _PlayState(play, hosts)
         runtimes = [self.runtime(h) for h in hosts]
+        exposed = public_roles(play)
         for rt in runtimes:
             with self.lock:
                 self.result.recap.setdefault(rt.host.name, HostStats())
             try:
                 rt.vars.play_vars = {**self.play_vars(play, rt), **prompted}
+                rt.vars.expose_roles(exposed, reset=True)
             except (ConfigError, TemplateError) as exc:
                 raise PlaybookError([str(exc)]) from None
             self.masker.add(collect_secrets([rt.vars.play_vars]))

@@ -9,6 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
+from provision.engine.lookups import VarsContext, canonical_lookup, run_lookup
 from provision.engine.playbook import (
     DELEGATE_LOCAL,
     Include,
@@ -32,11 +35,17 @@ from provision.modules.base import (
     ModuleFailure,
     ModuleResult,
     TaskContext,
+    UnsupportedArgument,
+    ansible_fallback,
     normalize_args,
     secret_arg_values,
 )
 from provision.paths import bundle_dir
 from provision.secrets import collect_secrets
+
+NATIVE_LOOPS = frozenset({"loop", "with_items", "with_list", "with_dict"})
+# modules whose "facts" are variables (set_fact precedence), not host facts
+VAR_SETTERS = frozenset({"set_fact", "include_vars"})
 
 
 class TaskExecution:
@@ -89,7 +98,10 @@ class TaskExecution:
         result, full, facts, notify = shared
         if task.register:
             self.rt.vars.set_facts[task.register] = full
-        self.rt.vars.set_facts.update(facts)
+        if task.action in VAR_SETTERS:
+            self.rt.vars.set_facts.update(facts)
+        elif facts:
+            self.rt.vars.add_facts(facts)
         if notify:
             self.notified.extend(task.notify)
         if result.status == "failed" and not result.ignored:
@@ -100,6 +112,7 @@ class TaskExecution:
                 msg=f"run_once task failed on {result.host}: {result.msg}",
             )
             self.record(mine)
+            self.last_failed_task = task
             self.fail(mine, fatal=bool(task.any_errors_fatal or self.play.any_errors_fatal))
 
     def finish(
@@ -113,10 +126,10 @@ class TaskExecution:
         if task.register and result.status != "unreachable":
             self.rt.vars.set_facts[task.register] = full
         if facts:
-            if task.action in ("facts", "setup"):
-                self.rt.vars.facts.update(facts)
-            else:
+            if task.action in VAR_SETTERS:
                 self.rt.vars.set_facts.update(facts)
+            else:  # a module's facts are host facts, in `ansible_facts` too (Ansible's rule)
+                self.rt.vars.add_facts(facts)
             self.runner.masker.add(collect_secrets([facts]))
         if notify and task.notify:
             variables = self.vars_for(task)
@@ -131,6 +144,7 @@ class TaskExecution:
             self.failed = False
             return
         if result.status == "failed" and not result.ignored:
+            self.last_failed_task = task
             self.fail(
                 result,
                 fatal=bool(self._bool(task.any_errors_fatal, task) or self.play.any_errors_fatal),
@@ -270,7 +284,8 @@ class TaskExecution:
                 try:
                     one, item_facts = self.execute_one(task, item_vars)
                     facts.update(item_facts)
-                    if item_facts:  # set_fact in a loop: later items see earlier ones
+                    if item_facts and task.action in VAR_SETTERS:
+                        # set_fact in a loop: later items see earlier ones
                         self.rt.vars.set_facts.update(item_facts)
                 except (TemplateError, ArgError) as exc:
                     one = {
@@ -310,6 +325,8 @@ class TaskExecution:
     def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
         raw = self.templar.render(node.loop, variables)
         kind = node.loop_kind
+        if kind is not None and kind not in NATIVE_LOOPS:
+            return self.lookup_items(node, kind[len("with_") :], raw, variables)
         if kind == "with_dict":
             if not isinstance(raw, Mapping):
                 raise TemplateError(f"with_dict needs a mapping, got {type(raw).__name__}")
@@ -332,6 +349,25 @@ class TaskExecution:
             return flat
         return items
 
+    def lookup_items(
+        self, node: Task | Include, kind: str, raw: Any, variables: Mapping[str, Any]
+    ) -> list[Any]:
+        """`with_<lookup>`: the lookup's values for the rendered terms (Ansible's loop_with)."""
+        terms = tuple(raw) if isinstance(raw, list) else (raw,)
+        action = node.action if isinstance(node, Task) else "include_tasks"
+        subdir = next((f"{s}s" for s in ("template", "var") if s in action), "files")
+        lazy = self.templar.vars(variables)
+        try:
+            if canonical_lookup(kind) == "template":  # needs a real Jinja context
+                return list(
+                    self.templar.evaluate(
+                        "query('template', *__pv_terms)", ChainMap({"__pv_terms": terms}, lazy)
+                    )
+                )
+            return run_lookup(VarsContext(lazy), kind, terms, {"_subdir": subdir})
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"with_{kind}: {exc}") from None
+
     def execute_one(self, task: Task, variables: ChainMap) -> tuple[dict[str, Any], dict[str, Any]]:
         """One module run (with retries/until, changed_when/failed_when): (registered value, facts)."""
         module = task.module
@@ -352,7 +388,20 @@ class TaskExecution:
             else:
                 args[key] = self.templar.render(value, lazy)
         args = {k: v for k, v in args.items() if not (isinstance(v, str) and v == OMIT)}
-        args = normalize_args(module, args)
+        run = module.run
+        try:
+            args = normalize_args(module, args)
+        except UnsupportedArgument as exc:
+            exc.at(str(task.pos))
+            hook = ansible_fallback()
+            if hook is None:
+                raise
+
+            def run(
+                ctx: TaskContext, hook: Any = hook, exc: UnsupportedArgument = exc
+            ) -> ModuleResult:
+                return hook(ctx, exc)  # Ansible's own module, with the arguments as given
+
         self.runner.masker.add(secret_arg_values(module, args))  # Arg.no_log, secret names
         check = self.runner.options.check
         if task.check_mode is not None:
@@ -360,7 +409,7 @@ class TaskExecution:
         diff = self.runner.options.diff
         if task.diff is not None:
             diff = self._bool(task.diff, task, lazy)
-        if check and not module.supports_check_mode:
+        if check and not module.supports_check_mode and run == module.run:
             return {
                 "changed": False,
                 "skipped": True,
@@ -428,7 +477,7 @@ class TaskExecution:
         for attempt in range(1, attempts + 1):
             conn.doing = f"task '{task.display_name}'"  # named when the link dies mid-task
             try:
-                mres = module.run(ctx)
+                mres = run(ctx)
             except ModuleFailure as exc:
                 mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
             finally:
@@ -482,11 +531,30 @@ class TaskExecution:
         return out
 
 
-def failed_task_var(failure: TaskResult | None) -> dict[str, Any]:
-    """`ansible_failed_task` in a rescue: the failed task's name, action and place."""
+def failed_task_var(failure: TaskResult | None, task: Task | None = None) -> dict[str, Any]:
+    """`ansible_failed_task` in a rescue, as Ansible fills it: the task's own name (no role
+    prefix; "" when it has none), the action as written, its arguments and keywords."""
     if failure is None:
         return {}
-    return {"name": failure.task, "action": failure.action, "position": failure.position}
+    if task is None or failure.position != str(task.pos):
+        return {"name": failure.task, "action": failure.action, "position": failure.position}
+    args = {("_raw_params" if k == "_raw" else k): v for k, v in task.args.items()}
+    return {
+        "name": task.name or "",
+        "action": task.written_action or task.action,
+        "args": args,
+        "when": list(task.when),
+        "tags": sorted(task.tags),
+        "register": task.register,
+        "loop": task.loop,
+        "notify": list(task.notify) or None,
+        "ignore_errors": task.ignore_errors,
+        "become": bool(task.become),
+        "become_user": task.become_user,
+        "delegate_to": task.delegate_to,
+        "retries": task.retries,
+        "position": failure.position,
+    }
 
 
 def skipped_result(task: Task) -> dict[str, Any]:

@@ -2,11 +2,13 @@
 
 Lowest to highest (documented in docs/playbooks.md, close to Ansible's order):
 
-  1. role defaults            roles/NAME/defaults/main.yml (only inside that role)
+  1. role defaults            roles/NAME/defaults/main.yml (that role's first, then the play's
+                              public roles': roles:/import_role, include_role with public)
   2. inventory group vars     `all` < parent group < child group (merged by the inventory loader)
   3. inventory host vars
   4. facts                    gather_facts / the `facts` module (provision_facts, ansible_*)
-  5. play vars                `vars:`, then `vars_files:` (later files win)
+  5. play vars                `vars:`, then `vars_files:` (later files win), then the public
+                              roles' vars/main.yml (unless ansible.cfg private_role_vars)
   6. role vars and params     roles/NAME/vars/main.yml, `- role: x` parameters (inside that role)
   7. block and task vars      outer block < inner block < import/include < the task's own `vars:`
   8. set_fact / register      per host, kept for the rest of the run
@@ -52,6 +54,25 @@ class HostVars:
     facts: dict[str, Any] = field(default_factory=dict)
     set_facts: dict[str, Any] = field(default_factory=dict)
     play_vars: Mapping[str, Any] = field(default_factory=dict)
+    # the play's public roles, merged once per play: defaults (lowest) and vars (above play vars)
+    role_defaults: Mapping[str, Any] = field(default_factory=dict)
+    role_vars: Mapping[str, Any] = field(default_factory=dict)
+
+    def expose_roles(self, roles: list[Any], reset: bool = False) -> None:
+        defaults = {} if reset else dict(self.role_defaults)
+        role_vars = {} if reset else dict(self.role_vars)
+        for role in roles:
+            defaults.update(role.defaults)
+            role_vars.update(role.vars)
+        self.role_defaults, self.role_vars = defaults, role_vars
+
+    def add_facts(self, facts: Mapping[str, Any]) -> None:
+        """Facts from `setup` or a module: each name as returned, and `ansible_facts` (the same
+        without the `ansible_` prefix) rebuilt so both spellings stay in step."""
+        from provision.modules.facts_ansible import namespaced
+
+        self.facts.update(facts)
+        self.facts["ansible_facts"] = namespaced(self.facts)
 
 
 class HostVarsView(Mapping):
@@ -127,9 +148,11 @@ class VariableManager:
             self.magic(state.host),
             self.extra_vars,
             state.set_facts,
+            state.role_vars,
             dict(state.play_vars),
             state.facts,
             state.host.vars,
+            state.role_defaults,
         )
 
     def task_vars(
@@ -149,10 +172,14 @@ class VariableManager:
             if node.role is not None:
                 layers.append(node.role.params)
                 layers.append(node.role.vars)
-                layers.insert(0, {"role_path": str(node.role.path), "role_name": node.role.name})
+                layers.insert(0, node.role.magic)
+        if state.role_vars:
+            layers.append(state.role_vars)
         layers.append(state.play_vars)
         layers.append(state.facts)
         layers.append(state.host.vars)
         if node is not None and node.role is not None:
             layers.append(node.role.defaults)
+        if state.role_defaults:
+            layers.append(state.role_defaults)
         return ChainMap(*layers)

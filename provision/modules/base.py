@@ -21,6 +21,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.connection.base import CommandResult, Connection
 from provision.inventory.model import Host
+from provision.modules.argspec import (  # noqa: F401  (re-exported: the fallback interface)
+    NATIVE_ALIASES,
+    ArgError,
+    UnsupportedArgument,
+    ansible_fallback,
+    ansible_name,
+    set_ansible_fallback,
+    spec_for_module,
+)
 from provision.shell import as_root as shell_as_root
 from provision.shell import become_command, env_exports, path, quote
 
@@ -181,6 +190,7 @@ class Module:
 
     name: ClassVar[str] = ""
     args: ClassVar[dict[str, Arg]] = {}
+    aliases: ClassVar[tuple[str, ...]] = ()  # collection names it answers to: ansible.posix.mount
     free_form: ClassVar[str | None] = None  # arg that receives `module: free form text`
     free_form_keys: ClassVar[tuple[str, ...]] = ()  # k=v words pulled out of free-form text
     supports_check_mode: ClassVar[bool] = True
@@ -203,6 +213,7 @@ class Module:
 # -- registry ----------------------------------------------------------------------------------
 
 MODULES: dict[str, type[Module]] = {}
+ALIASES: dict[str, str] = {}  # FQCN of a collection's module -> provision's module
 LOAD_ERRORS: dict[str, str] = {}  # module file -> import error
 _loaded = False
 _load_lock = threading.Lock()
@@ -216,6 +227,8 @@ def register(cls: type[Module]) -> type[Module]:
         if arg.type not in ARG_TYPES:
             raise TypeError(f"{cls.__name__}.{name}: unknown arg type {arg.type!r}")
     MODULES[cls.name] = cls
+    for alias in cls.aliases:
+        ALIASES[alias] = cls.name
     return cls
 
 
@@ -239,6 +252,10 @@ def _load_all() -> None:
 
 
 def canonical_name(name: str) -> str:
+    """`ansible.builtin.copy` -> `copy`; `ansible.posix.mount` -> provision's native `mount`."""
+    native = NATIVE_ALIASES.get(name)
+    if native is not None:
+        return native
     for prefix in _PREFIXES:
         if name.startswith(prefix):
             return name[len(prefix) :]
@@ -247,7 +264,8 @@ def canonical_name(name: str) -> str:
 
 def get_module(name: str) -> type[Module] | None:
     _load_all()
-    return MODULES.get(canonical_name(name))
+    short = canonical_name(name)
+    return MODULES.get(short) or MODULES.get(ALIASES.get(short, ""))
 
 
 def module_names() -> list[str]:
@@ -261,13 +279,6 @@ def suggest(word: str, options: list[str] | tuple[str, ...] | set[str]) -> str:
 
 
 # -- argument checking -------------------------------------------------------------------------
-
-
-class ArgError(ValueError):
-    def __init__(self, message: str, key: str | None = None, at_key: bool = False) -> None:
-        super().__init__(message)
-        self.key = key
-        self.at_key = at_key  # the name is wrong (point at it), not the value
 
 
 def _has_template(value: Any) -> bool:
@@ -334,32 +345,62 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
     raise ArgError(f"argument '{key}': unknown type {kind}", key)  # pragma: no cover
 
 
+def _aliases(module: Module) -> dict[str, str]:
+    """Argument name or alias -> name, computed once per module class."""
+    cls = type(module)
+    table = _ALIASES.get(cls)
+    if table is None:
+        table = {name: name for name in module.args}
+        for name, arg in module.args.items():
+            for alias in arg.aliases:
+                table.setdefault(alias, name)
+        _ALIASES[cls] = table
+    return table
+
+
+_ALIASES: dict[type, dict[str, str]] = {}
+
+
 def normalize_args(
     module: Module, args: Mapping[str, Any], *, static: bool = False
 ) -> dict[str, Any]:
     """Check and coerce `args` against the module's schema. `static=True` (before templating)
-    skips checks on values that are still templates. Raises ArgError naming the argument."""
+    skips checks on values that are still templates. Raises ArgError naming the argument, with
+    Ansible's text for an argument Ansible's module doesn't take either, and
+    UnsupportedArgument for one Ansible's module takes but provision's doesn't implement."""
     spec = module.args
-    alias_to_name = {alias: name for name, arg in spec.items() for alias in arg.aliases}
+    names = _aliases(module)
     out: dict[str, Any] = {}
+    unknown: list[str] = []
+    ansible_only: list[str] = []
     for key, value in args.items():
         if not isinstance(key, str):
             raise ArgError(f"argument names must be strings, got {key!r}")
         if key.startswith("_"):  # internal (e.g. _raw free form)
             out[key] = value
             continue
-        name = key if key in spec else alias_to_name.get(key)
+        name = names.get(key)
         if name is None:
             if module.any_args:
                 out[key] = value
                 continue
-            known = sorted(set(spec) | set(alias_to_name))
-            raise ArgError(
-                f"module '{module.name}' has no argument '{key}'{suggest(key, known)}; "
-                f"its arguments: {', '.join(sorted(spec)) or '(none)'}",
-                key,
-                at_key=True,
-            )
+            aspec = spec_for_module(module.name)
+            if aspec is None:
+                known = sorted(names)
+                raise ArgError(
+                    f"module '{module.name}' has no argument '{key}'{suggest(key, known)}; "
+                    f"its arguments: {', '.join(sorted(spec)) or '(none)'}",
+                    key,
+                    at_key=True,
+                )
+            aname = aspec.names.get(key)
+            if aname is None:
+                unknown.append(key)
+            elif static and _has_template(value):
+                continue
+            elif not aspec.is_default(aname, value):
+                ansible_only.append(key)
+            continue
         if name in out:
             raise ArgError(f"argument '{name}' given twice (as '{key}' and an alias)", key)
         arg = spec[name]
@@ -373,6 +414,12 @@ def normalize_args(
                 key,
             )
         out[name] = value
+    if unknown:
+        aspec = spec_for_module(module.name)
+        assert aspec is not None
+        raise ArgError(aspec.unsupported_message(unknown), unknown[0], at_key=True)
+    if ansible_only:
+        raise UnsupportedArgument(module.name, ansible_name(module.name), ansible_only)
     for group in module.mutually_exclusive:
         # a template may render to `omit`: only the rendered values can conflict
         given = [

@@ -121,6 +121,7 @@ if [ -n "$cap" ] && [ $(( 0x$cap >> 21 & 1 )) = 1 ]; then echo "@@can_mount 1"; 
 @register
 class Mount(Module):
     name = "mount"
+    aliases = ("ansible.posix.mount",)
     args = {
         "path": Arg("path", required=True, aliases=("name",)),
         "src": Arg("str"),

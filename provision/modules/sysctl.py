@@ -59,6 +59,7 @@ def edit_sysctl_file(text: str, key: str, value: str | None, present: bool) -> s
 @register
 class Sysctl(Module):
     name = "sysctl"
+    aliases = ("ansible.posix.sysctl",)
     args = {
         "name": Arg("str", required=True, aliases=("key",)),
         "value": Arg("str", aliases=("val",)),

@@ -68,29 +68,40 @@ def test_unknown_keyword_next_to_a_module(tmp_path: Path) -> None:
     assert "site.yml:4:7: unknown task keyword 'whenn' (did you mean 'when'?)" in msg
 
 
-def test_bad_arguments_point_at_the_argument(tmp_path: Path) -> None:
-    msg = problems(
-        tmp_path,
-        """
+def test_bad_arguments_fail_the_task_when_it_runs_with_ansibles_text(tmp_path: Path) -> None:
+    """Ansible checks a task's arguments when the task runs: the load succeeds, a skipped task
+    never fails, and each bad task fails at its position with Ansible's wording."""
+    pb = write(
+        tmp_path / "site.yml",
+        f"""
         - hosts: all
+          gather_facts: false
           tasks:
+            - copy: {{dest: /nonexistent/x, content: hi, modee: "0644"}}
+              when: false
             - copy:
-                dest: /tmp/x
+                dest: {tmp_path}/x
                 content: hi
                 modee: "0644"
-            - file:
-                path: /tmp/y
-                state: sideways
-            - copy: {content: hi}
-            - file: path=/tmp/z force=maybe
+              ignore_errors: true
+            - file: {{path: {tmp_path}/y, state: sideways}}
+              ignore_errors: true
+            - copy: {{content: hi}}
+              ignore_errors: true
+            - file: path={tmp_path}/z force=maybe
+              ignore_errors: true
         """,
     )
-    assert "site.yml:6:9: copy: module 'copy' has no argument 'modee' (did you mean 'mode'?)" in msg
-    assert "site.yml:9:16: file: argument 'state' must be one of" in msg
-    assert "requires argument 'dest'" in msg
-    assert "argument 'force' must be a boolean" in msg
-    assert msg.startswith("playbook has errors:")  # all four, in one report
-
+    load_playbook(pb)  # nothing is checked before the tasks run
+    result = run_playbook(pb, hosts=[Host("localhost", local=True)])
+    msgs = [r.msg for r in result.results if r.status == "failed"]
+    assert result.recap["localhost"].skipped == 1 and len(msgs) == 4
+    assert "site.yml:6:7)" in msgs[0]
+    assert "Unsupported parameters for (copy) module: modee. Supported parameters include:" in msgs[0]
+    assert "argument 'state' must be one of" in msgs[1]
+    assert "requires argument 'dest'" in msgs[2]
+    assert "argument 'force' must be a boolean" in msgs[3]
+    assert not (tmp_path / "x").exists()
 
 def test_play_keyword_template_and_notify_errors(tmp_path: Path) -> None:
     msg = problems(

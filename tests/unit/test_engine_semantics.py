@@ -445,7 +445,8 @@ def test_roles_defaults_vars_handlers_templates(tmp_path: Path) -> None:
     assert result.ok, [r.msg for r in result.results]
     assert (tmp_path / "app.conf").read_text() == "name=demo\nport=9000\n"
     assert (tmp_path / "reloaded").exists()
-    assert debug_msgs(result) == ["not visible outside the role"]
+    # Ansible's scope: the role's defaults are the play's, its parameters are not
+    assert debug_msgs(result) == [80]
 
 
 PRECEDENCE_CASES = [

@@ -1,0 +1,365 @@
+"""The engine semantics public roles lean on, each compared with ansible-playbook on the same
+project (connection local; every `show*` debug message and the recap must match): `with_*`
+lookup loops, `ansible_facts`, include_tasks `apply:`, role variable scope, `ansible_failed_task`,
+FQCN roles/modules from the collections paths, and Ansible's argument rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provision.engine.lookups import run_lookup
+from provision.engine.runner import run_playbook
+from provision.inventory.model import Host
+from tests.unit.test_engine_vs_ansible import ANSIBLE, KEYS
+
+# messages of `show*` tasks, loop items one by one, and the failed tasks' names
+_CALLBACK = """
+import json
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "stdout"
+    CALLBACK_NAME = "pvitems"
+
+    def __init__(self):
+        super().__init__()
+        self.msgs = []
+
+    def v2_runner_on_ok(self, result):
+        if result.task_name.startswith("show") and "results" not in result._result:
+            self.msgs.append(result._result.get("msg"))
+
+    def v2_runner_item_on_ok(self, result):
+        if result.task_name.startswith("show"):
+            self.msgs.append(result._result.get("msg"))
+
+    def v2_playbook_on_stats(self, stats):
+        print("PVITEMS" + json.dumps({"stats": stats.summarize("localhost"), "msgs": self.msgs}))
+"""
+
+
+def ansible(playbook: Path, workdir: Path, *args: str) -> tuple[dict[str, int], list[Any]]:
+    plugins = workdir / ".callbacks"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "pvitems.py").write_text(_CALLBACK)
+    env = dict(
+        os.environ,
+        ANSIBLE_STDOUT_CALLBACK="pvitems",
+        ANSIBLE_CALLBACK_PLUGINS=str(plugins),
+        ANSIBLE_LOCALHOST_WARNING="false",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+        ANSIBLE_LOCAL_TEMP=str(workdir / ".ansible-tmp"),
+        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+        ANSIBLE_RETRY_FILES_ENABLED="false",
+        ANSIBLE_DEPRECATION_WARNINGS="false",
+        ANSIBLE_NOCOLOR="1",
+    )
+    proc = subprocess.run(
+        [ANSIBLE, "-i", "localhost,", "-c", "local", str(playbook), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir,
+        timeout=300,
+    )
+    marker = proc.stdout.find("PVITEMS")
+    assert marker >= 0, (
+        f"ansible-playbook gave no result: {proc.stdout[-3000:]} {proc.stderr[-2000:]}"
+    )
+    doc = json.loads(proc.stdout[marker + len("PVITEMS") :].splitlines()[0])
+    return {KEYS[k]: v for k, v in doc["stats"].items() if k in KEYS}, doc["msgs"]
+
+
+def ours(playbook: Path) -> tuple[dict[str, int], list[Any]]:
+    result = run_playbook(playbook, hosts=[Host("localhost", local=True)])
+    s = result.recap["localhost"]
+    stats = {**s.to_json(), "rescued": s.rescued, "ignored": s.ignored}
+    msgs: list[Any] = []
+    for r in result.results:
+        if not r.task.split(" : ")[-1].startswith("show") or r.status in ("skipped", "failed"):
+            continue
+        items = r.result.get("results")
+        if isinstance(items, list):
+            msgs += [i.get("msg") for i in items if not i.get("skipped") and not i.get("failed")]
+        else:
+            msgs.append(r.result.get("msg"))
+    return stats, msgs
+
+
+needs_ansible = pytest.mark.skipif(
+    not os.access(ANSIBLE, os.X_OK), reason="ansible-core not installed (pip install ansible-core)"
+)
+
+
+def project(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).replace("WORK", str(root)).lstrip("\n"))
+
+
+def same(
+    tmp_path: Path, files: dict[str, str], *args: str, env: dict[str, str] | None = None
+) -> Any:
+    """Run site.yml of the same project with both tools; their recaps and messages must match."""
+    results = []
+    old = dict(os.environ)
+    try:
+        for tool in ("ansible", "provision"):
+            work = tmp_path / tool
+            project(work, files)
+            for key, value in (env or {}).items():
+                os.environ[key] = value.replace("WORK", str(work))
+            pb = work / "site.yml"
+            results.append(ansible(pb, work, *args) if tool == "ansible" else ours(pb))
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert results[1] == results[0], f"provision {results[1]} != ansible {results[0]}"
+    return results[0]
+
+
+LOOPS = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    users:
+      - name: alice
+        keys: [k1, k2]
+        groups: {list: [g1]}
+      - name: bob
+        keys: [k3]
+      - name: carol
+    d: {b: 2, a: 1}
+  tasks:
+    - name: show subelements
+      debug: {msg: "{{ item.0.name }}={{ item.1 }}"}
+      with_subelements: ["{{ users }}", keys, {skip_missing: true}]
+    - name: show subelements nested key
+      debug: {msg: "{{ item.0.name }}={{ item.1 }}"}
+      with_subelements: ["{{ users }}", groups.list, {skip_missing: true}]
+    - name: subelements missing key fails
+      debug: {msg: "{{ item }}"}
+      with_subelements: ["{{ users }}", keys]
+      ignore_errors: true
+    - name: show together
+      debug: {msg: "{{ item }}"}
+      with_together: [[1, 2, 3], [a, b]]
+    - name: show nested
+      debug: {msg: "{{ item }}"}
+      with_nested: [[1, 2], [x, y]]
+    - name: show dict
+      debug: {msg: "{{ item.key }}={{ item.value }}"}
+      with_dict: "{{ d }}"
+    - name: show sequence
+      debug: {msg: "{{ item }}"}
+      with_sequence: start=1 end=7 stride=3 format=h%02d
+    - name: show sequence count
+      debug: {msg: "{{ item }}"}
+      with_sequence: count=3
+    - name: show indexed
+      debug: {msg: "{{ item.0 }}:{{ item.1 }}"}
+      with_indexed_items: [a, [b, c]]
+    - name: show fileglob
+      debug: {msg: "{{ item | basename }}"}
+      with_fileglob: ["conf/*.conf"]
+    - name: show items
+      debug: {msg: "{{ item }}"}
+      with_items: [[1, [2]], 3]
+    - name: show random
+      debug: {msg: "{{ item in ['p', 'q'] }}"}
+      with_random_choice: [p, q]
+    - name: show first_found
+      debug: {msg: "{{ item | basename }}"}
+      with_ansible.builtin.first_found: [nope.txt, there.txt]
+    - include_vars: "{{ item }}"
+      with_first_found: [nope.yml, "{{ family }}.yml", default.yml]
+      vars: {family: Debian}
+    - name: show x
+      debug: {msg: "{{ x }}"}
+    - name: show first_found skip
+      debug: {msg: "{{ item }}"}
+      with_first_found:
+        - files: [nope.yml]
+          skip: true
+    - include_tasks: inc.yml
+      with_nested: [[1], [2]]
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_with_lookup_loops_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(
+        tmp_path,
+        {
+            "site.yml": LOOPS,
+            "files/conf/a.conf": "",
+            "files/there.txt": "",
+            "vars/Debian.yml": "x: debian\n",
+            "vars/default.yml": "x: default\n",
+            "inc.yml": "- name: show included\n  debug: {msg: '{{ item }}'}\n",
+        },
+    )
+    assert "alice=k2" in msgs and "h07" in msgs and "debian" in msgs and stats["ignored"] == 1
+
+
+def test_lookups_of_with_loops() -> None:
+    ctx = None
+    assert run_lookup(ctx, "community.general.flattened", ([1, [2, [3]]], 4), {}) == [1, 2, 3, 4]
+    assert run_lookup(ctx, "flattened", ([[]], None), {}) == []
+    assert run_lookup(ctx, "sequence", ("4-8/2:x%02d",), {}) == ["x04", "x06", "x08"]
+    assert run_lookup(ctx, "sequence", ("start=5 count=0",), {}) == []
+    assert run_lookup(ctx, "sequence", ("start=3 end=1 stride=-1",), {}) == ["3", "2", "1"]
+    assert run_lookup(ctx, "community.general.cartesian", ([1, 2], ["a"]), {}) == [
+        [1, "a"],
+        [2, "a"],
+    ]
+    assert run_lookup(ctx, "together", ([1], [2, 3]), {}) == [[1, 2], [None, 3]]
+    assert run_lookup(ctx, "subelements", ({"a": {"k": [1]}, "b": {"k": [2]}}, "k"), {}) == [
+        [{"k": [1]}, 1],
+        [{"k": [2]}, 2],
+    ]
+    with pytest.raises(Exception, match="could not find 'k' key"):
+        run_lookup(ctx, "subelements", ([{"x": 1}], "k"), {})
+    with pytest.raises(Exception, match="should point to a list"):
+        run_lookup(ctx, "subelements", ([{"k": 1}], "k"), {})
+
+
+TEAM = {
+    "site.yml": """
+        - hosts: localhost
+          gather_facts: false
+          collections: [acme.tools]
+          pre_tasks:
+            - name: show default seen before the role runs
+              debug: {msg: "{{ web_port }}"}
+          roles:
+            - web
+            - acme.tools.greet
+            - greeter
+          tasks:
+            - include_role: {name: priv}
+            - include_role: {name: pub, public: true}
+          post_tasks:
+            - name: show role defaults and vars in post_tasks
+              debug: {msg: "{{ web_port }} {{ web_dir }} {{ greeting }} {{ hidden_x | default('private') }} {{ shown_x }}"}
+            - block:
+                - name: fails
+                  command: /bin/false
+              rescue:
+                - name: show failed task
+                  debug: {msg: "{{ ansible_failed_task.name }}|{{ ansible_failed_task.action }}"}
+            - block:
+                - ansible.builtin.command: /bin/false
+              rescue:
+                - name: show unnamed failed task
+                  debug: {msg: "[{{ ansible_failed_task.name }}]|{{ ansible_failed_task.action }}"}
+            - include_tasks: more.yml
+              args:
+                apply: {tags: [extra]}
+            - import_tasks: more.yml
+    """,
+    "more.yml": """
+        - name: show included
+          debug: {msg: "{{ ansible_run_tags | default(['x']) | length }}"}
+    """,
+    "roles/web/defaults/main.yml": "web_port: 8080\n",
+    "roles/web/vars/main.yml": "web_dir: /srv/web\n",
+    "roles/web/tasks/main.yml": """
+        - block:
+            - name: fails in role
+              command: /bin/false
+          rescue:
+            - name: show failed task in role
+              debug: {msg: "{{ ansible_failed_task.name }}"}
+    """,
+    "roles/priv/defaults/main.yml": "hidden_x: leaked\n",
+    "roles/priv/tasks/main.yml": "- debug: {msg: hidden}\n",
+    "roles/pub/defaults/main.yml": "shown_x: public\n",
+    "roles/pub/tasks/main.yml": "- debug: {msg: shown}\n",
+    "collections/ansible_collections/acme/tools/galaxy.yml": "namespace: acme\nname: tools\nversion: 1.0.0\n",
+    "collections/ansible_collections/acme/tools/roles/greet/defaults/main.yml": "greeting: hello\n",
+    "collections/ansible_collections/acme/tools/roles/greet/tasks/main.yml": """
+        - name: show greeting from a collection role
+          debug: {msg: "{{ greeting }} from {{ role_name }}"}
+    """,
+    "collections/ansible_collections/acme/tools/roles/greeter/tasks/main.yml": """
+        - name: show short name found through collections
+          debug: {msg: "greeter"}
+    """,
+}
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_team_project_scope_failed_task_collections_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, TEAM)
+    assert "fails|command" in msgs and "8080 /srv/web hello private public" in msgs
+    assert stats["rescued"] == 3
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_collections_path_from_the_environment_and_private_role_vars(tmp_path: Path) -> None:
+    files = {
+        "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              roles: [acme.tools.greet]
+              post_tasks:
+                - name: show private
+                  debug: {msg: "{{ greeting | default('private') }}"}
+        """,
+        "ansible.cfg": "[defaults]\nprivate_role_vars = True\ncollections_path = WORK/elsewhere\n",
+        "elsewhere/ansible_collections/acme/tools/roles/greet/defaults/main.yml": "greeting: hi\n",
+        "elsewhere/ansible_collections/acme/tools/roles/greet/tasks/main.yml": """
+            - name: show greet
+              debug: {msg: "{{ greeting }}"}
+        """,
+    }
+    _, msgs = same(tmp_path, files, env={"ANSIBLE_CONFIG": "WORK/ansible.cfg"})
+    assert msgs == ["hi", "private"]
+    files["ansible.cfg"] = "[defaults]\n"
+    _, msgs = same(
+        tmp_path / "env",
+        files,
+        env={"ANSIBLE_CONFIG": "WORK/ansible.cfg", "ANSIBLE_COLLECTIONS_PATH": "WORK/elsewhere"},
+    )
+    assert msgs == ["hi", "hi"]
+
+
+ARGS = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: skipped task with an unknown argument never fails the load
+      file: {path: /nonexistent, bogus: 1}
+      when: false
+    - name: unknown argument fails when it runs
+      file: {path: WORK/x, state: touch, bogus: 1}
+      register: bad
+      ignore_errors: true
+    - name: show message
+      debug: {msg: "{{ bad.msg.split('Unsupported ')[1].split('. Supported')[0] }}"}
+    - name: an argument at Ansible's default is fine
+      file: {path: WORK/y, state: touch, follow: true}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_argument_rules_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": ARGS})
+    assert msgs == ["parameters for (file) module: bogus"]  # provision adds the task's place
+    assert stats["ignored"] == 1 and stats["skipped"] == 1
