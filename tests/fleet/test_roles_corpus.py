@@ -5,12 +5,14 @@ run's recap are Ansible's. The corpus, its sources and the reason for every sett
 tests/roles_corpus/ (README.md, corpus.yml, SOURCES.md).
 
 The table role x (loads, recap, files, idempotent) is written to
-$ROLES_CORPUS_REPORT (default: the test's temp dir, its path printed) and printed with -s.
+$ROLES_CORPUS_REPORT (default: the test's temp dir, its path printed) and printed with -s;
+$ROLES_CORPUS_JSON, when set, gets every run's recap, failures, output and touched files.
 ROLES_ONLY=a,b runs just those roles (while adding one); CI runs them all.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -46,6 +48,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         fleet.stop()
     report = Path(os.environ.get("ROLES_CORPUS_REPORT") or work / "roles-corpus.md")
     report.write_text(table(ROLES, results))
+    if os.environ.get("ROLES_CORPUS_JSON"):  # every run's recap, failures, output and files
+        Path(os.environ["ROLES_CORPUS_JSON"]).write_text(json.dumps(results, indent=1, default=str))
     print(f"\nroles corpus table: {report}\n{report.read_text()}", file=sys.stderr)
     yield results
 
@@ -102,3 +106,23 @@ def test_corpus_rules() -> None:
             assert why.strip(), f"{role.name}: normalised {pattern} without a reason"
         if role.check or role.skip_tags or role.extra_vars:
             assert role.notes.strip(), f"{role.name}: settings without notes saying why"
+
+
+def test_ownroot_twins_each_have_a_private_root(make_fleet, tmp_path: Path) -> None:
+    """What a role writes under /etc, /usr or /home of one twin is on that twin only (never on the
+    other or on this machine), and the snapshot sees it (path, content, owner, removal)."""
+    from roles_harness import Twin, diff
+
+    fleet = make_fleet(2, kinds="ownroot")
+    one, other = (Twin("ansible", fleet, h, tmp_path / h.name) for h in fleet.hosts)
+    before = one.snapshot()
+    probe = f"/etc/roles-corpus-probe-{fleet.rid}"
+    fleet.ns_exec(one.host, f"echo twin > {probe} && mkdir -p /home/u && rm /etc/os-release")
+    touched = diff(before, one.snapshot())
+    assert touched[probe.lstrip("/")]["content"] == "twin\n"
+    assert touched[probe.lstrip("/")]["owner"] == "root"
+    assert touched["home/u"]["type"] == "dir"
+    assert touched["etc/os-release"] == {"type": "deleted"}
+    assert not os.path.exists(probe), "a twin's write reached this machine's /etc"
+    assert fleet.ns_exec(other.host, f"test -e {probe} || echo absent").stdout.strip() == "absent"
+    assert fleet.ns_exec(other.host, "test -e /etc/os-release && echo kept").stdout.strip() == "kept"
