@@ -6,13 +6,13 @@ tests/roles_corpus/ (README.md, corpus.yml, SOURCES.md).
 
 The table role x (loads, recap, files, idempotent) is written to
 $ROLES_CORPUS_REPORT (default: the test's temp dir, its path printed) and printed with -s;
-$ROLES_CORPUS_JSON, when set, gets every run's recap, failures, output and touched files.
+$ROLES_CORPUS_JSON, when set, gets every run's recap, failures, output and touched files
+(rewritten after each role).
 ROLES_ONLY=a,b runs just those roles (while adding one); CI runs them all.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -43,13 +43,16 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     work = tmp_path_factory.mktemp("roles-corpus")
     fleet, twins = start_twins(work)
     try:
-        results = run_corpus(twins, ASSERTED, log=lambda line: print(line, file=sys.stderr))
+        sink = (
+            Path(os.environ["ROLES_CORPUS_JSON"]) if os.environ.get("ROLES_CORPUS_JSON") else None
+        )
+        results = run_corpus(
+            twins, ASSERTED, log=lambda line: print(line, file=sys.stderr), sink=sink
+        )
     finally:
         fleet.stop()
     report = Path(os.environ.get("ROLES_CORPUS_REPORT") or work / "roles-corpus.md")
     report.write_text(table(ROLES, results))
-    if os.environ.get("ROLES_CORPUS_JSON"):  # every run's recap, failures, output and files
-        Path(os.environ["ROLES_CORPUS_JSON"]).write_text(json.dumps(results, indent=1, default=str))
     print(f"\nroles corpus table: {report}\n{report.read_text()}", file=sys.stderr)
     yield results
 
@@ -125,4 +128,6 @@ def test_ownroot_twins_each_have_a_private_root(make_fleet, tmp_path: Path) -> N
     assert touched["etc/os-release"] == {"type": "deleted"}
     assert not os.path.exists(probe), "a twin's write reached this machine's /etc"
     assert fleet.ns_exec(other.host, f"test -e {probe} || echo absent").stdout.strip() == "absent"
-    assert fleet.ns_exec(other.host, "test -e /etc/os-release && echo kept").stdout.strip() == "kept"
+    assert (
+        fleet.ns_exec(other.host, "test -e /etc/os-release && echo kept").stdout.strip() == "kept"
+    )

@@ -270,7 +270,8 @@ class Twin:
             "loads": loads,
             "recap": {h: {k: int(c.get(k, 0)) for k in RECAP_KEYS} for h, c in recap.items()},
             "failures": [
-                {"task": f.get("task"), "msg": f.get("msg", "")[:400]} for f in data.get("failures", [])
+                {"task": f.get("task"), "msg": f.get("msg", "")[:400]}
+                for f in data.get("failures", [])
             ],
             "error": "" if loads else tail(proc["output"], 12),
             "output": proc["output"],
@@ -289,7 +290,10 @@ class Twin:
                     "error": tail(proc["stderr"] or proc["stdout"], 12), "output": proc["stderr"]}  # fmt: skip
         recap = {h: {k: int(c.get(k, 0)) for k in RECAP_KEYS} for h, c in doc["recap"].items()}
         failures = [
-            {"task": r.get("task") or r.get("name"), "msg": str(r.get("msg") or r.get("error") or "")[:400]}
+            {
+                "task": r.get("task") or r.get("name"),
+                "msg": str(r.get("msg") or r.get("error") or "")[:400],
+            }
             for r in doc.get("results", [])
             if r.get("status") in ("failed", "unreachable") and not r.get("ignored")
         ]
@@ -304,9 +308,15 @@ class Twin:
             )  # fmt: skip
             stdout, stderr = proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as exc:
-            stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            stdout = (
+                exc.stdout.decode(errors="replace")
+                if isinstance(exc.stdout, bytes)
+                else exc.stdout or ""
+            )
             stderr = f"(stopped after {RUN_TIMEOUT_S}s)\n" + (
-                exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+                exc.stderr.decode(errors="replace")
+                if isinstance(exc.stderr, bytes)
+                else exc.stderr or ""
             )
         if split:
             return {"stdout": stdout, "stderr": stderr}
@@ -330,8 +340,11 @@ def run_role(twin: Twin, role: Role) -> dict[str, Any]:
     }
 
 
-def run_corpus(twins: dict[str, Twin], roles: list[Role], log=print) -> dict[str, dict[str, Any]]:
-    """Every role on both twins, the two tools at the same time: {role: {tool: result}}."""
+def run_corpus(
+    twins: dict[str, Twin], roles: list[Role], log=print, sink: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every role on both twins, the two tools at the same time: {role: {tool: result}}; `sink`
+    gets the results so far after each role (a run stopped half-way still tells)."""
     results: dict[str, dict[str, Any]] = {}
     for role in roles:
         per_tool: dict[str, Any] = {}
@@ -348,6 +361,8 @@ def run_corpus(twins: dict[str, Twin], roles: list[Role], log=print) -> dict[str
         for t in threads:
             t.join()
         results[role.name] = per_tool
+        if sink is not None:
+            sink.write_text(json.dumps(results, indent=1, default=str))
         log(f"{role.name}: " + ", ".join(
             f"{t} {r.get('first', {}).get('seconds', '?')}s+{r.get('second', {}).get('seconds', '?')}s"
             for t, r in per_tool.items()
@@ -377,7 +392,9 @@ def verdicts(role: Role, result: dict[str, Any]) -> dict[str, Any]:
     out["files"] = a["touched"] == p["touched"]
     t2, o2 = nonzero(a["second"]["recap"]), nonzero(p["second"]["recap"])
     zero = all(c.get("changed", 0) == 0 for c in t2.values())
-    out["idempotent"] = t2 == o2 and (not zero or all(c.get("changed", 0) == 0 for c in o2.values()))
+    out["idempotent"] = t2 == o2 and (
+        not zero or all(c.get("changed", 0) == 0 for c in o2.values())
+    )
     why = []
     if not out["recap"]:
         why.append(f"recap: ansible {theirs} / provision {ours}")
@@ -463,16 +480,14 @@ def main(argv: list[str]) -> int:
     if "--json" in argv:
         i = argv.index("--json")
         out_json = Path(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
+        argv = argv[:i] + argv[i + 2 :]
     roles = [r for r in load_corpus() if not argv or r.name in argv]
     work = Path(tempfile.mkdtemp(prefix="roles-corpus-"))
     fleet, twins = start_twins(work)
     try:
-        results = run_corpus(twins, [r for r in roles if not r.excluded])
+        results = run_corpus(twins, [r for r in roles if not r.excluded], sink=out_json)
     finally:
         fleet.stop()
-    if out_json:
-        out_json.write_text(json.dumps(results, indent=1, default=str))
     print(table(roles, results))
     shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -28,12 +28,20 @@ def git(mirror: Path, *args: str) -> bytes:
 
 def copy_tree(mirror: Path, commit: str, src: str, dest: Path, keep) -> list[str]:
     prefix = "" if src in (".", "") else src.rstrip("/") + "/"
-    names = git(mirror, "ls-tree", "-r", "--name-only", commit, "--", prefix or ".").decode().splitlines()
+    names = (
+        git(mirror, "ls-tree", "-r", "--name-only", commit, "--", prefix or ".")
+        .decode()
+        .splitlines()
+    )
     copied = []
     for name in names:
-        rel = name[len(prefix):]
+        rel = name[len(prefix) :]
         parts = rel.split("/")
-        if any(p.startswith(SKIP) for p in parts) or rel.startswith(SKIP_PATHS) or rel.endswith(".ppk"):
+        if (
+            any(p.startswith(SKIP) for p in parts)
+            or rel.startswith(SKIP_PATHS)
+            or rel.endswith(".ppk")
+        ):
             continue
         if not keep(rel):
             continue
@@ -57,14 +65,24 @@ def main(mirrors: Path) -> None:
         mirror = mirrors / item["repo"].replace("/", "+") / "repo"
         dest = HERE / item["dest"]
         only = item.get("only")
-        keep = (lambda rel, only=only: any(rel == o or rel.startswith(o.rstrip("/") + "/") for o in only)) if only else (lambda rel: True)
+        keep = (
+            (
+                lambda rel, only=only: any(
+                    rel == o or rel.startswith(o.rstrip("/") + "/") for o in only
+                )
+            )
+            if only
+            else (lambda rel: True)
+        )
         copy_tree(mirror, item["commit"], item.get("path", "."), dest, keep)
         for extra in item.get("licence_files", []):
             out = dest / Path(extra).name
             out.write_bytes(git(mirror, "show", f"{item['commit']}:{extra}"))
-        lines.append(f"| `{item['dest']}` | [{item['repo']}](https://github.com/{item['repo']}) | "
-                     f"`{item['commit'][:12]}` | `{item.get('path', '.')}`"
-                     f"{' (' + ', '.join(only) + ')' if only else ''} | {item['licence']} |")
+        lines.append(
+            f"| `{item['dest']}` | [{item['repo']}](https://github.com/{item['repo']}) | "
+            f"`{item['commit'][:12]}` | `{item.get('path', '.')}`"
+            f"{' (' + ', '.join(only) + ')' if only else ''} | {item['licence']} |"
+        )
     (HERE / "SOURCES.md").write_text("\n".join(lines) + "\n")
 
 
