@@ -41,9 +41,7 @@ RUN_TIMEOUT_S = int(os.environ.get("ROLES_RUN_TIMEOUT", "300"))
 # Written by the tools themselves or by the system as a side effect, never by a role's tasks:
 # left out of the file comparison on both twins (each pattern with its reason).
 TOOL_PATHS = {
-    "root/.ansible": "Ansible's remote temp dir and its module cache",
     "root/.ansible/*": "Ansible's remote temp dir and its module cache",
-    "root/.cache": "provision's agent cache (and pip's)",
     "root/.cache/*": "provision's agent cache (and pip's)",
     "root/.provision*": "provision's host-side state",
     "var/cache/*": "apt/debconf caches: rewritten by any apt call, binary",
@@ -59,7 +57,7 @@ TOOL_PATHS = {
 # owner/group (resolved through the host's own passwd/group), content (text) or sha256.
 SNAPSHOT = r"""
 import hashlib, json, os, stat, sys
-root, upper = sys.argv[1], sys.argv[2]
+root, upper, lower = sys.argv[1], sys.argv[2], sys.argv[3]
 def names(path, col):
     out = {}
     try:
@@ -72,8 +70,8 @@ def names(path, col):
     return out
 users, groups = names("etc/passwd", 2), names("etc/group", 2)
 out = {}
-def entry(rel):
-    path = os.path.join(root, rel)
+def entry(rel, top=root):
+    path = os.path.join(top, rel)
     try:
         st = os.lstat(path)
     except OSError:
@@ -108,7 +106,11 @@ for top, base in ((upper, ""), (os.path.join(root, "root"), "root"), (os.path.jo
             if base == "" and stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
                 out[rel] = {"type": "deleted"}
             else:
-                out[rel] = entry(rel)
+                e = entry(rel)
+                # copied up unchanged (a directory something was written into): not a change
+                if base == "" and e == entry(rel, lower):
+                    continue
+                out[rel] = e
 print(json.dumps(out))
 """
 
@@ -158,6 +160,7 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
 def normalise(touched: dict[str, Any], patterns: dict[str, str]) -> dict[str, Any]:
     """Drop the tools' own files and the role's declared volatile paths (both with reasons)."""
     skip = [*TOOL_PATHS, *patterns]
+    skip += [p[:-2] for p in skip if p.endswith("/*")]  # "dir/*" covers the dir itself too
     return {rel: e for rel, e in touched.items() if not any(fnmatch.fnmatch(rel, p) for p in skip)}
 
 
@@ -233,7 +236,7 @@ class Twin:
         upper = self.host.workdir / "ovl" / "upper"
         proc = subprocess.run(
             ["nsenter", "-t", str(self.host.keeper.pid), "-m", "--",
-             "/usr/bin/python3", "-c", SNAPSHOT, str(merged), str(upper)],
+             "/usr/bin/python3", "-c", SNAPSHOT, str(merged), str(upper), self.host.rootfs],
             capture_output=True, text=True, timeout=120, check=True,
         )  # fmt: skip
         return json.loads(proc.stdout)
@@ -473,10 +476,14 @@ def start_twins(workdir: Path):
 
 
 def main(argv: list[str]) -> int:
-    """python3 tests/roles_corpus/roles_harness.py [ROLE ...] [--json OUT]: run the corpus on fresh twins
-    and print the table (as root; the SSH test fleet's requirements)."""
+    """python3 tests/roles_corpus/roles_harness.py [ROLE ...] [--json OUT]: run the corpus on fresh
+    twins and print the table (as root; the SSH test fleet's requirements).
+    python3 tests/roles_corpus/roles_harness.py --report OUT: the table of a saved run."""
     import tempfile
 
+    if argv[:1] == ["--report"]:  # the table from a saved results file, nothing run
+        print(table(load_corpus(), json.loads(Path(argv[1]).read_text())))
+        return 0
     out_json = None
     if "--json" in argv:
         i = argv.index("--json")
