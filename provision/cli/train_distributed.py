@@ -12,6 +12,7 @@ from provision.cli.common import console
 from provision.connection.factory import connect
 from provision.errors import ConfigError
 from provision.inventory.model import Host
+from provision.terminal import escape
 from provision.train.allreduce_memo import REUSE_S, describe_age
 from provision.train.cluster import ClusterTrainer, finish_run
 from provision.train.distributed import DistributedOptions, label_lines, parse_nproc
@@ -137,15 +138,14 @@ def _stop_fresh(cluster: ClusterTrainer, options: Any) -> None:
             console.print(f"{name}: run {cluster.run_id} {o.value['run'].get('state')}"
                           + (f"; still running: {left}" if left else ""), markup=False)
         else:
-            console.print(f"[bold red]{name}: could not stop: {o.message}[/]")
+            console.print(f"[bold red]{name}: could not stop: {escape(o.message)}[/]")
 
 
 def print_distributed(doc: dict[str, Any], as_json: bool) -> int:
     """Each host's run and findings, then the whole run's; or the --json document. The exit code."""
-    from rich.markup import escape
-
     from provision.cli.common import EXIT_HOST_FAILED, EXIT_OK, emit_json
     from provision.report.render import SEVERITY_STYLE
+    from provision.terminal import escape
 
     failed = any("error" in e or e.get("state") in ("failed", "stopped") for e in doc["runs"].values())
     if as_json:

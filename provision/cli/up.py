@@ -183,14 +183,13 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from provision.cli.run import parse_extra_vars, playbook_inventory
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
     from provision.paths import bundle_dir
     from provision.report.document import add_timings
     from provision.report.render import diagnosis_headline
+    from provision.terminal import escape
 
     options = connect_options(args)
     project = find_up_project(args)
@@ -229,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 add_timings(paths, timings[host])  # the report's "Timings" table
             except (ConfigError, OSError, ValueError) as exc:  # the report itself stays as written
-                console.print(f"[yellow]{host}: timings not added to the report: {exc}[/]")
+                console.print(f"[yellow]{host}: timings not added to the report: {escape(exc)}[/]")
     if args.json:
         doc = result.to_json()
         doc["reports"] = reports
@@ -240,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         line = ", ".join(
             f"{s['step']} {s['seconds']:.1f}s" for s in t["steps"] if s["seconds"] >= 0.05
         )
-        console.print(f"[dim]{host}: {t['total_seconds']:.1f}s: {line}[/]", soft_wrap=True)
+        console.print(f"[dim]{host}: {t['total_seconds']:.1f}s: {escape(line)}[/]", soft_wrap=True)
     for host, message in _install_warnings(result).items():
         console.print(f"[yellow][bold]{escape(host)}[/]: {escape(message)}[/]", soft_wrap=True)
     # where the report is and what it found, on the console whether or not it is a terminal

@@ -619,6 +619,8 @@ class _Loader(RoleLoading, PlayLoading):
             ):
                 self.error(data.where(key), f"'{key}' is not valid on {action}")
         if action == "import_tasks":
+            if isinstance(raw, Mapping) and "apply" in raw:
+                self.error(where, "import_tasks takes no apply: (Ansible's rule; use include_tasks)")
             if is_template(file):
                 self.error(
                     where,

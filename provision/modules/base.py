@@ -196,8 +196,14 @@ class Module:
     supports_check_mode: ClassVar[bool] = True
     needs_connection: ClassVar[bool] = True  # False: runs on the controller only (debug, set_fact)
     any_args: ClassVar[bool] = False  # set_fact: any variable name is an argument
+    # arguments it doesn't know go, in args["_forward"], to the module it hands the task to
+    # (package -> apt/dnf, as Ansible's package does); that module checks them
+    forwards_args: ClassVar[bool] = False
     shell_args: ClassVar[tuple[str, ...]] = ()  # rendered with Templar.render_shell (values = data)
     raw_args: ClassVar[tuple[str, ...]] = ()  # left unrendered: the module evaluates them (assert)
+    # include_vars: the facts are the project's own vars file, templates as in Ansible; every
+    # other module's facts and results are data (engine/taint.py)
+    facts_are_templates: ClassVar[bool] = False
     mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_one_of: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_if: ClassVar[tuple[tuple[str, Any, tuple[str, ...]], ...]] = ()
@@ -296,7 +302,7 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
             raise ArgError(f"argument '{key}' must be a string, got {type(value).__name__}", key)
         if isinstance(value, bool):
             return "True" if value else "False"
-        return str(value)
+        return value if isinstance(value, str) else str(value)  # keeps the data mark
     if kind == "bool":
         if isinstance(value, bool):
             return value
@@ -383,6 +389,9 @@ def normalize_args(
         if name is None:
             if module.any_args:
                 out[key] = value
+                continue
+            if module.forwards_args:
+                out.setdefault("_forward", {})[key] = value
                 continue
             aspec = spec_for_module(module.name)
             if aspec is None:

@@ -72,6 +72,9 @@ class Debug(Module):
     name = "debug"
     needs_connection = False
     args = {"msg": Arg("raw"), "var": Arg("str"), "verbosity": Arg("int", default=0)}
+    # `var` is an expression of the playbook's, evaluated once: never a value rendered first
+    # (a rendered value may hold host text, which must not be evaluated as code)
+    raw_args = ("var",)
     mutually_exclusive = (("msg", "var"),)
 
     def run(self, ctx: TaskContext) -> ModuleResult:
@@ -150,6 +153,7 @@ class IncludeVars(Module):
     needs_connection = False
     free_form = "file"
     args = {"file": Arg("path", required=True), "name": Arg("str")}
+    facts_are_templates = True
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         path = ctx.find_file(ctx.args["file"], "vars")

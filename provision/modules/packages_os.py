@@ -134,6 +134,7 @@ class Package(Module):
         "state": Arg("str", required=True),
         "use": Arg("str", default="auto"),
     }
+    forwards_args = True  # update_cache, enablerepo, … go to apt/dnf (Ansible's package)
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         use = ctx.args["use"]
@@ -156,7 +157,10 @@ class Package(Module):
         module = module_cls()
         from provision.modules.base import normalize_args
 
-        inner = normalize_args(module, {"name": ctx.args["name"], "state": ctx.args["state"]})
+        inner = normalize_args(
+            module,
+            {"name": ctx.args["name"], "state": ctx.args["state"], **ctx.args.get("_forward", {})},
+        )
         sub = TaskContext(**{**ctx.__dict__, "args": inner})
         return module.run(sub)
 

@@ -279,8 +279,10 @@ class LineInFile(Module):
         "backrefs": Arg("bool", default=False),
         "firstmatch": Arg("bool", default=False),
         "backup": Arg("bool", default=False),
+        "validate": Arg("raw"),
         **ATTR_ARGS,
     }
+    shell_args = ("validate",)
     mutually_exclusive = (("insertafter", "insertbefore"), ("regexp", "search_string"))
 
     def check_args(self, args: dict[str, Any]) -> list[str]:
@@ -341,7 +343,7 @@ class LineInFile(Module):
             return ModuleResult(changed=False, data={"path": path})
         new = after.encode("utf-8", "surrogateescape")
         old_sum = hashlib.sha1(raw).hexdigest() if exists else ""
-        res = put_content(ctx, new, path, expect_old=old_sum)
+        res = put_content(ctx, new, path, expect_old=old_sum, validate=validate_cmd(ctx))
         res.msg = msg
         res.data["path"] = path
         if ctx.diff:

@@ -75,6 +75,32 @@ else
     if [ "$lock" != "$locked" ]; then echo "@@changed lock"; if [ "$lock" = 1 ]; then run usermod -L "$name"; else run usermod -U "$name"; fi; fi
   fi
 fi
+if [ -n "$pwmin$pwmax$pwwarn" ]; then
+  sh_entry=$(getent shadow "$name"); set --
+  [ -n "$pwmin" ] && [ "$pwmin" != "$(echo "$sh_entry" | cut -d: -f4)" ] && set -- "$@" -m "$pwmin"
+  [ -n "$pwmax" ] && [ "$pwmax" != "$(echo "$sh_entry" | cut -d: -f5)" ] && set -- "$@" -M "$pwmax"
+  [ -n "$pwwarn" ] && [ "$pwwarn" != "$(echo "$sh_entry" | cut -d: -f6)" ] && set -- "$@" -W "$pwwarn"
+  [ $# -gt 0 ] && { echo "@@changed password_expire"; run chage "$@" "$name"; }
+fi
+if [ "$genkey" = 1 ]; then
+  h=$(getent passwd "$name" | cut -d: -f6)
+  case "$keyfile" in /*) kf=$keyfile ;; *) kf="$h/$keyfile" ;; esac
+  if [ -n "$h" ] && [ ! -e "$kf" ]; then
+    echo "@@changed ssh_key"
+    if [ "$check" != 1 ]; then
+      kd=$(dirname "$kf")
+      [ -d "$kd" ] || { mkdir -p "$kd" && chmod 700 "$kd" && chown "$name:$(id -g "$name")" "$kd"; } || { echo "@@error cannot create $kd"; exit 1; }
+      set -- -q -t "$keytype" -f "$kf" -N "" -C "$keycomment"; [ -n "$keybits" ] && set -- "$@" -b "$keybits"
+      run ssh-keygen "$@"
+      chown "$name:$(id -g "$name")" "$kf" "$kf.pub"
+    fi
+  fi
+  if [ -n "$h" ]; then
+    echo "@@ssh_key_file $kf"
+    [ -r "$kf.pub" ] && echo "@@ssh_public_key $(cat "$kf.pub")"
+    [ -r "$kf.pub" ] && echo "@@ssh_fingerprint $(ssh-keygen -l -f "$kf.pub")"
+  fi
+fi
 entry=$(getent passwd "$name")
 [ -n "$entry" ] && echo "@@entry $entry"
 exit 0
@@ -101,6 +127,10 @@ exit 0
 
 def _bit(value: Any) -> str:
     return "" if value is None else ("1" if value else "0")
+
+
+def _num(value: Any) -> str:
+    return "" if value is None else str(int(value))
 
 
 def _run(ctx: TaskContext, script: str, stdin: bytes | None = None) -> tuple[list[str], dict[str, str]]:
@@ -135,6 +165,14 @@ class User(Module):
         "append": Arg("bool", default=False),
         "expires": Arg("float"),
         "local": Arg("bool"),
+        "password_expire_min": Arg("int"),
+        "password_expire_max": Arg("int"),
+        "password_expire_warn": Arg("int"),
+        "generate_ssh_key": Arg("bool", default=False),
+        "ssh_key_type": Arg("str", default="rsa"),
+        "ssh_key_bits": Arg("int"),
+        "ssh_key_file": Arg("path", default=".ssh/id_rsa"),
+        "ssh_key_comment": Arg("str"),
     }
 
     def check_args(self, args: dict[str, Any]) -> list[str]:
@@ -158,7 +196,9 @@ class User(Module):
             "name={name}; state={state}; check={check}; uid={uid}; nonunique={nu}; group={group}; "
             "groups={groups}; groups_given={gg}; append={append}; comment={comment}; comment_set={cs}; "
             "home={home}; shell={shell}; createhome={ch}; system={system}; movehome={mh}; updatepw={up}; "
-            "lock={lock}; remove={remove}; force={force}; expires={expires}\n{root}{body}",
+            "lock={lock}; remove={remove}; force={force}; expires={expires}; pwmin={pwmin}; "
+            "pwmax={pwmax}; pwwarn={pwwarn}; genkey={genkey}; keytype={keytype}; keybits={keybits}; "
+            "keyfile={keyfile}; keycomment={keycomment}\n{root}{body}",
             name=str(a["name"]),
             state=a["state"],
             check="1" if ctx.check_mode else "0",
@@ -180,6 +220,15 @@ class User(Module):
             remove=_bit(a["remove"]),
             force=_bit(a["force"]),
             expires=expires_day if expires is not None else "",
+            pwmin=_num(a.get("password_expire_min")),
+            pwmax=_num(a.get("password_expire_max")),
+            pwwarn=_num(a.get("password_expire_warn")),
+            genkey="1" if a["generate_ssh_key"] and a["state"] == "present" else "",
+            keytype=str(a["ssh_key_type"]),
+            keybits="" if not a.get("ssh_key_bits") else str(a["ssh_key_bits"]),
+            keyfile=str(a["ssh_key_file"]),
+            # Ansible's default comment names the host it was made on
+            keycomment=str(a.get("ssh_key_comment") or f"ansible-generated on {ctx.host.name}"),
             root=Raw(_ROOT),
             body=Raw(_USER_BODY),
         )
@@ -202,6 +251,9 @@ class User(Module):
                 pass  # would be created: nothing to show yet
             if groups is not None:
                 data["groups"] = ",".join(str(g) for g in groups)
+            for key in ("ssh_key_file", "ssh_public_key", "ssh_fingerprint"):
+                if key in values:
+                    data[key] = values[key]
         return ModuleResult(changed=bool(changed), data=data)
 
 

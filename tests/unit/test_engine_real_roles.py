@@ -363,3 +363,43 @@ def test_argument_rules_like_ansible(tmp_path: Path) -> None:
     stats, msgs = same(tmp_path, {"site.yml": ARGS})
     assert msgs == ["parameters for (file) module: bogus"]  # provision adds the task's place
     assert stats["ignored"] == 1 and stats["skipped"] == 1
+
+
+def test_collection_modules_map_to_native_ones_and_fqcn_roles_say_what_to_install(
+    tmp_path: Path,
+) -> None:
+    from provision.engine.playbook import PlaybookError, iter_tasks, load_playbook
+
+    project(
+        tmp_path,
+        {
+            "site.yml": """
+                - hosts: all
+                  tasks:
+                    - ansible.posix.sysctl: {name: vm.swappiness, value: "10"}
+                    - ansible.posix.mount: {path: /mnt/x, state: unmounted}
+                    - name: with_subelements is a loop, not a module
+                      debug: {msg: "{{ item.1 }}"}
+                      with_subelements: [[{k: [1]}], k]
+            """,
+            "bad.yml": """
+                - hosts: all
+                  roles: [devsec.hardening.os_hardening]
+                  tasks:
+                    - debug: {msg: x}
+                      with_nosuchlookup: [1]
+            """,
+        },
+    )
+    tasks = iter_tasks(load_playbook(tmp_path / "site.yml").plays[0])
+    assert [t.action for t in tasks] == ["sysctl", "mount", "debug"]
+    assert (
+        tasks[0].written_action == "ansible.posix.sysctl"
+        and tasks[2].loop_kind == "with_subelements"
+    )
+    with pytest.raises(PlaybookError) as err:
+        load_playbook(tmp_path / "bad.yml")
+    text = str(err.value)
+    assert "role 'devsec.hardening.os_hardening' not found in the collections paths" in text
+    assert "ansible-galaxy collection install devsec.hardening" in text
+    assert "with_nosuchlookup: lookup plugin 'nosuchlookup' is not supported" in text

@@ -110,5 +110,6 @@ def test_replace_regex_sections_backrefs_and_check(tmp_path: Path) -> None:
 
 def test_replace_bad_regex_is_rejected_before_running(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x\n")
-    with pytest.raises(Exception, match="regular expression"):
-        run_tasks(tmp_path, "- replace: {path: TMP/f, regexp: '([a'}")
+    # arguments are checked when the task runs (Ansible's rule): the task fails, nothing ran
+    bad = run_tasks(tmp_path, "- replace: {path: TMP/f, regexp: '([a'}").results[-1]
+    assert bad.status == "failed" and "regular expression" in bad.msg, bad.msg
