@@ -97,11 +97,9 @@ def to_result(stdout: str, stderr: str, rc: int) -> ModuleResult:
         value = answer.pop(key, None)
         if value is not None:
             setattr(out, key, str(value))
-    diff = answer.pop("diff", None)
-    if isinstance(diff, dict):
-        diff = [diff]
-    if isinstance(diff, list) and diff:
-        out.diff = [d for d in diff if isinstance(d, dict)]
+    diff = answer.get("diff")  # stays registered as the module returned it (a dict, or a list)
+    diffs = [diff] if isinstance(diff, dict) else diff if isinstance(diff, list) else []
+    out.diff = [d for d in diffs if isinstance(d, dict) and d] or None
     facts = answer.pop("ansible_facts", None)
     if isinstance(facts, dict):
         out.facts = facts

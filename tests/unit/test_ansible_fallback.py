@@ -54,7 +54,7 @@ def test_a_builtin_module_provision_lacks_runs_as_ansibles_with_check_and_diff(t
     """)
     checked = results(pb, check=True, diff=True)["kh"]
     assert checked["_status"] == "changed" and not path.exists()  # check mode: nothing written
-    diff = checked["diff"][0]  # (the key's value is masked: provision masks arguments named key)
+    diff = checked["diff"]  # (the key's value is masked: provision masks arguments named key)
     assert diff["before"] == "" and diff["after_header"] == str(path) and diff["after"].endswith("\n")
     first = results(pb)["kh"]
     assert first["_status"] == "changed"  # (diff kept: Ansible registers what the module returns)
@@ -81,7 +81,7 @@ def test_a_collection_module_beside_the_playbook_and_one_without_check_mode(tmp_
     """)
     checked = results(pb, check=True, diff=True)
     assert checked["note"]["check"] is True and checked["note"]["_status"] == "changed"
-    assert checked["note"]["diff"][0]["after"] == "hello\n" and not note.exists()
+    assert checked["note"]["diff"]["after"] == "hello\n" and not note.exists()
     assert checked["nocheck"]["_status"] == "skipped"  # the module said so, as under Ansible
     assert "check mode" in checked["nocheck"]["msg"]
     first = results(pb)
@@ -161,5 +161,6 @@ def test_module_answers_become_results_as_ansible_reads_them() -> None:
     assert "invocation" not in r.as_dict() and r.as_dict()["stdout_lines"] == ["a", "b"]
     r = to_result('{"failed": false, "rc": 1, "diff": {"before": "x", "after": "y"}}', "", 0)
     assert not r.failed and r.diff == [{"before": "x", "after": "y"}]
+    assert r.as_dict()["diff"] == {"before": "x", "after": "y"}  # registered as the module said
     r = to_result("Traceback (most recent call last):\n  boom\n", "ImportError: x", 1)
     assert r.failed and r.msg.startswith("MODULE FAILURE") and r.data["module_stderr"] == "ImportError: x"
