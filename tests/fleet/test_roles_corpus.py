@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles_corpus"))
 
 from fleet import preflight  # noqa: E402
-from roles_harness import ANSIBLE_PLAYBOOK, load_corpus, run_corpus, start_twins, table, verdicts  # noqa: E402
+from roles_harness import ANSIBLE_PLAYBOOK, load_corpus, run_corpus, table, verdicts  # noqa: E402
 
 ALL = load_corpus()
 ONLY = [n for n in os.environ.get("ROLES_ONLY", "").split(",") if n]
@@ -41,16 +41,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         pytest.skip(f"SSH test fleet unavailable: {reason}")
     assert os.access(ANSIBLE_PLAYBOOK, os.X_OK), "ansible-core is a test dependency"
     work = tmp_path_factory.mktemp("roles-corpus")
-    fleet, twins = start_twins(work)
-    try:
-        sink = (
-            Path(os.environ["ROLES_CORPUS_JSON"]) if os.environ.get("ROLES_CORPUS_JSON") else None
-        )
-        results = run_corpus(
-            twins, ASSERTED, log=lambda line: print(line, file=sys.stderr), sink=sink
-        )
-    finally:
-        fleet.stop()
+    sink = Path(os.environ["ROLES_CORPUS_JSON"]) if os.environ.get("ROLES_CORPUS_JSON") else None
+    results = run_corpus(work, ASSERTED, log=lambda line: print(line, file=sys.stderr), sink=sink)
     report = Path(os.environ.get("ROLES_CORPUS_REPORT") or work / "roles-corpus.md")
     report.write_text(table(ROLES, results))
     print(f"\nroles corpus table: {report}\n{report.read_text()}", file=sys.stderr)

@@ -6,7 +6,8 @@ of this machine's root filesystem, so a role may change /etc, /usr, /var freely.
 writes lands in the host's overlay upper layer (or its own /root, /home tmpfs), so "the files it
 touched" are read from there, inside the host's mount namespace, not through either tool.
 
-Per role, on both twins at once: snapshot -> first run -> snapshot -> second run. Compared:
+Per role, on a fresh pair of twins (a new fleet: nothing an earlier role did is on them), both
+twins at once: snapshot -> first run -> snapshot -> second run. Compared:
 loads (provision accepted the playbook), recap (ok/changed/failed/skipped/... of the first run),
 files (what the first run created, changed or removed: content, mode, owner, group, link target),
 idempotent (the second run's recap, changed=0 where Ansible's is 0). Run settings, exclusions and
@@ -42,6 +43,7 @@ RUN_TIMEOUT_S = int(os.environ.get("ROLES_RUN_TIMEOUT", "300"))
 # left out of the file comparison on both twins (each pattern with its reason).
 TOOL_PATHS = {
     "root/.ansible/*": "Ansible's remote temp dir and its module cache",
+    "home/*/.ansible/*": "Ansible's remote temp dir of a become_user",
     "root/.cache/*": "provision's agent cache (and pip's)",
     "root/.provision*": "provision's host-side state",
     "var/cache/*": "apt/debconf caches: rewritten by any apt call, binary",
@@ -345,32 +347,42 @@ def run_role(twin: Twin, role: Role) -> dict[str, Any]:
 
 
 def run_corpus(
-    twins: dict[str, Twin], roles: list[Role], log=print, sink: Path | None = None
+    workdir: Path, roles: list[Role], log=print, sink: Path | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Every role on both twins, the two tools at the same time: {role: {tool: result}}; `sink`
-    gets the results so far after each role (a run stopped half-way still tells)."""
+    """Every role on its own fresh pair of twins (nothing an earlier role did is on them), the two
+    tools at the same time: {role: {tool: result}}; `sink` gets the results so far after each
+    role (a run stopped half-way still tells)."""
     results: dict[str, dict[str, Any]] = {}
-    for role in roles:
+    for n, role in enumerate(roles):
         per_tool: dict[str, Any] = {}
+        fleet, twins = start_twins(workdir / f"{n:02d}")
+        try:
 
-        def one(tool: str, role: Role = role, per_tool: dict[str, Any] = per_tool) -> None:
-            try:
-                per_tool[tool] = run_role(twins[tool], role)
-            except Exception as exc:  # recorded, reported, and the next role still runs
-                per_tool[tool] = {"crash": f"{type(exc).__name__}: {exc}"}
+            def one(
+                tool: str, role: Role = role, per_tool: dict = per_tool, twins: dict = twins
+            ) -> None:
+                try:
+                    per_tool[tool] = run_role(twins[tool], role)
+                except Exception as exc:  # recorded, reported, and the next role still runs
+                    per_tool[tool] = {"crash": f"{type(exc).__name__}: {exc}"}
 
-        threads = [threading.Thread(target=one, args=(t,)) for t in twins]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            threads = [threading.Thread(target=one, args=(t,)) for t in twins]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            fleet.stop()
         results[role.name] = per_tool
         if sink is not None:
             sink.write_text(json.dumps(results, indent=1, default=str))
-        log(f"{role.name}: " + ", ".join(
-            f"{t} {r.get('first', {}).get('seconds', '?')}s+{r.get('second', {}).get('seconds', '?')}s"
-            for t, r in per_tool.items()
-        ))  # fmt: skip
+        log(
+            f"{role.name}: "
+            + ", ".join(
+                f"{t} {r.get('first', {}).get('seconds', '?')}s+{r.get('second', {}).get('seconds', '?')}s"
+                for t, r in per_tool.items()
+            )
+        )
     return results
 
 
@@ -491,11 +503,7 @@ def main(argv: list[str]) -> int:
         argv = argv[:i] + argv[i + 2 :]
     roles = [r for r in load_corpus() if not argv or r.name in argv]
     work = Path(tempfile.mkdtemp(prefix="roles-corpus-"))
-    fleet, twins = start_twins(work)
-    try:
-        results = run_corpus(twins, [r for r in roles if not r.excluded], sink=out_json)
-    finally:
-        fleet.stop()
+    results = run_corpus(work, [r for r in roles if not r.excluded], sink=out_json)
     print(table(roles, results))
     shutil.rmtree(work, ignore_errors=True)
     return 0
