@@ -153,7 +153,7 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for rel in sorted(set(before) | set(after)):
         old, new = before.get(rel), after.get(rel, {"type": "deleted"})
-        if old == new or (old is None and new == {"type": "deleted"}):
+        if old == new:  # (absent before and a whiteout now: a file of the lower layer removed)
             continue
         out[rel] = new
     return out
