@@ -30,6 +30,7 @@ APT_PACKAGES=(
   sudo           # non-root fleet users with sudo
   tmux htop git-lfs rsync  # base.yml's tools: fleet hosts share this machine's /usr, offline
   sshfs          # provision train's io_bound test: a real network filesystem between fleet hosts
+  nano bash-completion mlocate  # what roles of tests/roles_corpus install (twins share this /, offline)
 )
 TORCH_PIN="2.13.0"
 

@@ -94,7 +94,7 @@ class FleetHost:
     host_public_key: str = ""  # "ssh-ed25519 AAAA..."
     password_users: dict[str, str] = field(default_factory=dict, repr=False)
     kinds: frozenset[str] = frozenset()  # rental-like traits (tests/fleet/kinds.py)
-    rootfs: str = ""  # bullseye: the root filesystem its sshd is chrooted into
+    rootfs: str = ""  # bullseye, ownroot: the lower layer of the root its sshd is chrooted into
     back_address: str = ""  # backnet: its eth1 address on the back network (Fleet.back_subnet)
     # login -> sudo password, for the `sudo` kind's user whose sudo asks for one
     sudo_passwords: dict[str, str] = field(default_factory=dict, repr=False)
@@ -329,6 +329,8 @@ class Fleet(HostActions):
                 host.sudo_passwords[kinds_mod.SUDO_PASSWORD_USER] = "sudo-" + secrets.token_hex(6)
             if "bullseye" in traits:
                 host.rootfs = str(kinds_mod.bullseye_rootfs())
+            if "ownroot" in traits:  # an overlay over this machine's own root filesystem
+                host.rootfs = "/"
             self._new_host_key(host)
             self._write_sshd_config(host)
             self.hosts.append(host)

@@ -31,6 +31,10 @@ A host's kind is a set of traits; `Fleet(3, kinds=["noisy", {"conda", "noisy"}, 
                 (Fleet.hostile_on): ``endless`` / ``endless-err`` (a banner without end on stdout
                 / stderr), ``home`` ($HOME set to the file's text), ``lie-path`` (a sha1sum on
                 PATH that slips the file's text into fetch's reply as an `@@path` line).
+- ``ownroot``   its own writable copy of this machine's root filesystem: an overlay over `/`
+                (writes go to the host's tmpfs), sshd chrooted into it, so a playbook may change
+                /etc, /usr, /var (users, sshd_config, sysctl.conf, pam.d...) on that host only.
+                The roles parity corpus (tests/roles_corpus/) runs on such twins.
 
 Every fleet also has a passphrase-protected key (Fleet.passphrase_key_file, its passphrase in
 Fleet.key_passphrase) authorized for every login on every host.
@@ -46,7 +50,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 KINDS = frozenset({"plain", "noisy", "gateway", "sudo", "behind-jump", "conda", "nopython", "bullseye", "backnet",
-                   "hostile"})
+                   "hostile", "ownroot"})
 # What every noisy command prints before its own output (tests assert it never reaches results).
 NOISE_OUT = "Welcome to rental-cloud! GPU instance ready. conda base activated."
 NOISE_ERR = "bash: warning: setlocale: LC_ALL: cannot change locale (zh_CN.UTF-8)"
@@ -78,8 +82,11 @@ def parse_kinds(kinds: str | Iterable[str | Iterable[str]] | None, size: int) ->
         unknown = traits - KINDS
         if unknown:
             raise ValueError(f"unknown fleet host kind(s) {sorted(unknown)}; known: {sorted(KINDS)}")
-        if "bullseye" in traits and traits & {"conda", "gateway", "behind-jump"}:
-            raise ValueError("bullseye hosts can't be combined with conda, gateway or behind-jump")
+        for own in ("bullseye", "ownroot"):
+            if own in traits and traits & {"conda", "gateway", "behind-jump"}:
+                raise ValueError(f"{own} hosts can't be combined with conda, gateway or behind-jump")
+        if {"bullseye", "ownroot"} <= traits:
+            raise ValueError("a host has one root filesystem: bullseye or ownroot, not both")
         if "backnet" in traits and "behind-jump" in traits:
             raise ValueError("backnet hosts can't be behind the jump host")
         if "hostile" in traits and traits & {"noisy", "sudo", "bullseye"}:
