@@ -8,7 +8,8 @@ The table role x (loads, recap, files, idempotent) is written to
 $ROLES_CORPUS_REPORT (default: the test's temp dir, its path printed) and printed with -s;
 $ROLES_CORPUS_JSON, when set, gets every run's recap, failures, output and touched files
 (rewritten after each role).
-ROLES_ONLY=a,b runs just those roles (while adding one); CI runs them all.
+ROLES_ONLY=a,b runs just those roles (while adding one); CI runs every role without a known
+gap (corpus.yml `gap:`), ROLES_WITH_GAPS=1 those too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from roles_harness import ANSIBLE_PLAYBOOK, load_corpus, run_corpus, table, verd
 ALL = load_corpus()
 ONLY = [n for n in os.environ.get("ROLES_ONLY", "").split(",") if n]
 ROLES = [r for r in ALL if not ONLY or r.name in ONLY]
-ASSERTED = [r for r in ROLES if not r.excluded]
+WITH_GAPS = os.environ.get("ROLES_WITH_GAPS") == "1"
+# A role with a known provision gap (corpus.yml `gap:`) runs only when asked for: CI asserts the
+# roles provision runs as Ansible does, and the table names the gaps.
+ASSERTED = [r for r in ROLES if not r.excluded and (not r.gap or WITH_GAPS or r.name in ONLY)]
 # Two tools x two runs x ~25 roles on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(3000)
 
@@ -101,6 +105,8 @@ def test_corpus_rules() -> None:
             assert why.strip(), f"{role.name}: normalised {pattern} without a reason"
         if role.check or role.skip_tags or role.extra_vars:
             assert role.notes.strip(), f"{role.name}: settings without notes saying why"
+    asserted = [r for r in ALL if not r.excluded and not r.gap]
+    assert len(asserted) >= 3, "the corpus must keep asserting some roles in CI"
 
 
 def test_ownroot_twins_each_have_a_private_root(make_fleet, tmp_path: Path) -> None:

@@ -129,6 +129,10 @@ class Role:
     check: bool = False  # run both tools with --check (the role can't apply on the fleet)
     normalise: dict[str, str] = field(default_factory=dict)  # path pattern -> why
     excluded: str = ""  # why it is left out of the parity assertions ("" = it is asserted)
+    # A known provision gap (issue 21 is open while any is listed): the first place provision
+    # still differs from Ansible. Not run in CI; ROLES_WITH_GAPS=1 (or ROLES_ONLY naming it)
+    # runs it, so closing the gap is checked by removing this line.
+    gap: str = ""
     notes: str = ""  # what the settings above change and why
 
 
@@ -456,6 +460,10 @@ def table(roles: list[Role], results: dict[str, dict[str, Any]]) -> str:
         if role.excluded:
             rows.append(f"| {role.name} | {role.source} | excluded | | | |")
             notes.append(f"- **{role.name}** excluded: {role.excluded}")
+            continue
+        if role.name not in results and role.gap:
+            rows.append(f"| {role.name} | {role.source} | known gap | | | |")
+            notes.append(f"- **{role.name}** known gap: {role.gap}")
             continue
         if role.name not in results:
             rows.append(f"| {role.name} | {role.source} | not run | | | |")
