@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provision.connection.local import LocalConnection
+from provision.engine.taint import as_data
 from provision.engine.templating import _SHELL_ENV, Templar, TemplateError
 from provision.errors import ProvisionError
 from provision.inventory.model import Host
@@ -169,7 +170,9 @@ FILTERS = sorted(f for f in _SHELL_ENV.filters if f != "shell_code")  # shell_co
 
 def run_shell(arena: Arena, source: str, value: Any) -> subprocess.CompletedProcess | None:
     try:
-        tpl = T.render_shell(source, {"v": value})
+        # the value comes from a host or a data file: data (engine/taint.py), as a registered
+        # result is; a plain project var holding `{%` would be a template, as in Ansible
+        tpl = T.render_shell(source, {"v": as_data(value)})
         text, env = shell_command(tpl)
     except (TemplateError, ModuleFailure, ShellValueError):
         return None
