@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO
 
-from provision.connection.base import CommandResult, LineCallback, quote_env, sudo_wrap
+from provision.connection.base import CommandResult, LineCallback, env_on_stdin, prepend, sudo_wrap
 from provision.shell import Raw, sh
 from provision.shell import path as shell_path
 
@@ -94,12 +94,11 @@ class FramedCommands:
         timeout: float | None = None,
         sudo: bool = False,
     ) -> CommandResult:
-        full = quote_env(env) + command
+        full, first = env_on_stdin(env, command)
         if sudo:
             full = sudo_wrap(full)
-        return self.stream(
-            full, source=[stdin] if stdin else None, timeout=timeout, _collect_only=True
-        )
+        data = first + (stdin or b"")
+        return self.stream(full, source=[data] if data else None, timeout=timeout, _collect_only=True)
 
     def stream(
         self,
@@ -112,7 +111,10 @@ class FramedCommands:
         idle_timeout: float | None = None,
         _collect_only: bool = False,
     ) -> CommandResult:
-        full = command if _collect_only else quote_env(env) + command
+        full = command
+        if not _collect_only and env:
+            full, first = env_on_stdin(env, command)
+            source = prepend(first, source)
         lines: list[str] = []
         pending = bytearray()
 

@@ -16,7 +16,8 @@ from provision.connection.base import (
     CommandResult,
     Connection,
     LineCallback,
-    quote_env,
+    env_on_stdin,
+    prepend,
     register,
     sudo_wrap,
 )
@@ -96,10 +97,11 @@ class LocalConnection(Connection):
         timeout: float | None = None,
         sudo: bool = False,
     ) -> CommandResult:
-        full = quote_env(env) + command
+        full, first = env_on_stdin(env, command)
         if sudo:
             full = sudo_wrap(full)
-        return self._execute(command, full, [stdin] if stdin else None, None, timeout, None)
+        data = first + (stdin or b"")
+        return self._execute(command, full, [data] if data else None, None, timeout, None)
 
     def stream(
         self,
@@ -111,7 +113,10 @@ class LocalConnection(Connection):
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> CommandResult:
-        return self._execute(command, quote_env(env) + command, source, on_stdout_line, timeout, idle_timeout)
+        full, first = env_on_stdin(env, command)
+        if first:
+            source = prepend(first, source)
+        return self._execute(command, full, source, on_stdout_line, timeout, idle_timeout)
 
     def _execute(
         self,
