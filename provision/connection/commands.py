@@ -149,11 +149,13 @@ class FramedCommands:
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
         """Atomic write in one `cat` round trip (SFTP would cost a subsystem start per file)."""
         target = str(shell_path(remote_path))
-        tmp = Raw(target + '".tmp-$$"')
-        chmod = sh("chmod {mode} {tmp} && ", mode=f"{mode:o}", tmp=tmp) if mode is not None else ""
+        tmp = Raw('"$p"')  # mktemp's name: random, made O_EXCL, so a planted name is never followed
+        # no mode given: what a new file gets from the umask (mktemp's file is 0600)
+        umask_mode = Raw('"$(printf %o $((0666 & ~$(umask))))"')
+        chmod = sh("chmod {mode} {tmp} && ", mode=f"{mode:o}" if mode is not None else umask_mode, tmp=tmp)
         # a failed write (disk full) leaves no temp file behind
-        cmd = sh('mkdir -p "$(dirname {target})" && { cat > {tmp} && {chmod}mv -f {tmp} {target} || '
-                 '{ rc=$?; rm -f {tmp}; exit $rc; }; }',
+        cmd = sh('mkdir -p "$(dirname {target})" && p=$(mktemp {target}.tmp-XXXXXX) && '
+                 '{ cat > {tmp} && {chmod}mv -f {tmp} {target} || { rc=$?; rm -f {tmp}; exit $rc; }; }',
                  target=Raw(target), tmp=tmp, chmod=Raw(chmod))  # fmt: skip
         result = self.stream(cmd, source=[data], idle_timeout=FILE_IDLE, _collect_only=True)
         if not result.ok:

@@ -6,6 +6,7 @@ import os
 import queue
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -26,6 +27,14 @@ from provision.inventory.model import Host
 
 _TICK = 0.25
 _DRAIN = 5.0
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it, then put back): the mode a new file would get
+    is 0666 & ~umask, which a mkstemp'd temp file (0600) must be given before its rename."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -223,10 +232,11 @@ class LocalConnection(Connection):
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
         path = Path(os.path.expanduser(remote_path))
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_bytes(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)  # never a planted name
+        tmp = Path(name)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~current_umask())
         os.replace(tmp, path)
 
     def get(self, remote_path: str) -> bytes:

@@ -23,7 +23,7 @@ from provision.modules.base import (
     register,
     unified_diff,
 )
-from provision.shell import Raw, sh
+from provision.shell import Raw, sh, temp_beside
 from provision.shell import path as host_path
 
 _INLINE_LIMIT = 256 * 1024  # send content with the check in one round trip up to this size
@@ -170,8 +170,8 @@ def write_script(
         lines.append(
             '  if [ ! -d "$dir" ]; then echo "@@error destination directory $dir does not exist"; exit 1; fi'
         )
-        lines.append('  t="$dir/.$(basename "$d").pvtmp.$$"')
-        lines.append("  trap 'rm -f \"$t\"' EXIT")
+        lines.append("  t=''; trap 'rm -f \"$t\"' EXIT")
+        lines.append("  " + temp_beside("t", "d") + " || exit 1")
         lines.append('  cat > "$t" || exit 1')
         # keep an existing file's mode and owner (Ansible does), new files get the umask
         lines.append(
@@ -187,7 +187,9 @@ def write_script(
             )
         if args.get("backup"):
             lines.append(
-                '  if [ -f "$d" ]; then b="$d.$(date +%Y%m%d%H%M%S).$$~"; cp -p "$d" "$b" && echo "@@backup_file $b"; fi'
+                # mktemp: a backup name another user planted is not followed (cp would write through it)
+                '  if [ -f "$d" ]; then b=$(mktemp --suffix="~" "$d.$(date +%Y%m%d%H%M%S).XXXXXX") && '
+                'cp -p "$d" "$b" && echo "@@backup_file $b"; fi'
             )
         lines.append('  mv -f "$t" "$d" || exit 1')
         lines.append("  trap - EXIT")
@@ -351,7 +353,7 @@ class Copy(Module):
                 + (
                     ""
                     if ctx.check_mode
-                    else 'cp -f "$s" "$d.pvtmp.$$" && mv -f "$d.pvtmp.$$" "$d" || exit 1; '
+                    else temp_beside("t", "d") + ' && cp "$s" "$t" && mv -f "$t" "$d" || { rm -f "$t"; exit 1; }; '
                 )
                 + "fi",
                 'if [ -e "$d" ]; then '

@@ -21,7 +21,7 @@ from provision.modules.base import (
 )
 from provision.modules.files import ATTR_ARGS, ATTRS_FN, attrs_call, parse_report
 from provision.secrets import mask_urls
-from provision.shell import Raw, path, sh
+from provision.shell import Raw, path, sh, temp_beside
 
 _ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
 # The URL arrives on stdin, the headers in a 0600 file: neither is ever in an argv (ps).
@@ -156,6 +156,7 @@ class GetUrl(Module):
             curl=curl,
             wget=wget,
             python=python,
+            temp=temp_beside("t", "d"),
             attrs=Raw(attrs_call("$d", args, check).strip() or ":"),
         )
         secret_input = (url + "\n" + "".join(h + "\n" for h in headers)).encode()
@@ -197,7 +198,7 @@ if [ $fresh = 0 ]; then
   echo "@@changed download"
   if [ {check} = 0 ]; then
     dir=$(dirname "$d"); [ -d "$dir" ] || { echo "@@error destination directory $dir does not exist"; exit 1; }
-    t="$dir/.$(basename "$d").pvdl.$$"
+    {temp} || { echo "@@error cannot create a temporary file in $dir"; exit 1; }
     if command -v curl >/dev/null 2>&1; then {curl} || { echo "@@error download of $shown failed (curl exit $?)"; exit 1; }
     elif command -v wget >/dev/null 2>&1; then {wget} || { echo "@@error download of $shown failed (wget)"; exit 1; }
     elif command -v python3 >/dev/null 2>&1; then {python} || { echo "@@error download of $shown failed (python3)"; exit 1; }
