@@ -1,0 +1,94 @@
+"""The process-list scan, generated: every module in the registry with a canary secret in every
+argument and task keyword that carries a value (tests/support/canary_plan.py), one playbook on
+one fleet host, with `environment:` holding a canary for every task. While it runs, every
+process's command line on this machine is read over and over — the fleet hosts share its PID
+namespace, so that is the host's sshd children, shells and tools and the controller's own
+processes (ssh clients, the CLI). The run fails if a canary shows in any command line; a canary
+the project calls secret (no_log, secret-like names, URL passwords, environment values) also
+must not show in stdout, stderr, the --json document, the -v log or any file under the test's
+HOME / PROVISION_HOME (history.sqlite included).
+
+A module added to the registry is in the playbook without editing this file; its arguments are
+classified by tests/unit/test_canary_plan.py, which fails on one the generator can't handle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from test_attacks_ssh import ProcessScanner, assert_nowhere, cli
+
+from tests.support.canary_plan import WORK, keyword_tasks, plan
+
+_PRIVATE_ETC = (
+    "set -e; mkdir -p /run/pv-etc/upper /run/pv-etc/work; "
+    "mount -t overlay pv-etc -o lowerdir=/etc,upperdir=/run/pv-etc/upper,workdir=/run/pv-etc/work /etc"
+)
+
+
+def _controller_files(tmp_path: Path) -> dict[str, str]:
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "plain.txt").write_text("plain\n")
+    (files / "t.j2").write_text("templated {{ inventory_hostname }}\n")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(files / "plain.txt", arcname="plain.txt")
+    (files / "a.tar.gz").write_bytes(buf.getvalue())
+    return {"file": str(files / "plain.txt"), "template": str(files / "t.j2"), "archive": str(files / "a.tar.gz")}
+
+
+def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path: Path) -> None:
+    fleet = make_fleet(1)
+    host = fleet.hosts[0]
+    fleet.ns_exec(host, _PRIVATE_ETC)  # user/group/cron/sysctl files: the host's own /etc only
+    fleet.ns_exec(host, f"mkdir -p {WORK} && for f in fetch-src slurp-src; do echo data > {WORK}/$f; done")
+    generated = plan(_controller_files(tmp_path))
+    assert generated.problems == [], generated.problems
+    env_canary = "cnryplayenv" + secrets.token_hex(6)
+    tasks: list[dict[str, Any]] = []
+    for task in generated.tasks:
+        entry: dict[str, Any] = {
+            "name": f"scan {task.module} {','.join(sorted(task.args))}",
+            task.module: task.args,
+            "ignore_errors": True,
+            "timeout": 60,
+        }
+        if task.vars:
+            entry["vars"] = task.vars
+        if task.module in ("fail", "assert"):
+            entry["ignore_errors"] = True
+        if task.module == "wait_for":
+            entry[task.module] = {**task.args, "timeout": 1, "port": 9, "host": "127.0.0.1"}
+        tasks.append(entry)
+    kw_tasks, kw_canaries, kw_secret = keyword_tasks()
+    tasks += [{**t, "ignore_errors": True} for t in kw_tasks]
+    pb = tmp_path / "scan.yml"
+    pb.write_text(yaml.safe_dump([{
+        "hosts": "all", "gather_facts": False,
+        "environment": {"PV_SCAN_TOKEN": env_canary},
+        "tasks": tasks,
+    }], sort_keys=False))  # fmt: skip
+    canaries = {**generated.canaries, **kw_canaries, env_canary: "play environment"}
+    secret = generated.secret | kw_secret | {env_canary}
+    inventory = fleet.write_inventory(tmp_path / "hosts.ini")
+    with ProcessScanner(list(canaries)) as scanner:
+        out = cli(["run", str(pb), "-i", str(inventory), "--json", "-v"])
+    in_argv = sorted({canaries[c] for c in canaries for hit in scanner.hits if c in hit})
+    assert in_argv == [], "\n".join(
+        [f"canary of {where} in a command line" for where in in_argv]
+        + [h[:300] for h in scanner.hits[:10]]
+    )
+    assert_nowhere(sorted(secret), out, scanner, [tmp_path])
+    doc = json.loads(out.stdout)
+    ran = [r for h in doc.get("hosts", {}).values() for r in h.get("tasks", [])] if "hosts" in doc else []
+    names = json.dumps(doc)
+    missing = [t["name"] for t in tasks if t["name"] not in names]
+    assert missing == [], f"tasks that never ran: {missing}\n{out.stderr[-2000:]}"
+    assert ran is not None
