@@ -146,7 +146,9 @@ class GetUrl(Module):
             _GET_URL_SCRIPT,
             attrs_fn=Raw(ATTRS_FN),
             dest=path(args["dest"]),
-            shown=shown,
+            # the script names the URL by a token the controller replaces: its user name (often
+            # a token itself) and path stay out of the host's process list with the password
+            shown=_URL_TOKEN,
             want=want,
             name=name,
             sum=f"{algo}sum",
@@ -168,7 +170,7 @@ class GetUrl(Module):
                     "; ".join(report.errors)
                     or result.stderr.strip()
                     or f"exit code {result.exit_code}"
-                ),
+                ).replace(_URL_TOKEN, shown),
                 url=shown,
             )
         changes = [c for c in report.changed if not (c == "download" and "same" in report.values)]
@@ -180,6 +182,8 @@ class GetUrl(Module):
             msg = "would download"
         return ModuleResult(changed=bool(changes), msg=msg, data=data)
 
+
+_URL_TOKEN = "@@url@@"
 
 # One round trip. stdin: the URL (line 1, may hold user:password), then one header per line.
 _GET_URL_SCRIPT = r"""{attrs_fn}

@@ -68,6 +68,8 @@ NAMED: dict[str, str] = {
 NAMED_IN: dict[tuple[str, str], str] = {
     ("command", "cmd"): _CODE + " (`command` execs its words: a template value is an argv word)",
     ("script", "cmd"): "the controller script's path and its arguments: the script's own argv",
+    ("pip", "extra_args"): "pip's own options, as words of pip's argv (Ansible's too); index credentials"
+    " go in index_url / extra_index_url, which travel on stdin",
 }
 
 # modules this machine can't run for real: with why
