@@ -354,6 +354,7 @@ class TaskExecution:
         args = {k: v for k, v in args.items() if not (isinstance(v, str) and v == OMIT)}
         args = normalize_args(module, args)
         self.runner.masker.add(secret_arg_values(module, args))  # Arg.no_log, secret names
+        self.runner.masker.add(collect_secrets(task.vars))  # a task's / block's own `vars:`
         check = self.runner.options.check
         if task.check_mode is not None:
             check = self._bool(task.check_mode, task, lazy)
@@ -372,6 +373,7 @@ class TaskExecution:
             if not isinstance(rendered, Mapping):
                 raise TemplateError(f"environment must be a mapping, got {type(rendered).__name__}")
             environment.update({str(k): "" if v is None else str(v) for k, v in rendered.items()})
+        self.runner.masker.add(collect_secrets([environment]))  # WANDB_API_KEY, HF_TOKEN…
         become = self._bool(
             task.become if task.become is not None else self.play.become, task, lazy
         )

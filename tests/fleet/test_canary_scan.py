@@ -41,14 +41,22 @@ def _controller_files(tmp_path: Path) -> dict[str, str]:
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         tar.add(files / "plain.txt", arcname="plain.txt")
     (files / "a.tar.gz").write_bytes(buf.getvalue())
-    return {"file": str(files / "plain.txt"), "template": str(files / "t.j2"), "archive": str(files / "a.tar.gz")}
+    (tmp_path / "out").mkdir()
+    return {"file": str(files / "plain.txt"), "template": str(files / "t.j2"),
+            "archive": str(files / "a.tar.gz"), "controller": str(tmp_path / "out")}
 
 
 def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path: Path) -> None:
-    fleet = make_fleet(1)
-    host = fleet.hosts[0]
-    fleet.ns_exec(host, _PRIVATE_ETC)  # user/group/cron/sysctl files: the host's own /etc only
-    fleet.ns_exec(host, f"mkdir -p {WORK} && for f in fetch-src slurp-src; do echo data > {WORK}/$f; done")
+    from kinds import SUDO_PASSWORD_USER
+
+    # gpu1 logs in as root; gpu2 as a user whose sudo wants a password: every task runs with
+    # `become`, so values also take the become path there (sudo -S, the password on stdin)
+    fleet = make_fleet(2, kinds=["plain", "sudo"])
+    for host in fleet.hosts:
+        fleet.ns_exec(host, _PRIVATE_ETC)  # user/group/cron/sysctl files: the host's own /etc only
+        fleet.ns_exec(host, f"mkdir -p {WORK} && for f in fetch-src slurp-src; do echo data > {WORK}/$f; done")
+    root, sudo = fleet.hosts
+    become_password = sudo.sudo_passwords[SUDO_PASSWORD_USER]
     generated = plan(_controller_files(tmp_path))
     assert generated.problems == [], generated.problems
     env_canary = "cnryplayenv" + secrets.token_hex(6)
@@ -69,23 +77,32 @@ def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path:
         tasks.append(entry)
     kw_tasks, kw_canaries, kw_secret = keyword_tasks()
     tasks += [{**t, "ignore_errors": True} for t in kw_tasks]
-    pb = tmp_path / "scan.yml"
+    pb = tmp_path / "scan.yml"  # holds the canaries: not under a folder searched below
     pb.write_text(yaml.safe_dump([{
-        "hosts": "all", "gather_facts": False,
+        "hosts": "all", "gather_facts": False, "become": True,
         "environment": {"PV_SCAN_TOKEN": env_canary},
         "tasks": tasks,
     }], sort_keys=False))  # fmt: skip
     canaries = {**generated.canaries, **kw_canaries, env_canary: "play environment"}
-    secret = generated.secret | kw_secret | {env_canary}
-    inventory = fleet.write_inventory(tmp_path / "hosts.ini")
+    canaries[become_password] = "become password"
+    secret = generated.secret | kw_secret | {env_canary, become_password}
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        "[gpus]\n"
+        f"{root.name} ansible_host={root.address} ansible_port={root.port} ansible_user=root "
+        f"ansible_ssh_private_key_file={root.key_file}\n"
+        f"{sudo.name} ansible_host={sudo.address} ansible_port={sudo.port} "
+        f"ansible_user={SUDO_PASSWORD_USER} ansible_ssh_private_key_file={sudo.key_file}\n"
+    )
     with ProcessScanner(list(canaries)) as scanner:
-        out = cli(["run", str(pb), "-i", str(inventory), "--json", "-v"])
+        out = cli(["run", str(pb), "-i", str(inventory), "--json", "-v",
+                   "--become-password-env", "PV_SCAN_BECOME"], env={"PV_SCAN_BECOME": become_password})
     in_argv = sorted({canaries[c] for c in canaries for hit in scanner.hits if c in hit})
     assert in_argv == [], "\n".join(
         [f"canary of {where} in a command line" for where in in_argv]
         + [h[:300] for h in scanner.hits[:10]]
     )
-    assert_nowhere(sorted(secret), out, scanner, [tmp_path])
+    assert_nowhere(sorted(secret), out, scanner, [tmp_path / "out"])
     doc = json.loads(out.stdout)
     ran = [r for h in doc.get("hosts", {}).values() for r in h.get("tasks", [])] if "hosts" in doc else []
     names = json.dumps(doc)

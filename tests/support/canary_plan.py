@@ -96,6 +96,8 @@ ANY_ARG = "pv_canary_var"
 
 
 def named_value(module: str, name: str, arg: Arg, files: dict[str, str]) -> Any:
+    if (module, name) in (("fetch", "dest"), ("report", "out")):  # written on the controller
+        return f"{files['controller']}/{module}-{name}"
     if name in ("dest", "path", "paths", "cron_file", "sysctl_file", "fstab", "out", "dir"):
         value = f"{WORK}/{module}-{name}"
         return [value] if arg.type == "list" else value
@@ -284,16 +286,18 @@ KEYWORD_NAMED: dict[str, str] = {
 
 def keyword_tasks() -> tuple[list[dict[str, Any]], dict[str, str], set[str]]:
     """Tasks (as YAML-ready dicts) that carry a canary through each value keyword; the canaries
-    (-> where) and those the project calls secret (all of them: they stand for tokens)."""
+    (-> where) and those the project calls secret (an environment value, a `*_token` var)."""
     c = {k: _canary(k) for k in KEYWORD_CANARY}
     probe = 'sleep 1; test -n "$PV_SCAN_TOKEN"'
     tasks = [
         {"name": "keyword environment", "shell": probe, "environment": {"PV_SCAN_TOKEN": c["environment"]}},
-        {"name": "keyword vars", "shell": "true {{ pv_kw_var }}", "vars": {"pv_kw_var": c["vars"]}},
-        {"name": "keyword args", "shell": {"cmd": "true {{ pv_kw_args }}"}, "vars": {"pv_kw_args": c["args"]}},
+        {"name": "keyword vars", "shell": "true {{ pv_kw_var_token }}", "vars": {"pv_kw_var_token": c["vars"]}},
+        {"name": "keyword args", "shell": {"cmd": "true {{ pv_kw_args_token }}"}, "vars": {"pv_kw_args_token": c["args"]}},
         {"name": "keyword loop", "shell": "true {{ item }}", "loop": [c["loop"]]},
         {"name": "keyword with_items", "shell": "true {{ item }}", "with_items": [c["with_items"]]},
         {"name": "keyword with_list", "shell": "true {{ item }}", "with_list": [c["with_list"]]},
         {"name": "keyword with_dict", "shell": "true {{ item.value }}", "with_dict": {"k": c["with_dict"]}},
     ]
-    return tasks, {v: f"keyword {k}" for k, v in c.items()}, set(c.values())
+    # a loop item is shown in the output by design (Ansible's `item=`): argv only for those
+    secret = {c[k] for k in ("environment", "vars", "args")}
+    return tasks, {v: f"keyword {k}" for k, v in c.items()}, secret

@@ -23,7 +23,7 @@ from tests.support.canary_plan import (
     plan,
 )
 
-FILES = {"file": "/x/plain.txt", "template": "/x/t.j2", "archive": "/x/a.tar.gz"}
+FILES = {"file": "/x/plain.txt", "template": "/x/t.j2", "archive": "/x/a.tar.gz", "controller": "/x/out"}
 
 
 def test_every_module_and_argument_is_in_the_plan() -> None:
@@ -49,7 +49,7 @@ def test_the_lists_name_only_what_exists() -> None:
 def test_every_task_keyword_is_classified() -> None:
     assert TASK_KEYWORDS <= set(KEYWORD_CANARY) | set(KEYWORD_NAMED), TASK_KEYWORDS - set(KEYWORD_NAMED)
     tasks, canaries, secret = keyword_tasks()
-    assert len(canaries) == len(KEYWORD_CANARY) and secret == set(canaries)
+    assert len(canaries) == len(KEYWORD_CANARY) and secret and secret <= set(canaries)
 
 
 @pytest.fixture
