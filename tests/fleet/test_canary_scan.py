@@ -17,7 +17,9 @@ from __future__ import annotations
 import io
 import json
 import secrets
+import socket
 import tarfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,43 @@ _PRIVATE_ETC = (
     "set -e; mkdir -p /run/pv-etc/upper /run/pv-etc/work; "
     "mount -t overlay pv-etc -o lowerdir=/etc,upperdir=/run/pv-etc/upper,workdir=/run/pv-etc/work /etc"
 )
+
+
+class SlowServer:
+    """Accepts every connection and holds it `hold` seconds before closing, answering nothing:
+    the clients a URL argument starts (git, curl, pip, python) stay alive long enough for the
+    process scanner to read their command lines. Bounded: each connection ends after `hold`."""
+
+    def __init__(self, host: str, hold: float = 1.5) -> None:
+        self.sock = socket.create_server((host, 0))
+        self.sock.settimeout(0.5)
+        self.hold = hold
+        self.url = f"http://{host}:{self.sock.getsockname()[1]}"
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
+
+    def _hold(self, conn: socket.socket) -> None:
+        with conn:
+            self._stop.wait(self.hold)  # a slow server, not a synchronisation
+
+    def __enter__(self) -> SlowServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
 
 
 def _controller_files(tmp_path: Path) -> dict[str, str]:
@@ -57,7 +96,8 @@ def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path:
         fleet.ns_exec(host, f"mkdir -p {WORK} && for f in fetch-src slurp-src; do echo data > {WORK}/$f; done")
     root, sudo = fleet.hosts
     become_password = sudo.sudo_passwords[SUDO_PASSWORD_USER]
-    generated = plan(_controller_files(tmp_path))
+    server = SlowServer(fleet.controller_address)
+    generated = plan({**_controller_files(tmp_path), "server": server.url})
     assert generated.problems == [], generated.problems
     env_canary = "cnryplayenv" + secrets.token_hex(6)
     tasks: list[dict[str, Any]] = []
@@ -94,7 +134,7 @@ def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path:
         f"{sudo.name} ansible_host={sudo.address} ansible_port={sudo.port} "
         f"ansible_user={SUDO_PASSWORD_USER} ansible_ssh_private_key_file={sudo.key_file}\n"
     )
-    with ProcessScanner(list(canaries)) as scanner:
+    with server, ProcessScanner(list(canaries)) as scanner:
         out = cli(["run", str(pb), "-i", str(inventory), "--json", "-v",
                    "--become-password-env", "PV_SCAN_BECOME"], env={"PV_SCAN_BECOME": become_password})
     in_argv = sorted({canaries[c] for c in canaries for hit in scanner.hits if c in hit})
@@ -103,6 +143,7 @@ def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path:
         + [h[:300] for h in scanner.hits[:10]]
     )
     assert_nowhere(sorted(secret), out, scanner, [tmp_path / "out"])
+    assert server.connections >= 4, "the URL arguments never reached the slow server"
     doc = json.loads(out.stdout)
     ran = [r for h in doc.get("hosts", {}).values() for r in h.get("tasks", [])] if "hosts" in doc else []
     names = json.dumps(doc)

@@ -164,7 +164,9 @@ def _url_like(name: str) -> bool:
     return any(part in name for part in ("url", "uri", "repo", "proxy", "mirror", "find_links", "keyserver", "index"))
 
 
-def canary_value(module: str, name: str, arg: Arg, canary: str, shell: bool) -> tuple[Any, dict[str, str]]:
+def canary_value(
+    module: str, name: str, arg: Arg, canary: str, shell: bool, server: str = "http://127.0.0.1:9"
+) -> tuple[Any, dict[str, str]]:
     """A value for `name` holding `canary`, and the task vars it needs."""
     if shell:  # a module's shell argument: the value comes from a variable, as a secret would
         var = "pv_" + canary
@@ -172,7 +174,7 @@ def canary_value(module: str, name: str, arg: Arg, canary: str, shell: bool) -> 
     if arg.no_log and name == "password" and module == "user":  # a crypt hash, as the module demands
         return "$6$pvsalt$" + canary + "x" * max(0, 86 - len(canary)), {}
     if _url_like(name):
-        url = f"http://pvscan:{canary}@127.0.0.1:9/simple"
+        url = server.replace("://", f"://pvscan:{canary}@", 1) + "/simple"
         return ([url] if arg.type == "list" else url), {}
     if arg.type == "dict":
         return {"X-Pv-Token": canary}, {}
@@ -236,7 +238,8 @@ def _task(module_name: str, cls: Any, group: list[str], files: dict[str, str]) -
     for name in group:
         arg = cls.args.get(name, Arg("str"))
         canary = _canary(f"{module_name}{name}")
-        value, more = canary_value(module_name, name, arg, canary, name in cls.shell_args)
+        value, more = canary_value(module_name, name, arg, canary, name in cls.shell_args,
+                                   files.get("server", "http://127.0.0.1:9"))
         args[name] = value
         plain[name] = canary if name in cls.shell_args else value
         canaries[canary] = f"{module_name}.{name}"
