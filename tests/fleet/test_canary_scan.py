@@ -93,6 +93,8 @@ def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path:
     fleet = make_fleet(2, kinds=["plain", "sudo"])
     for host in fleet.hosts:
         fleet.ns_exec(host, _PRIVATE_ETC)  # user/group/cron/sysctl files: the host's own /etc only
+        if "sudo" in host.kinds:  # its users (bind-mounted files, hidden by the overlay) again
+            fleet.ns_exec(host, f"for f in passwd shadow group sudoers; do cat {host.workdir}/$f > /etc/$f; done")
         fleet.ns_exec(host, f"mkdir -p {WORK} && for f in fetch-src slurp-src; do echo data > {WORK}/$f; done")
     root, sudo = fleet.hosts
     become_password = sudo.sudo_passwords[SUDO_PASSWORD_USER]

@@ -161,7 +161,10 @@ def _canary(tag: str) -> str:
 
 
 def _url_like(name: str) -> bool:
-    return any(part in name for part in ("url", "uri", "repo", "proxy", "mirror", "find_links", "keyserver", "index"))
+    """A URL argument (its canary is the URL's password): `url`, `*_url(s)`, `uris`, `repo`…"""
+    if name.endswith(("_username", "_password")):
+        return False
+    return name.endswith(("url", "urls", "uri", "uris")) or name in ("repo", "proxy", "mirror", "find_links", "keyserver")
 
 
 def canary_value(
@@ -267,7 +270,8 @@ def _needed(cls: Any, name: str, args: dict[str, Any]) -> bool:
             return True
     if cls.name.startswith("systemd") and name == "name":
         return True
-    return (cls.name, name) in {("service", "state"), ("mount", "state"), ("replace", "regexp")}
+    return (cls.name, name) in {("service", "state"), ("mount", "state"), ("replace", "regexp"),
+                                ("git", "dest"), ("pip", "virtualenv")}
 
 
 # -- task keywords ------------------------------------------------------------------------------
