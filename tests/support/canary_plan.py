@@ -271,7 +271,7 @@ def _needed(cls: Any, name: str, args: dict[str, Any]) -> bool:
     if cls.name.startswith("systemd") and name == "name":
         return True
     return (cls.name, name) in {("service", "state"), ("mount", "state"), ("replace", "regexp"),
-                                ("git", "dest"), ("pip", "virtualenv")}
+                                ("git", "dest")}
 
 
 # -- task keywords ------------------------------------------------------------------------------
