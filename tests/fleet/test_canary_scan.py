@@ -138,7 +138,7 @@ def test_no_canary_in_any_process_list_output_or_file(make_fleet: Any, tmp_path:
         + [h[:300] for h in scanner.hits[:10]]
     )
     assert_nowhere(sorted(secret), out, scanner, [tmp_path / "out"])
-    assert server.connections >= 4, "the URL arguments never reached the slow server"
+    assert server.connections >= 2, "the URL arguments never reached the slow server"  # get_url, uri
     doc = json.loads(out.stdout)
     ran = [r for h in doc.get("hosts", {}).values() for r in h.get("tasks", [])] if "hosts" in doc else []
     names = json.dumps(doc)

@@ -68,6 +68,8 @@ NAMED: dict[str, str] = {
 NAMED_IN: dict[tuple[str, str], str] = {
     ("command", "cmd"): _CODE + " (`command` execs its words: a template value is an argv word)",
     ("script", "cmd"): "the controller script's path and its arguments: the script's own argv",
+    **{(m, "env"): "the managed Python environment's folder: its interpreter's path is the argv"
+       for m in ("compat_check", "bench", "install_torch")},
     ("pip", "extra_args"): "pip's own options, as words of pip's argv (Ansible's too); index credentials"
     " go in index_url / extra_index_url, which travel on stdin",
 }
