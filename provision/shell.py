@@ -39,6 +39,7 @@ __all__ = [
     "expanding_word",
     "env_exports",
     "stdin_env",
+    "temp_beside",
     "as_root",
     "become_command",
     "ShellValueError",
@@ -167,6 +168,20 @@ def become_command(command: str, *, user: str = "root", password_on_stdin: bool 
     if user == "root":
         return Raw(f'if [ "$(id -u)" = 0 ]; then sh -c {inner}; else {sudo} {inner}; fi')
     return Raw(f"{sudo} {inner}")
+
+
+def temp_beside(var: str, target: str) -> Raw:
+    """`var=$(mktemp ...)`: a new file with a random name in the directory of `$target` (a shell
+    variable), for an atomic write-then-rename. mktemp creates it (O_EXCL, 0600), so a name
+    another user planted there (a symlink in /tmp) is never followed; then it gets the mode a
+    new file gets from the umask. Never a name built from `$$` or a fixed suffix."""
+    for name in (var, target):
+        if not _ENV_NAME.match(name):
+            raise ShellValueError(f"invalid shell variable name {name!r}")
+    return Raw(
+        f'{var}=$(mktemp "$(dirname -- "${target}")/.$(basename -- "${target}").pvtmp.XXXXXX") && '
+        f'chmod "$(printf %o $((0666 & ~$(umask))))" "${var}"'
+    )
 
 
 def stdin_env(values: Mapping[str, Any]) -> tuple[Raw, bytes]:

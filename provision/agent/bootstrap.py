@@ -51,7 +51,9 @@ def unpack(blob, folder):
     import zlib
 
     data = memoryview(zlib.decompress(blob))
-    tmp = "%s.tmp-%d" % (folder, os.getpid())
+    # a random name, made here (mkdir never follows a planted name): everything below is ours
+    tmp = "%s.tmp-%d-%s" % (folder, os.getpid(), os.urandom(6).hex())
+    os.mkdir(tmp, 0o700)
     base = os.fsencode(tmp)
     made = set()
     pos = 0

@@ -8,12 +8,12 @@ from __future__ import annotations
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO
 
 from provision.inventory.model import Host
-from provision.shell import as_root, env_exports
+from provision.shell import as_root, stdin_env
 
 LineCallback = Callable[[str], None]
 
@@ -56,9 +56,27 @@ class ConnectOptions:
     default_key_file: str | None = None
 
 
-def quote_env(env: Mapping[str, str] | None) -> str:
-    """`export K=V;` prefix: every value quoted, so a value is data, never code (provision.shell)."""
-    return str(env_exports(env))
+def env_on_stdin(env: Mapping[str, str] | None, command: str) -> tuple[str, bytes]:
+    """`command` with `env` exported, and the bytes to send first on its stdin. The values travel
+    on stdin, read by the shell's `read` builtin (provision.shell.stdin_env), never in the
+    command text: that text is an argument of the host's `sh -c` (framing.wrap), and so in
+    every host's process list for the whole command; an `environment:` value is often a token."""
+    if not env:
+        return command, b""
+    prefix, data = stdin_env(env)
+    return prefix + command, data
+
+
+def prepend(first: bytes, source: Iterable[bytes] | IO[bytes] | None) -> Iterator[bytes]:
+    """`first`, then what `source` gives (an iterable of chunks or a readable file)."""
+    yield first
+    if source is None:
+        return
+    if hasattr(source, "read"):
+        while chunk := source.read(1 << 20):  # type: ignore[union-attr]
+            yield chunk
+    else:
+        yield from source  # type: ignore[misc]
 
 
 class Connection(ABC):

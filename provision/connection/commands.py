@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO
 
-from provision.connection.base import CommandResult, LineCallback, quote_env, sudo_wrap
+from provision.connection.base import CommandResult, LineCallback, env_on_stdin, prepend, sudo_wrap
 from provision.connection.bounds import REPLY_MAX, LineSplitter, reply_too_long
 from provision.shell import Raw, sh
 from provision.shell import path as shell_path
@@ -95,12 +95,11 @@ class FramedCommands:
         timeout: float | None = None,
         sudo: bool = False,
     ) -> CommandResult:
-        full = quote_env(env) + command
+        full, first = env_on_stdin(env, command)
         if sudo:
             full = sudo_wrap(full)
-        return self.stream(
-            full, source=[stdin] if stdin else None, timeout=timeout, _collect_only=True
-        )
+        data = first + (stdin or b"")
+        return self.stream(full, source=[data] if data else None, timeout=timeout, _collect_only=True)
 
     def stream(
         self,
@@ -113,7 +112,10 @@ class FramedCommands:
         idle_timeout: float | None = None,
         _collect_only: bool = False,
     ) -> CommandResult:
-        full = command if _collect_only else quote_env(env) + command
+        full = command
+        if not _collect_only and env:
+            full, first = env_on_stdin(env, command)
+            source = prepend(first, source)
         lines: list[str] = []
         kept = [0]  # bytes of `lines`: the reply's cap holds for a streamed one too
         host = str(getattr(self.host, "name", self.host))
@@ -146,11 +148,13 @@ class FramedCommands:
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
         """Atomic write in one `cat` round trip (SFTP would cost a subsystem start per file)."""
         target = str(shell_path(remote_path))
-        tmp = Raw(target + '".tmp-$$"')
-        chmod = sh("chmod {mode} {tmp} && ", mode=f"{mode:o}", tmp=tmp) if mode is not None else ""
+        tmp = Raw('"$p"')  # mktemp's name: random, made O_EXCL, so a planted name is never followed
+        # no mode given: what a new file gets from the umask (mktemp's file is 0600)
+        umask_mode = Raw('"$(printf %o $((0666 & ~$(umask))))"')
+        chmod = sh("chmod {mode} {tmp} && ", mode=f"{mode:o}" if mode is not None else umask_mode, tmp=tmp)
         # a failed write (disk full) leaves no temp file behind
-        cmd = sh('mkdir -p "$(dirname {target})" && { cat > {tmp} && {chmod}mv -f {tmp} {target} || '
-                 '{ rc=$?; rm -f {tmp}; exit $rc; }; }',
+        cmd = sh('mkdir -p "$(dirname {target})" && p=$(mktemp {target}.tmp-XXXXXX) && '
+                 '{ cat > {tmp} && {chmod}mv -f {tmp} {target} || { rc=$?; rm -f {tmp}; exit $rc; }; }',
                  target=Raw(target), tmp=tmp, chmod=Raw(chmod))  # fmt: skip
         result = self.stream(cmd, source=[data], idle_timeout=FILE_IDLE, _collect_only=True)
         if not result.ok:

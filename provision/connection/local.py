@@ -6,6 +6,7 @@ import os
 import queue
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,8 @@ from provision.connection.base import (
     CommandResult,
     Connection,
     LineCallback,
-    quote_env,
+    env_on_stdin,
+    prepend,
     register,
     sudo_wrap,
 )
@@ -26,6 +28,14 @@ from provision.inventory.model import Host
 
 _TICK = 0.25
 _DRAIN = 5.0
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it, then put back): the mode a new file would get
+    is 0666 & ~umask, which a mkstemp'd temp file (0600) must be given before its rename."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -97,10 +107,11 @@ class LocalConnection(Connection):
         timeout: float | None = None,
         sudo: bool = False,
     ) -> CommandResult:
-        full = quote_env(env) + command
+        full, first = env_on_stdin(env, command)
         if sudo:
             full = sudo_wrap(full)
-        return self._execute(command, full, [stdin] if stdin else None, None, timeout, None)
+        data = first + (stdin or b"")
+        return self._execute(command, full, [data] if data else None, None, timeout, None)
 
     def stream(
         self,
@@ -112,7 +123,10 @@ class LocalConnection(Connection):
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> CommandResult:
-        return self._execute(command, quote_env(env) + command, source, on_stdout_line, timeout, idle_timeout)
+        full, first = env_on_stdin(env, command)
+        if first:
+            source = prepend(first, source)
+        return self._execute(command, full, source, on_stdout_line, timeout, idle_timeout)
 
     def _execute(
         self,
@@ -227,10 +241,11 @@ class LocalConnection(Connection):
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
         path = Path(os.path.expanduser(remote_path))
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_bytes(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)  # never a planted name
+        tmp = Path(name)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~current_umask())
         os.replace(tmp, path)
 
     def get(self, remote_path: str) -> bytes:

@@ -407,6 +407,7 @@ class TaskExecution:
                 return hook(ctx, exc)  # Ansible's own module, with the arguments as given
 
         self.runner.masker.add(secret_arg_values(module, args))  # Arg.no_log, secret names
+        self.runner.masker.add(collect_secrets(task.vars))  # a task's / block's own `vars:`
         check = self.runner.options.check
         if task.check_mode is not None:
             check = self._bool(task.check_mode, task, lazy)
@@ -425,6 +426,7 @@ class TaskExecution:
             if not isinstance(rendered, Mapping):
                 raise TemplateError(f"environment must be a mapping, got {type(rendered).__name__}")
             environment.update({str(k): "" if v is None else str(v) for k, v in rendered.items()})
+        self.runner.masker.add(collect_secrets([environment]))  # WANDB_API_KEY, HF_TOKEN…
         become = self._bool(
             task.become if task.become is not None else self.play.become, task, lazy
         )

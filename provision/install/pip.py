@@ -63,7 +63,7 @@ class PipCommand:
 
 # Host side (Python 3.8+): run pip, pass TERM on, record the exit code atomically.
 _SUPERVISOR = """
-import os, signal, subprocess, sys
+import os, signal, subprocess, sys, tempfile
 log, exit_file, pid_file = sys.argv[1:4]
 with open(pid_file, "w") as f:
     f.write(str(os.getpid()))
@@ -78,9 +78,10 @@ with open(log, "ab") as out:
             break
         except InterruptedError:
             continue
-with open(exit_file + ".tmp", "w") as f:
+fd, tmp = tempfile.mkstemp(prefix="pip.exit.", dir=os.path.dirname(exit_file))
+with os.fdopen(fd, "w") as f:
     f.write(str(code))
-os.rename(exit_file + ".tmp", exit_file)
+os.rename(tmp, exit_file)
 """
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.modules.base import ModuleFailure, ModuleResult, TaskContext
-from provision.modules.files import parse_report, put_content
+from provision.modules.files import Validate, parse_report, put_content
 from provision.shell import path as host_path
 from provision.shell import sh
 
@@ -92,7 +92,7 @@ def ensure_parent_dir(ctx: TaskContext, file_path: str) -> None:
 
 
 def write_edited(
-    ctx: TaskContext, current: HostFile, new: bytes, *, validate: str | None = None
+    ctx: TaskContext, current: HostFile, new: bytes, *, validate: Validate | None = None
 ) -> ModuleResult:
     """Write `new` where `current` was read (refusing when the file changed in between)."""
     if current.kind == "missing":

@@ -31,7 +31,7 @@ from provision.modules.argspec import (  # noqa: F401  (re-exported: the fallbac
     spec_for_module,
 )
 from provision.shell import as_root as shell_as_root
-from provision.shell import become_command, env_exports, path, quote
+from provision.shell import become_command, path, quote, stdin_env
 
 if TYPE_CHECKING:
     from provision.engine.templating import Templar
@@ -152,16 +152,20 @@ class TaskContext:
         if env:
             merged.update(env)
         timeout = timeout if timeout is not None else self.timeout
+        # under become the values are read by the become'd shell, from stdin as the connection
+        # sends them otherwise (connection.base.env_on_stdin): never in sudo's argv
+        prefix, values = stdin_env(merged)
         if self.become and self.become_user and self.become_user != "root":
-            wrapped = become_command(env_exports(merged) + command, user=self.become_user)
-            return self.connection.run(wrapped, stdin=stdin, timeout=timeout)
+            wrapped = become_command(prefix + command, user=self.become_user)
+            return self.connection.run(wrapped, stdin=(values + (stdin or b"")) or None, timeout=timeout)
         if self.become:
             # as root: the host's sudo probed once (provision/remote/become.py); a sudo password
             # goes first on stdin, never into the command line
             how = self.agent.becoming()
             if how is not None and how.mode != "root":
-                wrapped = how.wrap(env_exports(merged) + command)
-                return self.connection.run(wrapped, stdin=how.stdin_prefix() + (stdin or b""), timeout=timeout)
+                wrapped = how.wrap(prefix + command)
+                data = how.stdin_prefix() + values + (stdin or b"")
+                return self.connection.run(wrapped, stdin=data, timeout=timeout)
         return self.connection.run(
             command, env=merged or None, stdin=stdin, timeout=timeout, sudo=self.become
         )

@@ -20,6 +20,7 @@ from provision.shell import path as host_path
 from provision.shell import sh
 
 _HEADER = "#Ansible: "
+_ONE_LINE = ("name", "user", "job", "minute", "hour", "day", "month", "weekday", "insertafter", "insertbefore")
 
 
 @dataclass
@@ -167,6 +168,12 @@ class Cron(Module):
 
     def check_args(self, a: dict[str, Any]) -> list[str]:
         errors = []
+        # one value, one crontab line: a line break would add a line of its own (a job)
+        for key in _ONE_LINE:
+            value = a.get(key)
+            inner = str(value).strip("\r\n") if key == "job" else str(value)  # job's ends are trimmed
+            if value is not None and ("\n" in inner or "\r" in inner):
+                errors.append(f"cron {key} {value!r} holds a line break: it would add a line of its own to the crontab")
         if a.get("cron_file") == "/etc/crontab":
             errors.append("Will not manage /etc/crontab via cron_file, see documentation.")
         if a.get("special_time") and any(a.get(k) != "*" for k in ("minute", "hour", "day", "month", "weekday")):

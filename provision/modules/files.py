@@ -23,7 +23,7 @@ from provision.modules.base import (
     register,
     unified_diff,
 )
-from provision.shell import Raw, env_exports, sh
+from provision.shell import Raw, sh, temp_beside
 from provision.shell import path as host_path
 
 _INLINE_LIMIT = 256 * 1024  # send content with the check in one round trip up to this size
@@ -170,8 +170,8 @@ def write_script(
         lines.append(
             '  if [ ! -d "$dir" ]; then echo "@@error destination directory $dir does not exist"; exit 1; fi'
         )
-        lines.append('  t="$dir/.$(basename "$d").pvtmp.$$"')
-        lines.append("  trap 'rm -f \"$t\"' EXIT")
+        lines.append("  t=''; trap 'rm -f \"$t\"' EXIT")
+        lines.append("  " + temp_beside("t", "d") + " || exit 1")
         lines.append('  cat > "$t" || exit 1')
         # keep an existing file's mode and owner (Ansible does), new files get the umask
         lines.append(
@@ -187,7 +187,9 @@ def write_script(
             )
         if args.get("backup"):
             lines.append(
-                '  if [ -f "$d" ]; then b="$d.$(date +%Y%m%d%H%M%S).$$~"; cp -p "$d" "$b" && echo "@@backup_file $b"; fi'
+                # mktemp: a backup name another user planted is not followed (cp would write through it)
+                '  if [ -f "$d" ]; then b=$(mktemp --suffix="~" "$d.$(date +%Y%m%d%H%M%S).XXXXXX") && '
+                'cp -p "$d" "$b" && echo "@@backup_file $b"; fi'
             )
         lines.append('  mv -f "$t" "$d" || exit 1')
         lines.append("  trap - EXIT")
@@ -209,12 +211,13 @@ def put_content(
     *,
     into_dir_name: str | None = None,
     expect_old: str | None = None,
-    validate: str | None = None,
+    validate: Validate | None = None,
 ) -> ModuleResult:
     """Make `dest` hold `content` (+ mode/owner/group): the core of copy, template, lineinfile."""
     checksum = hashlib.sha1(content).hexdigest()
     args = ctx.args
-    common = dict(into_dir_name=into_dir_name, expect_old=expect_old, validate=validate)
+    validate_text, env = validate if validate else (None, None)
+    common = dict(into_dir_name=into_dir_name, expect_old=expect_old, validate=validate_text)
     inline = len(content) <= _INLINE_LIMIT
     script = write_script(
         dest,
@@ -225,14 +228,14 @@ def put_content(
         send_content=inline,
         **common,
     )
-    result = ctx.run(script, stdin=content if inline and not ctx.check_mode else None)
+    result = ctx.run(script, stdin=content if inline and not ctx.check_mode else None, env=env)
     report = parse_report(result.stdout)
     if report.values.get("need") == "content":
         # big file that differs: now send it (the check above cost no transfer)
         script = write_script(
             dest, checksum, args, check=False, want_before=False, send_content=True, **common
         )
-        result = ctx.run(script, stdin=content)
+        result = ctx.run(script, stdin=content, env=env)
         second = parse_report(result.stdout)
         second.before, second.changed = (
             report.before,
@@ -278,7 +281,11 @@ _COPY_ARGS = {
 }
 
 
-def validate_cmd(ctx: TaskContext) -> str | None:
+# a validate command's text and the values it reads from the environment (sent on stdin)
+Validate = tuple[str, dict[str, str]]
+
+
+def validate_cmd(ctx: TaskContext) -> Validate | None:
     """`validate: visudo -cf %s`: the temp file's path replaces %s (quoted by the shell)."""
     validate = ctx.args.get("validate")
     if validate is None:
@@ -290,8 +297,9 @@ def validate_cmd(ctx: TaskContext) -> str | None:
     text, env = shell_command(tpl)
     if "%s" not in text:
         raise ModuleFailure("validate must contain %s (the path of the file to check)")
-    # the values are exported for the whole validate command line, in a subshell
-    return sh("({exports}{text})", exports=env_exports(env), text=Raw(text.replace("%s", '"$t"')))
+    # the values reach the write script's environment over stdin (ctx.run's env): a value in
+    # the text would be in the host's process list
+    return str(sh("({text})", text=Raw(text.replace("%s", '"$t"')))), env
 
 
 @register
@@ -345,7 +353,7 @@ class Copy(Module):
                 + (
                     ""
                     if ctx.check_mode
-                    else 'cp -f "$s" "$d.pvtmp.$$" && mv -f "$d.pvtmp.$$" "$d" || exit 1; '
+                    else temp_beside("t", "d") + ' && cp "$s" "$t" && mv -f "$t" "$d" || { rm -f "$t"; exit 1; }; '
                 )
                 + "fi",
                 'if [ -e "$d" ]; then '

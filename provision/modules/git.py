@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.files import parse_report
@@ -19,12 +20,21 @@ from provision.shell import Raw, sh
 from provision.shell import path as host_path
 
 _BODY = r"""
+set -f  # no word below is a glob: a version of `ma?n` must not become a file's name
 command -v "$g" >/dev/null 2>&1 || { echo "@@error git ($g) is not installed on the host (apt-get install git)"; exit 1; }
 export LC_ALL=C GIT_TERMINAL_PROMPT=0
+o=$(mktemp) || exit 1; trap 'rm -f "$o"' EXIT  # git's messages: a private file, not a fixed name
+gitc() { "$g" "$@"; }
+if [ -n "${PV_GIT_AUTH:-}" ]; then
+  helper='!f() { test "$1" = get || return 0; printf "username=%s\npassword=%s\n" "$PV_GIT_USER" "$PV_GIT_PASS"; }; f'
+  # the URL's credentials reach git through a credential helper that prints them from this
+  # shell's environment (sent on stdin): never in an argv, never in the URL git stores
+  gitc() { "$g" -c credential.helper= -c "credential.helper=$helper" "$@"; }
+fi
 is_sha() { case "$1" in *[!0-9a-f]*) return 1 ;; esac; [ ${#1} -ge 7 ] && [ ${#1} -le 40 ]; }
 remote_head() {
-  if [ "$ver" = HEAD ]; then out=$("$g" ls-remote -- "$1" HEAD) || return 1
-  else out=$("$g" ls-remote -- "$1" "refs/heads/$ver" "refs/tags/$ver^{}" "refs/tags/$ver") || return 1; fi
+  if [ "$ver" = HEAD ]; then out=$(gitc ls-remote -- "$1" HEAD) || return 1
+  else out=$(gitc ls-remote -- "$1" "refs/heads/$ver" "refs/tags/$ver^{}" "refs/tags/$ver") || return 1; fi
   peeled=$(printf '%s\n' "$out" | grep '\^{}$' | head -1 | cut -f1)
   first=$(printf '%s\n' "$out" | head -1 | cut -f1)
   if [ -n "$peeled" ]; then echo "$peeled"; elif [ -n "$first" ]; then echo "$first"
@@ -43,24 +53,23 @@ if [ ! -e "$gitcfg" ]; then
   [ "$single" = 1 ] && opts="$opts --single-branch"
   mkdir -p "$(dirname "$d")" || exit 1
   # $opts holds only flags built here (ver has no spaces: checked by the controller)
-  "$g" clone $opts --origin "$remote" -- "$repo" "$d" >/tmp/.pv-git.$$ 2>&1 || { echo "@@error git clone failed: $(tail -3 /tmp/.pv-git.$$ | tr '\n' ' ')"; rm -f /tmp/.pv-git.$$; exit 1; }
-  rm -f /tmp/.pv-git.$$
-  if [ "$bare" = 0 ] && is_sha "$ver"; then "$g" -C "$d" checkout -q --force "$ver" || { echo "@@error version $ver not found in $repo"; exit 1; }; fi
-  echo "@@after $("$g" -C "$d" rev-parse HEAD)"; echo "@@changed clone"; exit 0
+  gitc clone $opts --origin "$remote" -- "$repo" "$d" >"$o" 2>&1 || { echo "@@error git clone failed: $(tail -3 "$o" | tr '\n' ' ')"; exit 1; }
+  if [ "$bare" = 0 ] && is_sha "$ver"; then gitc -C "$d" checkout -q --force "$ver" || { echo "@@error version $ver not found in $repo"; exit 1; }; fi
+  echo "@@after $(gitc -C "$d" rev-parse HEAD)"; echo "@@changed clone"; exit 0
 fi
-before=$("$g" -C "$d" rev-parse HEAD 2>/dev/null) || before=""
+before=$(gitc -C "$d" rev-parse HEAD 2>/dev/null) || before=""
 echo "@@prev $before"
 if [ "$update" = 0 ]; then echo "@@after $before"; exit 0; fi
-if [ "$bare" = 0 ] && [ -n "$("$g" -C "$d" status --porcelain | grep -v '^??')" ]; then
+if [ "$bare" = 0 ] && [ -n "$(gitc -C "$d" status --porcelain | grep -v '^??')" ]; then
   if [ "$force" = 0 ]; then echo "@@error Local modifications exist in the destination: $d (force=no)."; exit 1; fi
   echo "@@changed local modifications discarded"; echo "@@localmods 1"
-  [ "$check" = 1 ] || "$g" -C "$d" reset -q --hard HEAD || exit 1
+  [ "$check" = 1 ] || gitc -C "$d" reset -q --hard HEAD || exit 1
 fi
-url=$("$g" -C "$d" config --get "remote.$remote.url")
+url=$(gitc -C "$d" config --get "remote.$remote.url")
 if [ "$url" != "$repo" ]; then
   echo "@@remote_url_changed 1"; echo "@@changed remote url"
   if [ "$check" = 0 ]; then
-    if [ -n "$url" ]; then "$g" -C "$d" remote set-url "$remote" "$repo"; else "$g" -C "$d" remote add "$remote" "$repo"; fi || exit 1
+    if [ -n "$url" ]; then gitc -C "$d" remote set-url "$remote" "$repo"; else gitc -C "$d" remote add "$remote" "$repo"; fi || exit 1
   fi
 fi
 if [ "$check" = 1 ]; then
@@ -69,22 +78,38 @@ if [ "$check" = 1 ]; then
 fi
 fopts="--tags --force"; [ -n "$depth" ] && fopts="$fopts --depth $depth"
 if [ "$bare" = 1 ]; then spec="+refs/heads/*:refs/heads/*"; else spec="+refs/heads/*:refs/remotes/$remote/*"; fi
-"$g" -C "$d" fetch -q $fopts "$remote" "$spec" >/tmp/.pv-git.$$ 2>&1 || { echo "@@error git fetch failed: $(tail -3 /tmp/.pv-git.$$ | tr '\n' ' ')"; rm -f /tmp/.pv-git.$$; exit 1; }
-rm -f /tmp/.pv-git.$$
+gitc -C "$d" fetch -q $fopts "$remote" "$spec" >"$o" 2>&1 || { echo "@@error git fetch failed: $(tail -3 "$o" | tr '\n' ' ')"; exit 1; }
 if [ "$bare" = 0 ]; then
   if [ "$ver" = HEAD ]; then
-    b=$("$g" -C "$d" ls-remote --symref "$remote" HEAD | awk '$1 == "ref:" && $3 == "HEAD" { sub("^refs/heads/", "", $2); print $2; exit }')
+    b=$(gitc -C "$d" ls-remote --symref "$remote" HEAD | awk '$1 == "ref:" && $3 == "HEAD" { sub("^refs/heads/", "", $2); print $2; exit }')
     [ -n "$b" ] || { echo "@@error cannot tell the default branch of $repo"; exit 1; }
-    "$g" -C "$d" checkout -q --force "$b" && "$g" -C "$d" reset -q --hard "$remote/$b" || exit 1
-  elif "$g" -C "$d" rev-parse -q --verify "refs/remotes/$remote/$ver" >/dev/null; then
-    "$g" -C "$d" checkout -q --force "$ver" && "$g" -C "$d" reset -q --hard "$remote/$ver" || exit 1
+    gitc -C "$d" checkout -q --force "$b" && gitc -C "$d" reset -q --hard "$remote/$b" || exit 1
+  elif gitc -C "$d" rev-parse -q --verify "refs/remotes/$remote/$ver" >/dev/null; then
+    gitc -C "$d" checkout -q --force "$ver" && gitc -C "$d" reset -q --hard "$remote/$ver" || exit 1
   else
-    "$g" -C "$d" checkout -q --force "$ver" 2>/dev/null || { echo "@@error version $ver not found in $repo"; exit 1; }
+    gitc -C "$d" checkout -q --force "$ver" 2>/dev/null || { echo "@@error version $ver not found in $repo"; exit 1; }
   fi
 fi
-after=$("$g" -C "$d" rev-parse HEAD); echo "@@after $after"
+after=$(gitc -C "$d" rev-parse HEAD); echo "@@after $after"
 [ "$after" = "$before" ] || echo "@@changed version"
 """
+
+
+def split_credentials(repo: str) -> tuple[str, dict[str, str]]:
+    """An http(s) URL's `user:password@` taken out of it: the URL git is given (and stores in
+    .git/config) carries none; the credentials go into the environment the script reads from
+    stdin, for its credential helper. (Ansible's git module passes the URL as it is: the token
+    is in git's argv, in git-remote-http's and in .git/config.)"""
+    parts = urlsplit(repo)
+    if parts.scheme.lower() not in ("http", "https") or "@" not in parts.netloc:
+        return repo, {}
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    user, password = unquote(user), unquote(password)
+    if any(c in "\r\n\0" for c in user + password):
+        raise ModuleFailure("the repository URL's credentials hold a line break or NUL byte")
+    bare = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    return bare, {"PV_GIT_AUTH": "1", "PV_GIT_USER": user, "PV_GIT_PASS": password}
 
 
 @register
@@ -115,7 +140,8 @@ class Git(Module):
     def check_args(self, args: dict[str, Any]) -> list[str]:
         errors = []
         version = str(args.get("version") or "HEAD")
-        if not version or any(c.isspace() for c in version) or version.startswith("-"):
+        # glob characters are no part of a ref name (git check-ref-format): refused, not expanded
+        if not version or any(c.isspace() or c in "*?[" for c in version) or version.startswith("-"):
             errors.append(f"version {version!r} is not a branch, tag or commit name")
         # git reads a leading `-` as an option (`--upload-pack=CMD` runs CMD): never a name
         for key in ("repo", "remote"):
@@ -137,7 +163,7 @@ class Git(Module):
         repo = str(args["repo"])
         if os.path.expanduser(repo).startswith("/"):
             repo = "file://" + os.path.expanduser(repo)  # as Ansible does, so depth works
-        env: dict[str, str] = {}
+        repo, env = split_credentials(repo)
         ssh = ["ssh"]
         if args.get("key_file"):
             ssh += ["-i", str(args["key_file"]), "-o", "IdentitiesOnly=yes"]

@@ -21,7 +21,7 @@ from provision.modules.base import (
 )
 from provision.modules.files import ATTR_ARGS, ATTRS_FN, attrs_call, parse_report
 from provision.secrets import mask_urls
-from provision.shell import Raw, path, sh
+from provision.shell import Raw, path, sh, temp_beside
 
 _ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
 # The URL arrives on stdin, the headers in a 0600 file: neither is ever in an argv (ps).
@@ -146,7 +146,9 @@ class GetUrl(Module):
             _GET_URL_SCRIPT,
             attrs_fn=Raw(ATTRS_FN),
             dest=path(args["dest"]),
-            shown=shown,
+            # the script names the URL by a token the controller replaces: its user name (often
+            # a token itself) and path stay out of the host's process list with the password
+            shown=_URL_TOKEN,
             want=want,
             name=name,
             sum=f"{algo}sum",
@@ -156,6 +158,7 @@ class GetUrl(Module):
             curl=curl,
             wget=wget,
             python=python,
+            temp=temp_beside("t", "d"),
             attrs=Raw(attrs_call("$d", args, check).strip() or ":"),
         )
         secret_input = (url + "\n" + "".join(h + "\n" for h in headers)).encode()
@@ -167,7 +170,7 @@ class GetUrl(Module):
                     "; ".join(report.errors)
                     or result.stderr.strip()
                     or f"exit code {result.exit_code}"
-                ),
+                ).replace(_URL_TOKEN, shown),
                 url=shown,
             )
         changes = [c for c in report.changed if not (c == "download" and "same" in report.values)]
@@ -179,6 +182,8 @@ class GetUrl(Module):
             msg = "would download"
         return ModuleResult(changed=bool(changes), msg=msg, data=data)
 
+
+_URL_TOKEN = "@@url@@"
 
 # One round trip. stdin: the URL (line 1, may hold user:password), then one header per line.
 _GET_URL_SCRIPT = r"""{attrs_fn}
@@ -197,7 +202,7 @@ if [ $fresh = 0 ]; then
   echo "@@changed download"
   if [ {check} = 0 ]; then
     dir=$(dirname "$d"); [ -d "$dir" ] || { echo "@@error destination directory $dir does not exist"; exit 1; }
-    t="$dir/.$(basename "$d").pvdl.$$"
+    {temp} || { echo "@@error cannot create a temporary file in $dir"; exit 1; }
     if command -v curl >/dev/null 2>&1; then {curl} || { echo "@@error download of $shown failed (curl exit $?)"; exit 1; }
     elif command -v wget >/dev/null 2>&1; then {wget} || { echo "@@error download of $shown failed (wget)"; exit 1; }
     elif command -v python3 >/dev/null 2>&1; then {python} || { echo "@@error download of $shown failed (python3)"; exit 1; }

@@ -45,8 +45,9 @@ fi
 pv_update() {
   echo "@@updated 1"
   [ $check = 1 ] && return 0
-  apt-get update -q -o {lock_timeout} >/tmp/.pv_apt_update.$$ 2>&1 || { echo "@@error apt-get update failed: $(tail -3 /tmp/.pv_apt_update.$$ | tr '\n' ' ')"; rm -f /tmp/.pv_apt_update.$$; exit 1; }
-  rm -f /tmp/.pv_apt_update.$$
+  o=$(mktemp) || exit 1
+  apt-get update -q -o {lock_timeout} >"$o" 2>&1 || { echo "@@error apt-get update failed: $(tail -3 "$o" | tr '\n' ' ')"; rm -f "$o"; exit 1; }
+  rm -f "$o"
 }
 if [ $want_update = 1 ] && { [ $valid = 0 ] || [ $age -gt $valid ]; }; then pv_update; updated=1; else updated=0; fi
 todo=""
@@ -288,9 +289,9 @@ class Pip(Module):
                 Raw('echo "@@new 1"; exit 0; ')
                 if ctx.check_mode
                 else sh(
-                    '{make} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || { echo "@@error creating venv $v failed: '
-                    "$(tail -2 /tmp/.pv_venv.$$ | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; "
-                    "exit 1; }; rm -f /tmp/.pv_venv.$$; ",
+                    'o=$(mktemp) || exit 1; {make} "$v" >/dev/null 2>"$o" || { echo "@@error creating venv $v failed: '
+                    "$(tail -2 \"$o\" | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; "
+                    "rm -f \"$o\"; exit 1; }; rm -f \"$o\"; ",
                     make=make,
                 )
             )
@@ -399,9 +400,9 @@ class Venv(Module):
                 create=Raw("exit 0\n")
                 if check
                 else sh(
-                    '"$py" -m venv {site} "$v" >/dev/null 2>/tmp/.pv_venv.$$ || { echo "@@error $py -m venv failed: '
-                    "$(tail -2 /tmp/.pv_venv.$$ | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; "
-                    "rm -f /tmp/.pv_venv.$$; exit 1; }\nrm -f /tmp/.pv_venv.$$\n",
+                    'o=$(mktemp) || exit 1; "$py" -m venv {site} "$v" >/dev/null 2>"$o" || { echo "@@error $py -m venv failed: '
+                    "$(tail -2 \"$o\" | tr '\\n' ' ') (on Debian/Ubuntu: apt-get install python3-venv)\"; "
+                    "rm -f \"$o\"; exit 1; }\nrm -f \"$o\"\n",
                     site=site,
                 ),
             )

@@ -333,7 +333,8 @@ class AptKey(Module):
         if args.get("keyring"):
             install = sh(
                 'k={k}; if [ -f "$k" ] && cmp -s "$t.gpg" "$k"; then :; else echo "@@changed added"; '
-                '[ {check} = 1 ] || { mkdir -p "$(dirname "$k")" && cp "$t.gpg" "$k.pvtmp" && chmod 644 "$k.pvtmp" && mv -f "$k.pvtmp" "$k"; } || exit 1; fi',
+                '[ {check} = 1 ] || { mkdir -p "$(dirname "$k")" && kt=$(mktemp "$k.pvtmp.XXXXXX") && cp "$t.gpg" "$kt" '
+                '&& chmod 644 "$kt" && mv -f "$kt" "$k"; } || { rm -f "$kt"; exit 1; }; fi',
                 k=str(args["keyring"]), check="1" if ctx.check_mode else "0",
             )
         else:

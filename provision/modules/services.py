@@ -64,7 +64,7 @@ if [ ! -x "$script" ]; then echo "@@error Could not find the requested service $
 running() { if [ -n "$pattern" ]; then pgrep -f -- "$pattern" >/dev/null 2>&1; else "$script" status >/dev/null 2>&1; fi; }
 if running; then was=1; else was=0; fi
 echo "@@running_before $was"
-act() { [ "$check" = 1 ] && return 0; "$script" "$1" $args >/tmp/.pv-svc.$$ 2>&1; rc=$?; [ $rc = 0 ] || echo "@@error $script $1 failed (exit $rc): $(tail -3 /tmp/.pv-svc.$$ | tr '\n' ' ')"; rm -f /tmp/.pv-svc.$$; return $rc; }
+act() { [ "$check" = 1 ] && return 0; o=$(mktemp) || return 1; "$script" "$1" $args >"$o" 2>&1; rc=$?; [ $rc = 0 ] || echo "@@error $script $1 failed (exit $rc): $(tail -3 "$o" | tr '\n' ' ')"; rm -f "$o"; return $rc; }
 case "$state" in
   started) [ $was = 1 ] || { echo "@@changed started"; act start || exit 1; } ;;
   stopped) [ $was = 0 ] || { echo "@@changed stopped"; act stop || exit 1; } ;;

@@ -11,8 +11,10 @@ import base64
 import hashlib
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
+from provision.connection.local import current_umask
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.files import parse_report
 from provision.paths import OutsideDestination, under_destination
@@ -131,9 +133,11 @@ class Fetch(Module):
                 data={"file": source, "dest": str(dest), "checksum": got, "remote_checksum": state},
             )
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.pvtmp.{os.getpid()}")
-        tmp.write_bytes(data)
-        os.replace(tmp, dest)
+        fd, name = tempfile.mkstemp(prefix=f".{dest.name}.pvtmp.", dir=dest.parent)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(name, 0o666 & ~current_umask())
+        os.replace(name, dest)
         return ModuleResult(
             changed=True,
             data={

@@ -77,8 +77,10 @@ if q.get("dest") and status in q["status_code"] and status != 304:
         with open(dest, "rb") as f: old = f.read()
     res["changed"] = old != raw
     if old != raw:
-        tmp = dest + ".pvtmp.%d" % os.getpid()
-        with open(tmp, "wb") as f: f.write(raw)
+        import tempfile
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(dest) + ".pvtmp.", dir=os.path.dirname(dest) or ".")
+        mask = os.umask(0); os.umask(mask); os.fchmod(fd, 0o666 & ~mask)
+        with os.fdopen(fd, "wb") as f: f.write(raw)
         os.replace(tmp, dest)
     res["path"] = dest
 out(res)

@@ -19,7 +19,7 @@ _ROOT = 'if [ "$(id -u)" != 0 ]; then echo "@@error managing accounts needs root
 _USER_BODY = r"""
 set -f  # $groups is split on commas below, never globbed
 IFS= read -r pw || pw=""
-run() { [ "$check" = 1 ] && return 0; "$@" >/tmp/.pv-user.$$ 2>&1 || { echo "@@error $1 failed: $(tail -2 /tmp/.pv-user.$$ | tr '\n' ' ')"; rm -f /tmp/.pv-user.$$; exit 1; }; rm -f /tmp/.pv-user.$$; }
+run() { [ "$check" = 1 ] && return 0; o=$(mktemp) || exit 1; "$@" >"$o" 2>&1 || { echo "@@error $1 failed: $(tail -2 "$o" | tr '\n' ' ')"; rm -f "$o"; exit 1; }; rm -f "$o"; }
 entry=$(getent passwd "$name")
 if [ "$state" = absent ]; then
   [ -z "$entry" ] && exit 0
@@ -108,7 +108,7 @@ exit 0
 
 _GROUP_BODY = r"""
 entry=$(getent group "$name")
-run() { [ "$check" = 1 ] && return 0; "$@" >/tmp/.pv-group.$$ 2>&1 || { echo "@@error $1 failed: $(tail -2 /tmp/.pv-group.$$ | tr '\n' ' ')"; rm -f /tmp/.pv-group.$$; exit 1; }; rm -f /tmp/.pv-group.$$; }
+run() { [ "$check" = 1 ] && return 0; o=$(mktemp) || exit 1; "$@" >"$o" 2>&1 || { echo "@@error $1 failed: $(tail -2 "$o" | tr '\n' ' ')"; rm -f "$o"; exit 1; }; rm -f "$o"; }
 if [ "$state" = absent ]; then
   [ -z "$entry" ] && exit 0
   echo "@@changed removed"; if [ "$force" = 1 ]; then run groupdel -f "$name"; else run groupdel "$name"; fi; exit 0

@@ -185,7 +185,8 @@ class Agent:
             return
         target = shell_path(remote_path)
         command = sh(
-            'mkdir -p "$(dirname {t})" && cat > {t}.tmp-$$ && chmod {mode} {t}.tmp-$$ && mv -f {t}.tmp-$$ {t}',
+            'mkdir -p "$(dirname {t})" && p=$(mktemp {t}.tmp-XXXXXX) && '
+            '{ cat > "$p" && chmod {mode} "$p" && mv -f "$p" {t} || { rc=$?; rm -f "$p"; exit $rc; }; }',
             t=target, mode=f"{mode:o}",
         )  # fmt: skip
         result = self.connection.run(become.wrap(command), stdin=become.stdin_prefix() + data, timeout=UPLOAD_TIMEOUT_S)

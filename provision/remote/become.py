@@ -137,7 +137,8 @@ class BecomeConnection:
     def put(self, data: bytes, remote_path: str, mode: int | None = None) -> None:
         target = shell_path(remote_path)
         command = sh(
-            'mkdir -p "$(dirname {t})" && cat > {t}.tmp-$$ && chmod {mode} {t}.tmp-$$ && mv -f {t}.tmp-$$ {t}',
+            'mkdir -p "$(dirname {t})" && p=$(mktemp {t}.tmp-XXXXXX) && '
+            '{ cat > "$p" && chmod {mode} "$p" && mv -f "$p" {t} || { rc=$?; rm -f "$p"; exit $rc; }; }',
             t=target, mode=f"{mode if mode is not None else 0o644:o}",
         )  # fmt: skip
         result = self.run(command, stdin=data, timeout=300)

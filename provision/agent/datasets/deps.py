@@ -59,10 +59,10 @@ def _shipped_site():
     except OSError:
         pass
     import shutil
+    import tempfile
     import zipfile
 
-    tmp = "%s.tmp-%d" % (site, os.getpid())
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix=os.path.basename(site) + ".tmp-", dir=os.path.dirname(site))
     with zipfile.ZipFile(zip_path) as zf:
         for name in zf.namelist():
             if name.startswith("/") or ".." in name.split("/"):

@@ -118,8 +118,11 @@ def write_reader_module(directory):
                 return target
     except OSError:
         pass
-    tmp = "%s.tmp-%d" % (target, os.getpid())
-    with open(tmp, "wb") as fh:
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".tmp-", dir=os.path.dirname(target) or ".")
+    os.fchmod(fd, 0o644)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(tmp, target)
     return target

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 
 from provision.agent.datasets.safety import member_relpath
 from provision.agent.datasets.tarstream import read_members
@@ -78,8 +79,8 @@ def apply(dest: str, stream: IO[bytes], files: Dict[str, str], executable: List[
         except OSError:
             raise ValueError("code folder %s lacks %r after the transfer (send it again)" % (dest, rel)) from None
         manifest[rel] = [sha, st.st_size, st.st_mtime_ns]
-    tmp = os.path.join(dest, MANIFEST + ".tmp")
-    with open(tmp, "w") as f:
+    fd, tmp = tempfile.mkstemp(prefix=MANIFEST + ".tmp", dir=dest)
+    with os.fdopen(fd, "w") as f:
         json.dump({"files": manifest}, f)
     os.rename(tmp, os.path.join(dest, MANIFEST))
     return {"sent": written, "kept": len(wanted) - written, "removed": removed, "files": len(wanted)}
@@ -87,4 +88,4 @@ def apply(dest: str, stream: IO[bytes], files: Dict[str, str], executable: List[
 
 def copy_code(src: str, dst: str) -> None:
     """The run's own copy of the synced code (a later sync must not change a running job)."""
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(MANIFEST, MANIFEST + ".tmp"), symlinks=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(MANIFEST, MANIFEST + ".tmp*"), symlinks=True)

@@ -51,7 +51,7 @@ def start(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     python = request.get("python")
     if python and not os.access(os.path.expanduser(str(python)), os.X_OK):
         raise ValueError("interpreter %s is not an executable file on this host (--python)" % python)
-    os.makedirs(directory)  # a run id is never reused
+    rundir.make_private_dir(directory)  # a run id is never reused
     sync = None
     code = request.get("code")
     if code:
@@ -193,7 +193,7 @@ def idle_watch(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     """Start (replacing any), cancel or show the host's idle watcher."""
     data_dir = _data_dir(request)
     directory = idle.idle_dir(data_dir)
-    os.makedirs(directory, exist_ok=True)
+    rundir.make_private_dir(directory, exist_ok=True)
     current = rundir.read_state(directory) or {}
     running = rundir.pid_alive(current.get("pid")) and current.get("status") == "watching"
     action = request.get("action", "start")

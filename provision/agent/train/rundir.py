@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import time
 
 TYPE_CHECKING = False
@@ -51,9 +52,17 @@ def run_dir(data_dir: str, run_id: str) -> str:
     return os.path.join(runs_root(data_dir), check_run_id(run_id))
 
 
-def write_json_atomic(path: str, doc: Dict[str, Any], mode: int = 0o644) -> None:
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+def make_private_dir(directory: str, exist_ok: bool = False) -> None:
+    """A run's folder is the user's alone (0700): state.json holds the command line and the
+    stop_command (often a cloud API token), output.log what the job printed."""
+    os.makedirs(directory, mode=0o700, exist_ok=exist_ok)
+    os.chmod(directory, 0o700)
+
+
+def write_json_atomic(path: str, doc: Dict[str, Any], mode: int = 0o600) -> None:
+    # mkstemp: a random name made O_EXCL (never a planted one), 0600 from its creation
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=os.path.dirname(path) or ".")
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.flush()
