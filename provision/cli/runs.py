@@ -16,6 +16,9 @@ describe = "list training runs on hosts (state, age, exit code)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("targets", nargs="+", metavar="TARGET")
+    from provision.train.options import with_exit_codes
+
+    with_exit_codes(parser)
 
 
 def _age(seconds: Any) -> str:

@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="seconds between SIGTERM and SIGKILL (default 10)")
+    from provision.train.options import with_exit_codes
+
+    with_exit_codes(parser)
 
 
 def run(args: argparse.Namespace) -> int:

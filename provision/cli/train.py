@@ -11,6 +11,7 @@ from rich.markup import escape
 from provision.cli import train_distributed
 from provision.cli.common import (
     EXIT_HOST_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     connect_options,
     console,
@@ -51,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
     parser.add_argument("--no-live", action="store_true", help="plain prefixed log lines, no live table")
     train_distributed.add_arguments(parser)
+    from provision.train.options import with_exit_codes
+
+    with_exit_codes(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> TrainSpec:
@@ -182,9 +186,10 @@ def run(args: argparse.Namespace) -> int:
         with view:
             outcomes = for_each_host(hosts, one, args.forks)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the run goes on on the host(s); "
-                      f"`provision attach HOST {spec.run_id}` to follow it again[/]")
-        raise
+        console.print(f"[yellow]detached: run {spec.run_id} goes on on {', '.join(spec.hosts)}; "
+                      f"`provision attach HOST {spec.run_id}` follows it again, `provision stop HOST "
+                      f"{spec.run_id}` stops it[/]")
+        return EXIT_INTERRUPTED
     return report_entries(outcomes, args.json)
 
 
