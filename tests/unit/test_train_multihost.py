@@ -422,3 +422,24 @@ def test_the_example_playbook_loads_and_its_train_task_uses_the_modules_options(
     tasks = [t for play in yaml.safe_load(path.read_text()) for t in play.get("tasks") or [] if "train" in t]
     assert len(tasks) == 1 and tasks[0]["train"]["distributed"] is True
     assert set(tasks[0]["train"]) <= set(Train.args)
+
+
+def test_the_layout_before_a_run_names_the_host_that_differs() -> None:
+    from provision.train.layout import describe, host_layout, odd_hosts
+
+    def facts(mount: str, fs: str, free_gib: float, network: bool = False) -> dict[str, Any]:
+        return {"data_dir": {"path": f"{mount}", "mountpoint": mount, "fs_type": fs, "media": "nvme",
+                             "network": network, "free_bytes": int(free_gib * (1 << 30))}}
+
+    same = {h: host_layout(facts("/root/autodl-tmp", "ext4", 200), "r1", None) for h in ("a", "b", "c")}
+    assert odd_hosts(same) == {}
+    assert describe("a", same["a"]) == ("a: data dir /root/autodl-tmp (ext4, nvme at /root/autodl-tmp; 200.0 GiB "
+                                        "free); workdir /root/autodl-tmp/runs/r1/code")
+    odd = dict(same, c=host_layout(facts("/", "overlay", 0.8), "r1", None))
+    why = odd_hosts(odd)
+    assert set(why) == {"c"}
+    assert "mount / (the others: /root/autodl-tmp)" in why["c"] and "filesystem overlay" in why["c"]
+    assert "only 0.8 GiB free (floor 10.0 GiB)" in why["c"]
+    net = dict(same, b=host_layout(facts("/root/autodl-tmp", "nfs4", 500, network=True), "r1", "/w"))
+    assert odd_hosts(net) == {"b": "filesystem nfs4 (the others: ext4); its data dir is on network storage"}
+    assert net["b"]["workdir"] == "/w"
