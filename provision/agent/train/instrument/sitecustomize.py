@@ -279,6 +279,7 @@ def _patch_optimizer(module):
     def after_step(optimizer, args, kwargs):
         _state["opt_steps"] += 1
         _trained()
+        _progress()  # a job without a DataLoader is counted too (at most one line a second)
 
     register(after_step)
 
