@@ -209,6 +209,8 @@ def test_a_cuda_only_call_on_a_cpu_host_is_named_as_the_cause() -> None:
     assert "Torch not compiled with CUDA enabled" in cuda.evidence
     assert "torch.cuda.is_available()" in cuda.recommendation
     assert "cuda_unavailable" not in ids(diagnose_run(failed(["ValueError: bad"]), FACTS_16))
+    newer = CUDA_TRACE[:-1] + ["RuntimeError: Cannot access accelerator device when none is available."]
+    assert "cuda_unavailable" in ids(diagnose_run(failed(newer), FACTS_16))  # torch 2.9+
 
 
 def test_bus_error_and_too_many_open_files_are_explained_with_the_fix() -> None:
