@@ -113,7 +113,8 @@ def run_distributed(args: argparse.Namespace, spec: TrainSpec, hosts: list[Host]
 
 
 def print_layout(layout: dict[str, Any] | None) -> None:
-    """Each host's data dir, disk, free space and workdir; the host whose layout differs, named."""
+    """Each host's data dir, disk, free space and workdir; the host whose layout differs from the
+    others' (or is at its free-space floor), named with why."""
     from rich.markup import escape
 
     from provision.train.layout import describe
@@ -123,7 +124,7 @@ def print_layout(layout: dict[str, Any] | None) -> None:
     for host, v in layout["hosts"].items():
         console.print(describe(host, v), markup=False)
     for host, why in layout["differs"].items():
-        console.print(f"[yellow]layout: {escape(host)} differs from the others: {escape(why)}[/]", highlight=False)
+        console.print(f"[yellow]layout: {escape(host)}: {escape(why)}[/]", highlight=False)
 
 
 def attach_distributed(args: argparse.Namespace, run_id: str, info: dict[str, Any], options: Any,
