@@ -21,7 +21,8 @@ NO_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|No CUDA GPUs are available"
     r"|no CUDA-capable device is detected|CUDA driver initialization failed"
     r"|ProcessGroupNCCL is only supported with GPUs|torch\.cuda\.is_available\(\) is False"
-    r"|NCCL Error.*no GPUs? (?:found|available)|Cannot access accelerator device when none is available")
+    r"|NCCL Error.*no GPUs? (?:found|available)|Cannot access accelerator device when none is available"
+    r"|module 'torch\._C' has no attribute '_cuda_")  # a CPU build's torch.cuda.set_device
 FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 SHM_SHARE = 0.9  # the batches in flight may use this much of /dev/shm before workers die of it
 

@@ -352,7 +352,8 @@ def _root_causes(tail: list[str]) -> list[dict[str, Any]]:
 
 ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$")
 BROKEN_LINK = ("Connection closed by peer", "Connection reset", "Broken pipe", "ECONNRESET",
-               "RendezvousClosedError", "NCCL communicator was aborted", "Timed out", "timed out")
+               "RendezvousClosedError", "RendezvousConnectionError", "connection to the C10d store has failed",
+               "NCCL communicator was aborted", "Timed out", "timed out")
 
 
 def last_error(summary: dict[str, Any]) -> str | None:

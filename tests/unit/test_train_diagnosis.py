@@ -211,6 +211,9 @@ def test_a_cuda_only_call_on_a_cpu_host_is_named_as_the_cause() -> None:
     assert "cuda_unavailable" not in ids(diagnose_run(failed(["ValueError: bad"]), FACTS_16))
     newer = CUDA_TRACE[:-1] + ["RuntimeError: Cannot access accelerator device when none is available."]
     assert "cuda_unavailable" in ids(diagnose_run(failed(newer), FACTS_16))  # torch 2.9+
+    cpu_build = CUDA_TRACE[:-1] + ["AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'"]
+    [cuda] = [f for f in diagnose_run(failed(cpu_build), FACTS_16) if f.id == "cuda_unavailable"]
+    assert "multigpu_torchrun.py:14: torch.cuda.set_device(" in cuda.evidence  # a CPU-only torch build
 
 
 def test_bus_error_and_too_many_open_files_are_explained_with_the_fix() -> None:

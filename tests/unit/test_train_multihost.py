@@ -234,6 +234,11 @@ def test_every_rank_failing_on_its_own_is_said_so() -> None:
     broken = summary("failed", tail=["[rank1]:RuntimeError: Connection closed by peer [198.18.0.2]:1234"], ended=12.0)
     [_, second] = [f for f in diagnose_distributed({"gpu1": one, "gpu2": broken}) if f.id == "rank_failed"]
     assert "after gpu1 failed: its connection to the failed rank broke" in second.evidence
+    store = summary("failed", tail=["torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+                                    "connection to the C10d store has failed. See inner exception for details."],
+                    ended=12.0)
+    [_, second] = [f for f in diagnose_distributed({"gpu1": one, "gpu2": store}) if f.id == "rank_failed"]
+    assert "after gpu1 failed: its connection to the failed rank broke" in second.evidence
 
 
 def test_straggler_by_step_time_and_by_its_own_data_wait() -> None:
