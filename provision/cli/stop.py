@@ -8,6 +8,7 @@ import argparse
 
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
+from provision.train.options import with_exit_codes
 
 describe = "stop a training run on a host (every process of it)"
 
@@ -17,8 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="seconds between SIGTERM and SIGKILL (default 10)")
-    from provision.train.options import with_exit_codes
-
     with_exit_codes(parser)
 
 

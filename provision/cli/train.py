@@ -26,7 +26,13 @@ from provision.parallel import for_each_host
 from provision.report.render import SEVERITY_STYLE
 from provision.train.launch import HostTrainer, TrainSpec, new_run_id
 from provision.train.live import RunView
-from provision.train.options import env_from, parse_duration, parse_env, stop_command_hint
+from provision.train.options import (
+    env_from,
+    parse_duration,
+    parse_env,
+    stop_command_hint,
+    with_exit_codes,
+)
 
 describe = "run a training command on hosts, detached; follow it, diagnose why it is slow, report"
 
@@ -52,8 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
     parser.add_argument("--no-live", action="store_true", help="plain prefixed log lines, no live table")
     train_distributed.add_arguments(parser)
-    from provision.train.options import with_exit_codes
-
     with_exit_codes(parser)
 
 
