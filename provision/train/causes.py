@@ -15,7 +15,8 @@ from provision.report.diagnosis import Finding
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:")
 BUS_ERROR = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: Bus error"
-                       r"|Unexpected bus error encountered in worker|insufficient shared memory \(shm\)")
+                       r"|Unexpected bus error encountered in worker|insufficient shared memory \(shm\)"
+                       r"|unable to allocate shared memory\(shm\)")  # newer torch reserves the space first
 NOFILE = re.compile(r"Too many open files|received 0 items of ancdata")
 NO_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|No CUDA GPUs are available"
@@ -85,7 +86,7 @@ def shm_exhausted(ctx: dict[str, Any]) -> Finding | None:
         return None
     shm = _shm(ctx)
     size = f"/dev/shm is {_gib(shm.get('size_bytes'))}" if shm.get("size_bytes") else "/dev/shm size unknown"
-    return Finding("shm_exhausted", "critical", "DataLoader workers died of a full /dev/shm (Bus error)",
+    return Finding("shm_exhausted", "critical", "DataLoader workers ran out of /dev/shm",
                    f"{lines[at].strip()}; {size}: workers hand every batch to the main process through "
                    "shared memory, and a container's default 64 MB fills at once", SHM_FIX)
 

@@ -201,14 +201,19 @@ def test_torchrun_job_without_a_process_group_has_no_multi_host_findings(cf: Cor
 
 
 def test_small_dev_shm_kills_the_workers_and_the_fix_is_said(cf: CorpusFleet) -> None:
-    """gpu2's /dev/shm is 64 MiB: 2 workers x 2 prefetched 32 MiB batches do not fit."""
+    """gpu2's /dev/shm is 64 MiB: 2 workers x 2 prefetched 32 MiB batches do not fit. The run
+    dies of it (SIGBUS in the worker, or ENOSPC where torch reserves the space first) and both the
+    cause and the sizes are said."""
     shm = cf.fleet.host("gpu2")
     assert shm is not None
     rc, doc, err = cf.train(["gpu2"], SCRIPTS, command=["python", "shm.py"])
     assert rc == 1, err[-4000:]
     entry = doc["runs"]["gpu2"]
     bus = _finding(entry, "shm_exhausted")
-    assert "Bus error" in bus["evidence"] and "/dev/shm is 64 MiB" in bus["evidence"], bus
+    # older torch: the worker dies of SIGBUS; newer reserves the space and raises ENOSPC
+    assert ("Bus error" in bus["evidence"] or "unable to allocate shared memory(shm)" in bus["evidence"]), bus
+    assert "/dev/shm is 64 MiB" in bus["evidence"], bus
+    assert "128 MiB; /dev/shm is 64 MiB" in _finding(entry, "shm_too_small")["evidence"]
     assert "--shm-size" in bus["recommendation"] and "set_sharing_strategy('file_system')" in bus["recommendation"]
     # the same job where /dev/shm has room trains
     rc, doc, err = cf.train(["gpu1"], SCRIPTS, command=["python", "shm.py"])

@@ -223,6 +223,9 @@ def test_bus_error_and_too_many_open_files_are_explained_with_the_fix() -> None:
     [f] = [f for f in diagnose_run(bus, FACTS_16) if f.id == "shm_exhausted"]
     assert "pid 4242" in f.evidence and "/dev/shm is 64 MiB" in f.evidence
     assert "--shm-size" in f.recommendation and "set_sharing_strategy('file_system')" in f.recommendation
+    newer = failed(["RuntimeError: unable to allocate shared memory(shm) for file </torch_22646_3790617201_0>: "
+                    "No space left on device (28)"])
+    assert "shm_exhausted" in ids(diagnose_run(newer, FACTS_16))  # torch 2.x reserves the space: no SIGBUS
     files = failed(["OSError: [Errno 24] Too many open files"])
     [f] = [f for f in diagnose_run(files, {"memory": {"open_files": {"soft": 1024, "hard": 4096}}})
            if f.id == "too_many_open_files"]
