@@ -39,5 +39,10 @@ class HostKeyError(HostError):
     """The host's key is unknown (strict) or changed since it was recorded."""
 
 
+class BoundsError(HostError):
+    """A host sent more than the controller takes: a banner without end, a line or a reply
+    past its limit (provision/connection/bounds.py). Everything a host sends is bounded."""
+
+
 class AgentError(HostError):
     """The remote agent failed or is not runnable (no python3, crashed, bad reply)."""

@@ -57,3 +57,26 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, mode: int |
             pass
         raise
     return target
+
+
+class OutsideDestination(ValueError):
+    """A path a host reported would put a controller-side file outside its destination."""
+
+
+def under_destination(root: str | os.PathLike[str], relative: str, *, host: str, reported: str) -> Path:
+    """`root`/`relative` where `relative` comes from what a host reported (issue 20): resolved
+    (`..` and any symlink on the way followed as the kernel would) and checked to stay inside
+    `root`, else OutsideDestination naming the host, the reported path and the destination.
+    Text normalisation alone is not enough: `a/../../x` and a symlinked folder both get out."""
+    base = Path(os.path.realpath(root))
+    if "\x00" in relative:
+        raise OutsideDestination(f"{host} reported the path {reported!r}, which holds a NUL byte: refusing to "
+                                 f"write it under {base}")
+    candidate = Path(os.path.normpath(os.path.join(root, relative.lstrip("/"))))
+    resolved = Path(os.path.realpath(os.path.join(base, relative.lstrip("/"))))
+    if base not in resolved.parents:
+        raise OutsideDestination(
+            f"{host} reported the path {reported!r}: the local copy would be {resolved}, outside the "
+            f"destination {base}; refusing to write it (a host's reply or its $HOME is not to be trusted)")
+    # the caller's spelling of the path when it names the same file (Ansible's `dest` field)
+    return candidate if os.path.realpath(candidate) == str(resolved) else resolved

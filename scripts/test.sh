@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The one command for tests: install what they need, then run pytest (arguments pass through).
 #
-#   bash scripts/test.sh                               # everything
-#   bash scripts/test.sh tests/unit -q                 # a subset
+#   bash scripts/test.sh                               # everything, in parallel workers
+#   bash scripts/test.sh --quick                       # the inner loop: unit tests not marked slow (< 3 min)
+#   bash scripts/test.sh tests/unit -q                 # a subset (serial unless PROVISION_TEST_WORKERS is set)
 #   bash scripts/test.sh -m "not fleet"                # no SSH test fleet
 #
+# The whole suite runs in PROVISION_TEST_WORKERS pytest-xdist workers (default: twice the cores,
+# at least 2; most tests wait on SSH hosts, not on the CPU), one test file per worker at a time
+# (--dist loadfile: a file's module fixtures, its fleet included, stay in one process).
+# PROVISION_TEST_WORKERS=0 runs serially.
 # As root on Debian/Ubuntu it apt-installs the packages below (only when one is missing). Not
 # root: the apt step is skipped and tests marked `fleet` skip. Python: $PYTHON, else python3;
 # when that is a distro Python that refuses pip (PEP 668), a venv is made for it outside the repo.
@@ -125,9 +130,27 @@ pick_python
 install_python_packages
 build_bullseye_rootfs
 
-say "$PY -m pytest $*"
+# -- what to run --------------------------------------------------------------------------------
+QUICK=0
+ARGS=()
+for arg in "$@"; do
+  if [ "$arg" = "--quick" ]; then QUICK=1; else ARGS+=("$arg"); fi
+done
+if [ "$QUICK" = 1 ]; then
+  ARGS=(tests/unit -m "not slow" -q "${ARGS[@]}")
+fi
+WORKERS="${PROVISION_TEST_WORKERS:-}"
+if [ -z "$WORKERS" ] && { [ "$#" = 0 ] || [ "$QUICK" = 1 ]; }; then
+  cores="$(nproc 2>/dev/null || echo 2)"
+  WORKERS=$(( cores * 2 > 2 ? cores * 2 : 2 ))
+fi
+if [ -n "$WORKERS" ] && [ "$WORKERS" != 0 ] && [ "$WORKERS" != 1 ]; then
+  ARGS=(-n "$WORKERS" --dist loadfile "${ARGS[@]}")
+fi
+
+say "$PY -m pytest ${ARGS[*]}"
 rc=0
-"$PY" -m pytest "$@" </dev/null || rc=$?
+"$PY" -m pytest "${ARGS[@]}" </dev/null || rc=$?
 if [ "$rc" = 5 ]; then
   say "pytest collected no tests (exit 5): that is a failure here (wrong path or -k/-m?)"
   exit 1

@@ -5,8 +5,14 @@ this file's text to `python3 -c` over the existing connection, the request as on
 stdin (credentials included: never in argv), and reads one JSON line back. The controller also
 imports it for --offline and --relay, where this machine is the one that downloads.
 
-    request: {"targets": [{"url": U, "flat": false, "projects": ["torch"]}], "timeout": 5, "budget": 15}
+    request: {"targets": [{"url": U, "flat": false, "projects": ["torch"]}], "timeout": 5, "budget": 15,
+              "pip_config": ["torch"]}
     answer:  [{"ok": true, "status": 200, "detail": "", "files": {"torch": ["torch-2.13.0+cpu-...whl"]}}]
+
+With `pip_config` (the projects to ask about), the wheel sources the host's own pip configuration
+offers (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / PIP_FIND_LINKS and the index-url, extra-index-url,
+find-links keys of pip's config files) are asked too, after the targets; each of their answers
+also carries "url", "usage" ("index" | "find-links") and "origin" (the variable or file).
 
 `flat` is a find-links page (one listing for all projects); otherwise a PEP 503/691 index, asked
 at URL/PROJECT/ (JSON preferred, HTML understood: only file names are taken from either). Every
@@ -16,6 +22,7 @@ answer is back by then whatever a server does); a page is read up to 64 MiB.
 
 import base64
 import json
+import os
 import re
 import sys
 import threading
@@ -60,8 +67,36 @@ def _request(url):
     return urllib.request.Request(url, headers=headers)
 
 
+def _local_path(url):
+    """The directory or file a file:// URL or a plain path names; None for a network URL."""
+    if url.startswith("file:"):
+        return unquote(urlsplit(url).path)
+    if "://" in url:
+        return None
+    return os.path.expanduser(url)
+
+
+def _read_local(path):
+    """(status, body) of a local listing: a directory's file names (and its index.html), or a
+    file's text; 404 when neither exists, as an index answers for a project it lacks."""
+    if os.path.isdir(path):
+        names = sorted(os.listdir(path))[:MAX_FILES]
+        body = "\n".join(names)
+        if "index.html" in names:
+            with open(os.path.join(path, "index.html"), "rb") as fh:
+                body += "\n" + fh.read(MAX_BYTES).decode("utf-8", "replace")
+        return 200, body
+    if os.path.isfile(path):
+        with open(path, "rb") as fh:
+            return 200, fh.read(MAX_BYTES).decode("utf-8", "replace")
+    return 404, ""
+
+
 def _get(url, timeout):
     """(status, body); a 404 is an answer (the index lacks it), other failures raise."""
+    local = _local_path(url)
+    if local is not None:
+        return _read_local(local)
     try:
         with urllib.request.urlopen(_request(url), timeout=timeout) as r:
             return r.status, r.read(MAX_BYTES).decode("utf-8", "replace")
@@ -100,6 +135,55 @@ def list_target(target, deadline, timeout):
 
 
 MAX_PARALLEL = 8  # indexes asked at once (a request names a handful)
+_PIP_KEYS = {"index-url": "index", "extra-index-url": "index", "find-links": "find-links"}
+
+
+def _pip_config_files():
+    """pip's configuration files in its own order (global, user, site, then PIP_CONFIG_FILE);
+    PIP_CONFIG_FILE=os.devnull means none, as pip reads it."""
+    named = os.environ.get("PIP_CONFIG_FILE")
+    if named == os.devnull:
+        return []
+    dirs = (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
+    files = [os.path.join(d, "pip", "pip.conf") for d in dirs if d] + ["/etc/pip.conf"]
+    home = os.path.expanduser("~")
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files += [os.path.join(home, ".pip", "pip.conf"), os.path.join(config_home, "pip", "pip.conf")]
+    files.append(os.path.join(sys.prefix, "pip.conf"))
+    if named:
+        files.append(named)
+    return files
+
+
+def pip_config_sources(environ=None):
+    """[(url, usage, origin)] the host's pip configuration names, each once, in pip's order."""
+    import configparser
+
+    environ = os.environ if environ is None else environ
+    found = []
+    for path in _pip_config_files():
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+        for section in ("global", "install"):
+            if not parser.has_section(section):
+                continue
+            for key, value in parser.items(section):
+                key = key.replace("_", "-")
+                usage = _PIP_KEYS.get(key)
+                if usage:
+                    found += [(v, usage, "%s [%s] %s" % (path, section, key)) for v in value.split()]
+    for var, key in (("PIP_INDEX_URL", "index-url"), ("PIP_EXTRA_INDEX_URL", "extra-index-url"),
+                     ("PIP_FIND_LINKS", "find-links")):
+        found += [(v, _PIP_KEYS[key], var) for v in (environ.get(var) or "").split()]
+    seen, out = set(), []
+    for url, usage, origin in found:
+        if (url, usage) not in seen:
+            seen.add((url, usage))
+            out.append((url, usage, origin))
+    return out[:32]
 
 
 def list_all(request):
@@ -108,7 +192,12 @@ def list_all(request):
     budget = float(request.get("budget") or 15)
     deadline = time.time() + budget
     timeout = float(request.get("timeout") or 5)
-    targets = request.get("targets") or []
+    targets = list(request.get("targets") or [])
+    extra = []
+    if request.get("pip_config"):
+        extra = pip_config_sources()
+        targets += [{"url": u, "flat": usage != "index", "projects": request["pip_config"]}
+                    for u, usage, _ in extra]
     answers = [None] * len(targets)
     slots = threading.BoundedSemaphore(MAX_PARALLEL)
 
@@ -126,7 +215,11 @@ def list_all(request):
         thread.join(max(0.0, deadline - time.time()) + 0.5)
     late = {"ok": False, "status": None, "files": {},
             "detail": "timed out: no complete answer within the %gs budget" % budget}
-    return [dict(late) if a is None else a for a in list(answers)]
+    out = [dict(late) if a is None else a for a in list(answers)]
+    base = len(targets) - len(extra)
+    for item, (url, usage, origin) in zip(out[base:], extra):  # noqa: B905 (3.8)
+        item.update(url=url, usage=usage, origin=origin)
+    return out
 
 
 def main():

@@ -4,7 +4,9 @@ Runs with the target environment's interpreter (the controller passes python=<en
 Every check compares against a CPU float64 reference, so a wrong result is caught, not only a
 crash. Python 3.8+, stdlib + torch only.
 
-Request: {"matmul_size": 256, "expect_gpus": N or null}
+Request: {"matmul_size": 256, "expect_gpus": N or null, "memo_s": 0}
+(`memo_s` > 0: a passed verification of the unchanged environment that old may answer, see
+verify_memo.py; every passed verification is remembered)
 Result: {"installed", "python", "torch": {...}, "cpu": {...}, "devices": [...], "problems": [...],
          "warnings": [...], "ok", "seconds"}
 """
@@ -212,6 +214,17 @@ def _gpu_checks(torch, index, size, arch_list, problems, warn):
 
 
 def verify(request, ctx):
+    from provision.agent import verify_memo
+
+    remembered = verify_memo.recall(request)
+    if remembered is not None:
+        return remembered
+    result = _verify(request, ctx)
+    verify_memo.remember(request, result)
+    return result
+
+
+def _verify(request, ctx):
     t0 = time.time()
     size = int(request.get("matmul_size") or 256)
     expect_gpus = request.get("expect_gpus")

@@ -40,6 +40,7 @@ from provision.compat import (
 from provision.compat.gpus import suggest
 from provision.remote.compat import BROKEN, OK, WARN, HostCheck, check_host
 from provision.shell import argv
+from provision.terminal import escape
 
 describe = "check driver/CUDA/PyTorch compatibility: plan offline, or verify hosts"
 
@@ -260,7 +261,7 @@ def _run_hosts(args: argparse.Namespace) -> int:
                     console.print(Text(f"fix: {o.value.fix}", style="bold"), soft_wrap=True)
             else:
                 kind = "unreachable" if o.unreachable else "failed"
-                console.print(f"[bold red]{name}: {kind}[/]: {o.message}")
+                console.print(f"[bold red]{name}: {kind}[/]: {escape(o.message)}")
     broken = any(o.ok and o.value and o.value.verdict == BROKEN for o in outcomes.values())
     failed = any(not o.ok and not o.unreachable for o in outcomes.values())
     if broken or failed:

@@ -36,10 +36,11 @@ def get_console() -> Console:
     if _console is None:
         with _console_lock:
             if _console is None:
-                from rich.console import Console
+                from provision.terminal import console as text_console
 
-                # soft_wrap: a long file:line message stays on one line when stderr is no terminal
-                _console = Console(stderr=True, highlight=False, soft_wrap=True)
+                # soft_wrap: a long file:line message stays on one line when stderr is no terminal;
+                # every string it renders has its control characters shown (provision/terminal.py)
+                _console = text_console(stderr=True, highlight=False, soft_wrap=True)
     return _console
 
 
@@ -147,7 +148,13 @@ class _RichOnFirstRecord(logging.Handler):
         if self._rich is None:
             from rich.logging import RichHandler
 
-            self._rich = RichHandler(console=get_console(), show_time=False, show_path=False)
+            from provision.terminal import visible
+
+            class _TextHandler(RichHandler):  # a log record may quote a host: its text, as text
+                def render_message(self, record: logging.LogRecord, message: str) -> Any:
+                    return super().render_message(record, visible(message))
+
+            self._rich = _TextHandler(console=get_console(), show_time=False, show_path=False)
             self._rich.setFormatter(self.formatter)
         self._rich.emit(record)
 
@@ -159,7 +166,9 @@ def setup_logging(verbose: int) -> None:
 
 
 def usage_error(message: str) -> int:
-    get_console().print(f"[bold red]error:[/] {message}")
+    from provision.terminal import escape
+
+    get_console().print(f"[bold red]error:[/] {escape(message)}")
     return EXIT_USAGE
 
 

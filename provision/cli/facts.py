@@ -19,6 +19,7 @@ from provision.inventory.model import Host
 from provision.parallel import for_each_host
 from provision.remote.agent import Agent
 from provision.remote.facts import gather_facts
+from provision.terminal import escape
 
 describe = "gather facts (GPUs, driver/CUDA, CPU, memory, disks, Python, torch) from hosts"
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 console.print(facts_table(name, o.value or {}))
             else:
                 kind = "unreachable" if o.unreachable else "failed"
-                console.print(f"[bold red]{name}: {kind}[/]: {o.message}")
+                console.print(f"[bold red]{name}: {kind}[/]: {escape(o.message)}")
     return exit_code_for(outcomes)
 
 

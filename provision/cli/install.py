@@ -18,6 +18,7 @@ from typing import Any
 
 from provision.cli.common import connect_options, console, emit_json, exit_code_for
 from provision.errors import ConfigError
+from provision.terminal import escape
 
 describe = "install the PyTorch build each host can run into a managed env, verified on the host"
 
@@ -343,7 +344,7 @@ def print_result(name: str, doc: dict[str, Any], verbose: int) -> None:
         )
         console.print(f"  activate: source {doc.get('env')}/bin/activate")
     elif action == "unchanged":
-        console.print(f"[bold green]{name}[/]: {doc.get('message')}{took}")
+        console.print(f"[bold green]{name}[/]: {escape(doc.get('message'))}{took}")
     else:
         what = (
             "unreachable"
@@ -352,13 +353,13 @@ def print_result(name: str, doc: dict[str, Any], verbose: int) -> None:
             if action == "refused"
             else "FAILED"
         )
-        console.print(f"[bold red]{name}: {what}[/]: {doc.get('error') or doc.get('message')}")
+        console.print(f"[bold red]{name}: {what}[/]: {escape(doc.get('error') or doc.get('message'))}")
         for line in doc.get("pip_lines") or []:
-            console.print(f"  [red]pip[/] {line}")
+            console.print(f"  [red]pip[/] {escape(line)}")
     for warning in doc.get("warnings") or []:
-        console.print(f"  [yellow]warning[/] {warning}")
+        console.print(f"  [yellow]warning[/] {escape(warning)}")
     if verbose:
         for reason in doc.get("reasons") or []:
-            console.print(f"  [dim]reason: {reason}[/]")
+            console.print(f"  [dim]reason: {escape(reason)}[/]")
         if doc.get("pip_command"):
             console.print(f"  [dim]pip: {doc['pip_command']}[/]")

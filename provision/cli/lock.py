@@ -15,6 +15,7 @@ from typing import Any
 from provision.cli.common import connect_options, console, emit_json, usage_error
 from provision.cli.install import add_index_arguments, build_options, progress_printer
 from provision.errors import ConfigError
+from provision.terminal import escape
 
 describe = (
     "resolve the PyTorch build for a host (or an offline description) and write provision.lock"
@@ -117,5 +118,5 @@ def run(args: argparse.Namespace) -> int:
             f"{len(lock.packages)} packages (sha256-pinned), Python {lock.requires.get('python')}"
         )
         for warning in plan.get("warnings") or []:
-            console.print(f"  [yellow]warning[/] {warning}")
+            console.print(f"  [yellow]warning[/] {escape(warning)}")
     return 0

@@ -20,6 +20,7 @@ from provision.cli.common import (
     setup_logging,
 )
 from provision.errors import ConfigError, ProvisionError
+from provision.terminal import escape
 
 # command name -> module in provision.cli; each module has `describe`, `add_arguments(parser)`, `run(args) -> int`
 COMMANDS = {
@@ -40,6 +41,7 @@ COMMANDS = {
     "attach": "attach",
     "stop": "stop",
     "idle": "idle",
+    "choose": "choose",
 }
 # Commands that take a command line of their own after `--` (kept out of argparse, which would
 # mix its words with the targets): `provision train gpu1 -- python train.py --lr 3`.
@@ -100,10 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             leave_now_if_stuck(code)
         return code
     except ConfigError as exc:
-        get_console().print(f"[bold red]error:[/] {exc}")
+        get_console().print(f"[bold red]error:[/] {escape(exc)}")
         return EXIT_USAGE
     except ProvisionError as exc:
-        get_console().print(f"[bold red]error:[/] {exc}")
+        get_console().print(f"[bold red]error:[/] {escape(exc)}")
         return 1
     except KeyboardInterrupt as exc:
         report_interrupted(exc, as_json=bool(getattr(args, "json", False)))

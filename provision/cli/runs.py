@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
+from provision.terminal import escape
 from provision.train.options import with_exit_codes
 
 describe = "list training runs on hosts (state, age, exit code)"

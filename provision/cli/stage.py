@@ -23,6 +23,7 @@ from provision.cli.common import (
     usage_error,
 )
 from provision.errors import HostError
+from provision.terminal import escape
 
 if TYPE_CHECKING:
     from provision.connection.base import Connection, ConnectOptions
@@ -150,7 +151,7 @@ def _run_local(args: argparse.Namespace) -> int:
         except HostError as exc:
             if args.json:
                 emit_json({"hosts": {"local": {"error": exc.detail, "unreachable": False}}})
-            console.print(f"[bold red]local: failed[/]: {exc.detail}")
+            console.print(f"[bold red]local: failed[/]: {escape(exc.detail)}")
             return EXIT_HOST_FAILED
     if args.json:
         emit_json({"hosts": {"local": result}})
@@ -219,13 +220,13 @@ def _run_hosts(
                 console.print(f"[green]{name}[/]: {_summary(o.value)}")
             else:
                 kind = "unreachable" if o.unreachable else "failed"
-                console.print(f"[bold red]{name}: {kind}[/]: {o.message}")
+                console.print(f"[bold red]{name}: {kind}[/]: {escape(o.message)}")
     return exit_code_for(outcomes)
 
 
 def _print_warnings(result: dict[str, Any]) -> None:
     for w in result.get("warnings") or []:
-        get_console().print(f"[yellow]warning:[/] {w}")
+        get_console().print(f"[yellow]warning:[/] {escape(w)}")
 
 
 __all__ = ["describe", "add_arguments", "run", "EXIT_USAGE"]

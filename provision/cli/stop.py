@@ -5,10 +5,12 @@ but carries the run's id), SIGTERM then SIGKILL after --grace seconds. A distrib
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
 from provision.train.options import with_exit_codes
+from provision.train.peers import refused_outcomes, vet_peers
 
 describe = "stop a training run on a host (every process of it)"
 
@@ -22,13 +24,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    outcomes = on_hosts(args, [args.target], lambda t: t.stop(args.run_id, args.grace))
+    outcomes = on_hosts(args, [args.target], lambda t: _checked(t.host, t.stop(args.run_id, args.grace)))
     peers: list[str] = []
-    for o in outcomes.values():
-        dist = (o.value["run"].get("distributed") or {}) if o.ok else {}
-        peers += [h for h in dist.get("hosts") or [] if h not in outcomes and h not in peers]
+    refused: dict[str, Any] = {}
+    for name, o in list(outcomes.items()):
+        dist = o.value["run"].get("distributed") if o.ok else None
+        if not isinstance(dist, dict):
+            continue
+        vetted = vet_peers(args.run_id, name, dist.get("hosts"), args.inventory, args.ssh_config)
+        peers += [h for h in vetted.accepted if h not in outcomes and h not in peers]
+        refused.update(refused_outcomes(vetted, name, args.run_id))
     if peers:  # the other hosts of a distributed run: every rank ends
-        outcomes.update(on_hosts(args, peers, lambda t: t.stop(args.run_id, args.grace)))
+        outcomes.update(on_hosts(args, peers, lambda t: _checked(t.host, t.stop(args.run_id, args.grace))))
+    outcomes.update({n: o for n, o in refused.items() if n not in outcomes})
     if args.json:
         emit_json({"hosts": {n: ({"run_id": o.value["run"].get("run_id"), "state": o.value["run"].get("state"),
                                   "exit_code": o.value["run"].get("exit_code"), "already_ended": o.value["already"],
@@ -45,3 +53,16 @@ def run(args: argparse.Namespace) -> int:
                     console.print(f"[bold red]{name}: still running: {e['left']}[/]")
     print_failures(outcomes)
     return exit_code_for(outcomes)
+
+
+def _checked(host: str, reply: Any) -> dict[str, Any]:
+    """The agent's answer in the shape printed below, or the host's failure (its reply is data)."""
+    from provision.errors import AgentError
+
+    ended = reply.get("ended") if isinstance(reply, dict) else None
+    if not (isinstance(reply, dict) and isinstance(reply.get("run"), dict) and isinstance(ended, dict)
+            and all(isinstance(ended.get(k, []), list) for k in ("terminated", "killed", "left"))):
+        raise AgentError(host, "train_stop: the host's reply is not a stop result (is its agent provision's?)")
+    ended.setdefault("terminated", [])
+    ended.setdefault("killed", [])
+    return reply

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.markup import escape
-
 from provision.cli import train_distributed
 from provision.cli.common import (
     EXIT_HOST_FAILED,
@@ -24,6 +22,7 @@ from provision.inventory.loader import resolve_targets
 from provision.inventory.model import Host
 from provision.parallel import for_each_host
 from provision.report.render import SEVERITY_STYLE
+from provision.terminal import escape
 from provision.train.launch import HostTrainer, TrainSpec, new_run_id
 from provision.train.live import RunView
 from provision.train.options import (
@@ -119,7 +118,7 @@ def report_entries(outcomes: dict[str, Any], as_json: bool) -> int:
     for name, o in outcomes.items():
         if not o.ok:
             failed = True
-            console.print(f"[bold red]{name}: {'unreachable' if o.unreachable else 'failed'}[/]: {o.message}")
+            console.print(f"[bold red]{escape(name)}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
             continue
         e = o.value
         if e.get("state") in ("failed", "stopped"):
@@ -212,4 +211,4 @@ def on_hosts(args: argparse.Namespace, targets: list[str], work: Any) -> dict[st
 def print_failures(outcomes: dict[str, Any]) -> None:
     for name, o in outcomes.items():
         if not o.ok:
-            console.print(f"[bold red]{name}: {'unreachable' if o.unreachable else 'failed'}[/]: {o.message}")
+            console.print(f"[bold red]{escape(name)}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")

@@ -12,6 +12,7 @@ from provision.cli.common import console
 from provision.connection.factory import connect
 from provision.errors import ConfigError
 from provision.inventory.model import Host
+from provision.terminal import escape
 from provision.train.allreduce_memo import REUSE_S, describe_age
 from provision.train.cluster import ClusterTrainer, finish_run
 from provision.train.distributed import DistributedOptions, label_lines, parse_nproc
@@ -76,6 +77,9 @@ def run_distributed(args: argparse.Namespace, spec: TrainSpec, hosts: list[Host]
             console.print(f"all-reduce between the hosts: {ar.get('busbw_gbs')} GB/s bus bandwidth{when}"
                           if ar.get("status") == "ok" else f"all-reduce not measured: {ar.get('reason')}",
                           markup=False)
+        from provision.train.peers import record_run
+
+        record_run(spec.run_id, [h.name for h in hosts])  # stop/attach trust this, not the hosts' word
         try:
             cluster.start(files)
         except KeyboardInterrupt:
@@ -131,8 +135,13 @@ def attach_distributed(args: argparse.Namespace, run_id: str, info: dict[str, An
                        view: RunView) -> dict[str, Any]:
     """`provision attach HOST RUN` of a distributed run: follow every host of it, then report."""
     from provision.inventory.loader import resolve_targets
+    from provision.train.peers import vet_peers
 
-    hosts = resolve_targets(list(info.get("hosts") or []), args.inventory, options)
+    vetted = vet_peers(run_id, args.target, info.get("hosts"), args.inventory, args.ssh_config)
+    if vetted.refused:  # a host's word is not a connection target (issue 20)
+        console.print(vetted.refusal(args.target, run_id), markup=False, style="bold red")
+    listed = [h for h in info.get("hosts") or [] if h == args.target or h in vetted.accepted]
+    hosts = resolve_targets(listed if args.target in listed else [args.target, *listed], args.inventory, options)
     with contextlib.ExitStack() as stack:
         trainers = {h.name: HostTrainer(stack.enter_context(connect(h, options))) for h in hosts}
         cluster = ClusterTrainer.attached(hosts, trainers, run_id, info)
@@ -153,15 +162,14 @@ def _stop_fresh(cluster: ClusterTrainer, options: Any) -> None:
             console.print(f"{name}: run {cluster.run_id} {o.value['run'].get('state')}"
                           + (f"; still running: {left}" if left else ""), markup=False)
         else:
-            console.print(f"[bold red]{name}: could not stop: {o.message}[/]")
+            console.print(f"[bold red]{name}: could not stop: {escape(o.message)}[/]")
 
 
 def print_distributed(doc: dict[str, Any], as_json: bool) -> int:
     """Each host's run and findings, then the whole run's; or the --json document. The exit code."""
-    from rich.markup import escape
-
     from provision.cli.common import EXIT_HOST_FAILED, EXIT_OK, emit_json
     from provision.report.render import SEVERITY_STYLE
+    from provision.terminal import escape
 
     failed = any("error" in e or e.get("state") in ("failed", "stopped") for e in doc["runs"].values())
     if as_json:

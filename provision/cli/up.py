@@ -75,7 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-project", action="store_true", help="ignore provision.yml")
     parser.add_argument(
-        "--quick", action="store_true", help="short benchmark (under a minute on a CPU)"
+        "--quick", action="store_true",
+        help="the short benchmark (under a minute on a CPU): the default for up",
+    )
+    parser.add_argument(
+        "--full-bench", action="store_true",
+        help="the whole benchmark (`provision bench` without --quick; minutes) instead",
     )
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark and report")
     parser.add_argument(
@@ -174,7 +179,7 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
         # --dataset replaces the project's list; without either, the embedded sample
         "up_datasets": [] if args.dataset or not p else project_datasets(p),
         "up_bench": not args.no_bench,
-        "up_quick": bool(args.quick),
+        "up_quick": not getattr(args, "full_bench", False),
         "up_report_dir": args.out,
     }
     if out["up_mirror"] and out["up_index_url"]:
@@ -183,14 +188,13 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from provision.cli.run import parse_extra_vars, playbook_inventory
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
     from provision.paths import bundle_dir
     from provision.report.document import add_timings
     from provision.report.render import diagnosis_headline
+    from provision.terminal import escape
 
     options = connect_options(args)
     project = find_up_project(args)
@@ -229,20 +233,28 @@ def run(args: argparse.Namespace) -> int:
             try:
                 add_timings(paths, timings[host])  # the report's "Timings" table
             except (ConfigError, OSError, ValueError) as exc:  # the report itself stays as written
-                console.print(f"[yellow]{host}: timings not added to the report: {exc}[/]")
+                console.print(f"[yellow]{host}: timings not added to the report: {escape(exc)}[/]")
     if args.json:
         doc = result.to_json()
         doc["reports"] = reports
         doc["timings"] = timings
+        doc["skipped_optional"] = [
+            {"host": h, "task": t, "why": w} for h, t, w in skipped_optional_steps(result)
+        ]
         emit_json(doc)
     print_recap(console, result)
     for host, t in timings.items():
         line = ", ".join(
             f"{s['step']} {s['seconds']:.1f}s" for s in t["steps"] if s["seconds"] >= 0.05
         )
-        console.print(f"[dim]{host}: {t['total_seconds']:.1f}s: {line}[/]", soft_wrap=True)
+        console.print(f"[dim]{host}: {t['total_seconds']:.1f}s: {escape(line)}[/]", soft_wrap=True)
     for host, message in _install_warnings(result).items():
         console.print(f"[yellow][bold]{escape(host)}[/]: {escape(message)}[/]", soft_wrap=True)
+    for host, task, why in skipped_optional_steps(result):
+        console.print(
+            f"[yellow][bold]{escape(host)}[/]: skipped optional step '{escape(task)}': {escape(why)}[/]",
+            soft_wrap=True,
+        )
     # where the report is and what it found, on the console whether or not it is a terminal
     for host, (paths, findings) in _reports(result).items():
         console.print(
@@ -261,6 +273,17 @@ def _install_warnings(result: Any) -> dict[str, str]:
         data = item.get("result") or {}
         if item.get("action") == "install_torch" and data.get("action") == "no-fit":
             out[item.get("host")] = str(data.get("message") or item.get("msg") or "")
+    return out
+
+
+def skipped_optional_steps(result: Any) -> list[tuple[str, str, str]]:
+    """(host, task, why) for each step that failed and was let go (`ignore_errors`, e.g. the
+    tools base.yml installs when no apt mirror answers): `up` went on and says so."""
+    out = []
+    for item in result.to_json().get("results", []):
+        if item.get("status") == "failed" and item.get("ignored"):
+            lines = str(item.get("msg") or "failed").strip().splitlines() or ["failed"]
+            out.append((str(item.get("host")), str(item.get("task")), lines[-1][:300]))
     return out
 
 

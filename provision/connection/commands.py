@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from provision.connection.base import CommandResult, LineCallback, quote_env, sudo_wrap
+from provision.connection.bounds import REPLY_MAX, LineSplitter, reply_too_long
 from provision.shell import Raw, sh
 from provision.shell import path as shell_path
 
@@ -114,31 +115,29 @@ class FramedCommands:
     ) -> CommandResult:
         full = command if _collect_only else quote_env(env) + command
         lines: list[str] = []
-        pending = bytearray()
+        kept = [0]  # bytes of `lines`: the reply's cap holds for a streamed one too
+        host = str(getattr(self.host, "name", self.host))
 
-        def on_data(data: bytes) -> None:
-            pending.extend(data)
-            *complete, rest = bytes(pending).split(b"\n")
-            pending[:] = rest
-            for raw in complete:
-                line = raw.decode("utf-8", "replace")
-                lines.append(line)
-                on_stdout_line(line)  # type: ignore[misc]
+        def on_line(raw: bytes) -> None:
+            kept[0] += len(raw) + 1
+            if kept[0] > REPLY_MAX:
+                raise reply_too_long(host)
+            line = raw.decode("utf-8", "replace")
+            lines.append(line)
+            on_stdout_line(line)  # type: ignore[misc]
 
+        splitter = LineSplitter(host, on_line)
         run = self._execute(
             full,
             source=source,
-            on_data=on_data if on_stdout_line else None,
+            on_data=splitter.feed if on_stdout_line else None,
             timeout=timeout,
             idle_timeout=idle_timeout,
         )
         if on_stdout_line is None:
             stdout = run.stdout.decode("utf-8", "replace")
         else:
-            if pending:
-                line = bytes(pending).decode("utf-8", "replace")
-                lines.append(line)
-                on_stdout_line(line)
+            splitter.finish()
             stdout = "\n".join(lines)
         return CommandResult(
             command, run.code, stdout, run.stderr.decode("utf-8", "replace"), run.seconds

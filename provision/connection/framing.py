@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 
+from provision.errors import BoundsError
 from provision.shell import Raw, sh
 
 # $1 = marker, $2 = the command. `$$` of this sh is the group leader once setsid made it one
@@ -30,7 +31,8 @@ _WRAP = (
 
 
 def new_marker() -> str:
-    """Random, so no banner and no command output can fake it."""
+    """Random, so no banner printed by accident can fake it. (A hostile host can: its ~/.bashrc
+    sees the command text. It then fakes only its own output and pgid; the bounds hold anyway.)"""
     return "provision-" + secrets.token_hex(8)
 
 
@@ -51,46 +53,91 @@ def stop_group(pgid: int, grace: float = 2.0) -> Raw:
     )
 
 
+# What a login shell may print before the command starts, per stream: banners, MOTDs and
+# conda-init notes are a few KB; more is a start-up file printing without end (issue 20).
+PREAMBLE_MAX = 1 << 20
+PREAMBLE_KEEP = 4096  # the end of it, for -v logs and the error
+_PGID_MAX = 32  # the marker line's pgid field: digits, then a newline
+STARTUP_FILES = "~/.bashrc, ~/.bash_profile, ~/.profile, /etc/bash.bashrc, /etc/profile, /etc/profile.d/*"
+
+
+def noise_error(host: str, stream: str, tail: bytes) -> BoundsError:
+    shown = tail[-160:].decode("utf-8", "replace")
+    return BoundsError(
+        host,
+        f"the login shell printed more than {PREAMBLE_MAX >> 20} MiB on {stream} before the command "
+        f"started (ending {shown!r}), so it was stopped: one of the host's shell start-up files "
+        f"({STARTUP_FILES}) prints without end. Make it print only for interactive shells "
+        "(`case $- in *i*) ;; *) return;; esac` at the top of ~/.bashrc) or remove the loop.",
+    )
+
+
 class Framer:
     """Strips what precedes the marker from one output stream, fed chunk by chunk.
 
     Until the marker shows up nothing is passed on (a banner may arrive in pieces); after it,
-    every byte is the command's. With `with_pgid` the marker line also carries the pgid."""
+    every byte is the command's. With `with_pgid` the marker line also carries the pgid.
+    Bounded: only the bytes a marker could still start in are kept and searched again (each
+    byte is searched about once), and past PREAMBLE_MAX bytes without a marker `feed` raises
+    BoundsError naming the host and its start-up files."""
 
-    def __init__(self, marker: str, *, with_pgid: bool) -> None:
+    def __init__(self, marker: str, *, with_pgid: bool, host: str = "host", stream: str = "stdout") -> None:
         self._token = (marker + (" " if with_pgid else "\n")).encode()
         self._with_pgid = with_pgid
-        self._buf = bytearray()
+        self._host = host
+        self._stream = stream
+        self._buf = bytearray()  # unsearched tail (a marker may begin in it), then the pgid field
+        self._seen = 0  # bytes of preamble dropped so far
+        self._tail = bytearray()  # the last PREAMBLE_KEEP bytes of the preamble
+        self._at: int | None = None  # where the token ended in _buf, waiting for the pgid's newline
         self.found = False
         self.pgid: int | None = None
-        self.preamble = b""  # what the login shell printed before the command (for -v logs)
+        self.preamble = b""  # what the login shell printed before the command (its end, for -v logs)
+
+    def _drop(self, data: bytes | bytearray) -> None:
+        self._seen += len(data)
+        self._tail += data
+        del self._tail[:-PREAMBLE_KEEP]
 
     def feed(self, data: bytes) -> bytes:
         if self.found:
             return data
         self._buf += data
-        at = self._buf.find(self._token)
-        if at < 0:
-            return b""
-        start = at + len(self._token)
-        if self._with_pgid:
-            end = self._buf.find(b"\n", start)
-            if end < 0:
+        if self._at is None:
+            at = self._buf.find(self._token)
+            if at < 0:
+                keep = len(self._token) - 1  # a marker split across chunks
+                if len(self._buf) > keep:
+                    self._drop(self._buf[: len(self._buf) - keep])
+                    del self._buf[: len(self._buf) - keep]
+                if self._seen > PREAMBLE_MAX:
+                    raise noise_error(self._host, self._stream, bytes(self._tail))
                 return b""
-            field = bytes(self._buf[start:end]).strip()
-            self.pgid = int(field) if field.isdigit() else None
-            start = end + 1
-        self.preamble = bytes(self._buf[:at])
-        rest = bytes(self._buf[start:])
+            self._drop(self._buf[:at])
+            del self._buf[: at + len(self._token)]
+            self._at = 0
+        if self._with_pgid:
+            end = self._buf.find(b"\n", 0, _PGID_MAX + 1)
+            if end < 0:
+                if len(self._buf) <= _PGID_MAX:
+                    return b""
+                end = -1  # not our marker line's shape: no pgid, the bytes are the command's
+            field = bytes(self._buf[:end]).strip() if end >= 0 else b""
+            self.pgid = int(field) if field.isdigit() and len(field) < 12 else None
+            del self._buf[: end + 1]
+        self.preamble = bytes(self._tail)
+        rest = bytes(self._buf)
         self._buf.clear()
         self.found = True
         return rest
 
     def finish(self) -> bytes:
         """At end of stream: without a marker the command never ran (the shell failed first),
-        so everything is the shell's message: hand it over rather than lose the reason."""
+        so everything is the shell's message: hand it over rather than lose the reason (its
+        last PREAMBLE_KEEP bytes: the reason is at the end)."""
         if self.found:
             return b""
-        rest = bytes(self._buf)
+        rest = bytes(self._tail + self._buf)
         self._buf.clear()
+        self._tail.clear()
         return rest

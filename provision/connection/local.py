@@ -20,7 +20,8 @@ from provision.connection.base import (
     register,
     sudo_wrap,
 )
-from provision.errors import Cancelled
+from provision.connection.bounds import LINE_MAX, REPLY_MAX, Tail, reply_too_long
+from provision.errors import BoundsError, Cancelled
 from provision.inventory.model import Host
 
 _TICK = 0.25
@@ -137,19 +138,26 @@ class LocalConnection(Connection):
             self._running.add(proc)
         assert proc.stdin and proc.stdout and proc.stderr
         last = [start]
-        lines: queue.Queue[bytes | None] = queue.Queue()
-        err_chunks: list[bytes] = []
+        lines: queue.Queue[bytes | BoundsError | None] = queue.Queue()
+        err = Tail()
+        host = self.host.name
 
-        def read_out() -> None:
-            for raw in iter(proc.stdout.readline, b""):  # type: ignore[union-attr]
+        def read_out() -> None:  # the same bounds as over SSH (provision/connection/bounds.py)
+            total = 0
+            for raw in iter(lambda: proc.stdout.readline(LINE_MAX + 1), b""):  # type: ignore[union-attr]
                 last[0] = time.monotonic()
+                total += len(raw)
+                if (len(raw) > LINE_MAX and not raw.endswith(b"\n")) or total > REPLY_MAX:
+                    lines.put(BoundsError(host, "a line of the command's output passed the longest the "
+                                          "controller takes") if total <= REPLY_MAX else reply_too_long(host))
+                    return
                 lines.put(raw)
             lines.put(None)
 
         def read_err() -> None:
             while chunk := proc.stderr.read1(1 << 16):  # type: ignore[union-attr]
                 last[0] = time.monotonic()
-                err_chunks.append(chunk)
+                err.add(chunk)
 
         threads = [
             threading.Thread(target=_feed, args=(proc.stdin, source, last), daemon=True),
@@ -171,6 +179,8 @@ class LocalConnection(Connection):
                     continue
                 if raw is None:
                     break
+                if isinstance(raw, BoundsError):
+                    raise raw
                 out.append(raw)
                 if on_stdout_line:
                     on_stdout_line(raw.decode("utf-8", "replace").rstrip("\n"))
@@ -197,12 +207,11 @@ class LocalConnection(Connection):
         threads[0].join(timeout=_DRAIN)
         if stopped == "interrupted":
             raise Cancelled(self.host.name, f"interrupted during {self.doing or '`' + command[:60] + '`'}")
-        err = b"".join(err_chunks)
         if stopped:
-            err += f"\nprovision: {stopped}; the command was stopped\n".encode()
+            err.add(f"\nprovision: {stopped}; the command was stopped\n".encode())
         text = b"".join(out).decode("utf-8", "replace")
         stdout = "\n".join(line.rstrip("\n") for line in text.splitlines(True)) if on_stdout_line else text
-        return CommandResult(command, code, stdout, err.decode("utf-8", "replace"), time.monotonic() - start)
+        return CommandResult(command, code, stdout, err.value().decode("utf-8", "replace"), time.monotonic() - start)
 
     def _expired(self, start: float, last: float, timeout: float | None, idle: float | None) -> str | None:
         now = time.monotonic()

@@ -43,6 +43,7 @@ from typing import IO
 from provision.connection import framing
 from provision.connection import openssh_args as args
 from provision.connection.base import Connection, ConnectOptions, register
+from provision.connection.bounds import Reply, Tail
 from provision.connection.commands import CHUNK, DRAIN, TICK, FramedCommands, Run, expired, summary
 from provision.connection.commands import chunks as source_chunks
 from provision.connection.openssh_master import Master, spawn
@@ -319,10 +320,10 @@ class OpenSSHConnection(FramedCommands, Connection):
         if self._unverified:
             self._unverified = False
             log.warning("host key checking is OFF: accepting %s's key unverified", self.host.name)
-        out_frame = framing.Framer(self._marker, with_pgid=True)
-        err_frame = framing.Framer(self._marker, with_pgid=False)
+        out_frame = framing.Framer(self._marker, with_pgid=True, host=self.host.name, stream="stdout")
+        err_frame = framing.Framer(self._marker, with_pgid=False, host=self.host.name, stream="stderr")
         last = [start]  # last sign of life on either stream
-        out, err = bytearray(), bytearray()
+        out, err = Reply(self.host.name), Tail()
         feeder = None
         if source is not None:
             feeder = threading.Thread(target=self._feed, args=(proc.stdin, source, last), daemon=True,
@@ -347,10 +348,11 @@ class OpenSSHConnection(FramedCommands, Connection):
                     frame = streams[fd]
                     data = frame.feed(data)
                     if frame is err_frame:
-                        err += data
+                        err.add(data)
                     elif data:
-                        out += data if on_data is None else b""
-                        if on_data is not None:
+                        if on_data is None:
+                            out.add(data)
+                        else:
                             on_data(data)
                 why_stopped = stop_reason()  # also while output flows: a chatty command times out
             while why_stopped is None:
@@ -375,10 +377,11 @@ class OpenSSHConnection(FramedCommands, Connection):
             feeder.join(timeout=DRAIN)
         rest = out_frame.finish()
         if rest:
-            out += rest if on_data is None else b""
-            if on_data is not None:
+            if on_data is None:
+                out.add(rest)
+            else:
                 on_data(rest)
-        err += err_frame.finish()
+        err.add(err_frame.finish())
         if out_frame.preamble or err_frame.preamble:
             log.debug("%s: login shell printed before the command: %r / %r", self.host.name,
                       out_frame.preamble[-400:], err_frame.preamble[-400:])  # fmt: skip
@@ -396,14 +399,14 @@ class OpenSSHConnection(FramedCommands, Connection):
                 )
             if not master_up:
                 raise self._lost(command)
-            err += f"\nprovision: {why_stopped}; the command was stopped on the host\n".encode()
+            err.add(f"\nprovision: {why_stopped}; the command was stopped on the host\n".encode())
         elif code == 255 and not master_up:
             raise self._lost(command)  # ssh's own 255: the master (the link) went away
         elif code < 0:
             code = 128 - code  # our ssh was killed (abort_transport): as a shell reports it
             if not master_up:
                 raise self._lost(command)
-        return Run(code, bytes(out), bytes(err), time.monotonic() - start)
+        return Run(code, bytes(out.data), err.value(), time.monotonic() - start)
 
     @staticmethod
     def _feed(stdin: IO[bytes], source: Iterable[bytes] | IO[bytes], last: list[float]) -> None:

@@ -18,6 +18,7 @@ from fabric import Connection as FabricConnection
 
 from provision.connection import framing
 from provision.connection.base import Connection, ConnectOptions, register
+from provision.connection.bounds import Reply, Tail
 from provision.connection.commands import CHUNK as _CHUNK
 from provision.connection.commands import DRAIN as _DRAIN
 from provision.connection.commands import TICK as _TICK
@@ -25,7 +26,14 @@ from provision.connection.commands import FramedCommands, Run, expired, summary
 from provision.connection.commands import chunks as _chunks
 from provision.connection.hostkeys import apply_policy, changed_key_message
 from provision.connection.keepalive import Watchdog
-from provision.errors import AuthError, Cancelled, ConfigError, HostKeyError, UnreachableError
+from provision.errors import (
+    AuthError,
+    BoundsError,
+    Cancelled,
+    ConfigError,
+    HostKeyError,
+    UnreachableError,
+)
 from provision.inventory.model import Host
 
 log = logging.getLogger("provision.ssh")
@@ -316,12 +324,13 @@ class SSHConnection(FramedCommands, Connection):
         start = time.monotonic()
         # the stop command (stoppable=False) must not outlast its own budget opening a channel
         chan = self._session(self._open(), command, None if stoppable else timeout)
-        out_frame = framing.Framer(self._marker, with_pgid=True)
-        err_frame = framing.Framer(self._marker, with_pgid=False)
+        out_frame = framing.Framer(self._marker, with_pgid=True, host=self.host.name, stream="stdout")
+        err_frame = framing.Framer(self._marker, with_pgid=False, host=self.host.name, stream="stderr")
         stop = threading.Event()
         last = [start]  # last sign of life on either stream
         feed_error: list[BaseException] = []
-        err = bytearray()
+        overflow: list[BoundsError] = []  # the stderr reader's: raised in this thread
+        err = Tail()
 
         def feed() -> None:
             try:
@@ -348,16 +357,22 @@ class SSHConnection(FramedCommands, Connection):
                 if not chunk:
                     return
                 last[0] = time.monotonic()
-                err.extend(err_frame.feed(chunk))
+                try:
+                    err.add(err_frame.feed(chunk))
+                except BoundsError as exc:
+                    overflow.append(exc)
+                    return
 
         feeder = threading.Thread(target=feed, daemon=True, name=f"feed-{self.host.name}")
         err_reader = threading.Thread(target=drain_stderr, daemon=True, name=f"stderr-{self.host.name}")
         feeder.start()
         err_reader.start()
-        out = bytearray()
+        out = Reply(self.host.name)
         why_stopped: str | None = None
 
         def stop_reason() -> str | None:
+            if overflow:
+                raise overflow[0]
             return expired(time.monotonic(), start, last[0], timeout, idle_timeout, self._interrupted_at, stoppable)
 
         try:
@@ -375,9 +390,12 @@ class SSHConnection(FramedCommands, Connection):
                 data = out_frame.feed(data)
                 if data:
                     if on_data is None:
-                        out += data
+                        out.add(data)
                     else:
                         on_data(data)
+                why_stopped = stop_reason()  # also while output flows: a chatty command times out
+                if why_stopped:
+                    break
             while why_stopped is None and not chan.status_event.wait(_TICK):
                 why_stopped = stop_reason()
         except BaseException:  # Ctrl-C in this thread, or a callback failed: end the remote work too
@@ -396,10 +414,11 @@ class SSHConnection(FramedCommands, Connection):
         err_reader.join(timeout=_DRAIN)
         rest = out_frame.finish()
         if rest:
-            out += rest if on_data is None else b""
-            if on_data is not None:
+            if on_data is None:
+                out.add(rest)
+            else:
                 on_data(rest)
-        err += err_frame.finish()
+        err.add(err_frame.finish())
         if out_frame.preamble or err_frame.preamble:
             log.debug("%s: login shell printed before the command: %r / %r", self.host.name,
                       out_frame.preamble[-400:], err_frame.preamble[-400:])
@@ -410,13 +429,13 @@ class SSHConnection(FramedCommands, Connection):
                 raise Cancelled(self.host.name, f"interrupted during {self.doing or '`' + summary(command) + '`'}")
             if transport is None or not transport.is_active():
                 raise self._lost(command)
-            err += f"\nprovision: {why_stopped}; the command was stopped on the host\n".encode()
+            err.add(f"\nprovision: {why_stopped}; the command was stopped on the host\n".encode())
         elif code == -1:
             if transport is None or not transport.is_active():
                 raise self._lost(command)
             # no exit status from a live transport: sshd sent exit-signal (paramiko drops it)
             code = 255
-        return Run(code, bytes(out), bytes(err), time.monotonic() - start)
+        return Run(code, bytes(out.data), err.value(), time.monotonic() - start)
 
     def identity(self) -> str | None:
         transport = self._open()

@@ -15,11 +15,11 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from provision.engine.results import PlaybookResult, TaskResult
+from provision.terminal import escape, visible
 
 _STYLE = {
     "ok": "green",
@@ -60,7 +60,7 @@ class RichDisplay:
             state = info["state"]
             if state == "running":
                 mark = Text("…", style="blue")
-                task = Text(info["task"])
+                task = Text(visible(info["task"]))
                 clock = f"{now - info['since']:.1f}s"
             else:
                 mark = Text(
@@ -73,9 +73,9 @@ class RichDisplay:
             if info["failed"]:
                 counts += f"  [red]{info['failed']}[/] failed"
             table.add_row(
-                name, mark, task, Text.from_markup(counts + ("  " + clock if clock else ""))
+                escape(name), mark, task, Text.from_markup(counts + ("  " + clock if clock else ""))
             )
-        return Group(Text(f"PLAY {self.play}", style="bold"), table)
+        return Group(Text(visible(f"PLAY {self.play}"), style="bold"), table)
 
     def start(self) -> None:
         if self.use_live and self._live is None:
@@ -234,10 +234,10 @@ class RichDisplay:
                     if line.startswith("@@")
                     else ""
                 )
-                out.append(line if line.endswith("\n") else line + "\n", style=style)
+                out.append(visible(line.rstrip("\n")) + "\n", style=style)  # file text: no escapes
             if out:
                 self._print(
-                    Text.assemble(Text(f"{result.host} | {result.task}\n", style="bold"), out)
+                    Text.assemble(Text(visible(f"{result.host} | {result.task}") + "\n", style="bold"), out)
                 )
 
 
@@ -266,7 +266,7 @@ def print_recap(console: Console, result: PlaybookResult) -> None:
     ):
         table.add_column(name, justify="right")
     for host, stats in result.recap.items():
-        row = [host]
+        row = [escape(host)]
         for name, style in (
             ("ok", "green"),
             ("changed", "yellow"),

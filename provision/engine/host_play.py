@@ -23,6 +23,7 @@ from provision.engine.run_state import (
     _PlayState,
     tags_selected,
 )
+from provision.engine.taint import as_data
 from provision.engine.task_exec import TaskExecution, failed_task_var
 from provision.engine.templating import (
     Templar,
@@ -152,7 +153,7 @@ class _HostPlay(TaskExecution):
             self.record(result)
             self.fail(result, fatal=self.play.any_errors_fatal)
             return
-        self.rt.vars.facts.update(facts)
+        self.rt.vars.facts.update(as_data(facts))  # the host's facts are data
         self.rt.facts_gathered = True
         self.runner.masker.add(collect_secrets([facts]))
         result.seconds = time.monotonic() - start
@@ -227,7 +228,7 @@ class _HostPlay(TaskExecution):
             if self.last_failure is not None:
                 self.last_failure.rescued = True
             self.failed = False
-            self.rt.vars.set_facts["ansible_failed_result"] = (
+            self.rt.vars.set_facts["ansible_failed_result"] = as_data(
                 self.last_failure.result if self.last_failure else {}
             )
             self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(self.last_failure)

@@ -17,6 +17,7 @@ from provision.engine.playbook import (
 )
 from provision.engine.results import TaskResult, clean_result
 from provision.engine.run_state import DEFAULT_RETRY_DELAY, UNREACHABLE_ERRORS, Stop, tags_selected
+from provision.engine.taint import as_data
 from provision.engine.templating import (
     OMIT,
     TemplateError,
@@ -75,6 +76,8 @@ class TaskExecution:
         start = time.monotonic()
         outcome = self.execute(task)
         result, full, facts, notify = outcome
+        full = as_data(full)  # a loop's results, an error's message: data like the module's
+        outcome = (result, full, facts, notify)
         result.seconds = time.monotonic() - start
         if run_once:
             self.pstate.run_once.publish(key, (result, full, facts, notify))
@@ -308,7 +311,7 @@ class TaskExecution:
         return full, facts
 
     def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
-        raw = self.templar.render(node.loop, variables)
+        raw = as_data(self.templar.render(node.loop, variables))  # items are values, not templates
         kind = node.loop_kind
         if kind == "with_dict":
             if not isinstance(raw, Mapping):
@@ -433,7 +436,7 @@ class TaskExecution:
                 mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
             finally:
                 conn.doing = None
-            full = mres.as_dict()
+            full = as_data(mres.as_dict())  # what the module (the host) returned is data
             if module.name in ("add_host", "group_by") and not mres.failed:
                 full["changed"] = self.runner.change_inventory(self.rt.host, full)
             if attempts > 1:
@@ -466,7 +469,7 @@ class TaskExecution:
                     full["msg"] = (
                         full["msg"] + " " if full["msg"] else ""
                     ) + f"(gave up after {attempts} attempts)"
-        return full, dict(mres.facts)
+        return full, (dict(mres.facts) if module.facts_are_templates else as_data(mres.facts))
 
     def search_paths(self, node: Node) -> list[Path]:
         paths = []

@@ -4,6 +4,8 @@
   stays a list), like Ansible 2.19; anything else renders to a string.
 - Variables may themselves hold templates (`url: "{{ base }}/simple"`); they are rendered when
   looked up (`LazyVars`), so an unused variable with an undefined reference is no error.
+- Only the project's own text is a template (`is_template`: a plain `str`). What a host sent and
+  what a template produced is marked as data (provision/engine/taint.py) and never rendered.
 - An undefined variable raises `UndefinedVariableError` naming the variable; the runner adds the
   task and host.
 - Strings that reach a shell are rendered by `render_shell`: every `{{ }}` value comes back as a
@@ -29,6 +31,7 @@ from jinja2.runtime import ChainableUndefined, StrictUndefined
 from provision.engine.core_filters import FILTERS, TESTS, QuotedWord, ShellCode, to_bool
 from provision.engine.filters import EXTRA_FILTERS
 from provision.engine.lookups import lookup, query
+from provision.engine.taint import DataDict, DataList
 from provision.errors import ProvisionError
 
 __all__ = [
@@ -96,12 +99,17 @@ class StrictChainableUndefined(ChainableUndefined, StrictUndefined):
 
 
 def is_template(value: Any) -> bool:
-    return isinstance(value, str) and any(m in value for m in _MARKERS)
+    """The one rule: a template is a plain `str` (the project's files, `-e`) holding a marker.
+    Host data and template output are `DataStr` (engine/taint.py), `quote`'s output is a
+    `QuotedWord`: never templates, whatever they contain."""
+    return type(value) is str and any(m in value for m in _MARKERS)
 
 
 def contains_template(value: Any) -> bool:
     if isinstance(value, str):
         return is_template(value)
+    if type(value) in (DataDict, DataList):  # marked whole: no walk
+        return False
     if isinstance(value, dict):  # plain data only: never walk views like hostvars
         return any(contains_template(k) or contains_template(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
@@ -241,7 +249,9 @@ def _undefined_error(exc: jinja2.UndefinedError) -> UndefinedVariableError:
 
 class LazyVars(Mapping):
     """Variables as Jinja sees them: values holding templates render on first lookup, with the
-    same variables, and are cached for this evaluation."""
+    same variables, and are cached for this evaluation. Only the project's own text is a
+    template (`is_template`); host data and earlier templates' output (engine/taint.py) are
+    returned as they are, never rendered."""
 
     def __init__(self, source: Mapping[str, Any], templar: Templar) -> None:
         self._source = source
@@ -282,6 +292,34 @@ class LazyVars(Mapping):
         return self._source
 
 
+class _JinjaVars(Mapping):
+    """LazyVars as a template sees them: a variable whose own template is undefined is an
+    undefined value (so `x is defined` is false and `x | default(…)` applies, as in Ansible),
+    not an error at the lookup; using it raises the inner variable's error."""
+
+    __slots__ = ("_lazy",)
+
+    def __init__(self, lazy: LazyVars) -> None:
+        self._lazy = lazy
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._lazy[key]
+        except UndefinedVariableError as exc:
+            if exc.attribute or not exc.variable:
+                return StrictChainableUndefined(hint=str(exc), name=key)
+            return StrictChainableUndefined(name=exc.variable)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._lazy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lazy)
+
+    def __len__(self) -> int:
+        return len(self._lazy)
+
+
 @dataclass
 class ShellTemplate:
     """A rendered shell string: `text` with placeholders `{nonce}{index}_`, `values` by index."""
@@ -305,7 +343,7 @@ class Templar:
         return source if isinstance(source, LazyVars) else LazyVars(source, self)
 
     def _run(self, template: jinja2.Template, variables: Mapping[str, Any]) -> Any:
-        ctx = template.new_context(self.vars(variables), shared=True)
+        ctx = template.new_context(_JinjaVars(self.vars(variables)), shared=True)
         try:
             out = list(template.root_render_func(ctx))
         except jinja2.UndefinedError as exc:
@@ -332,6 +370,8 @@ class Templar:
                     return out[0]
                 return "".join(str(v) for v in out)
             return "".join(self._run(self._template(value, "str"), variables))
+        if type(value) in (DataDict, DataList):
+            return value
         if isinstance(value, dict):
             return {self.render(k, variables): self.render(v, variables) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -346,7 +386,7 @@ class Templar:
             template = _ENV.from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(f"{name}:{exc.lineno}: {exc.message}") from None
-        ctx = template.new_context(self.vars(variables), shared=True)
+        ctx = template.new_context(_JinjaVars(self.vars(variables)), shared=True)
         try:
             return "".join(str(v) for v in template.root_render_func(ctx))
         except Exception as exc:  # name the template file and line in every error
@@ -369,8 +409,8 @@ class Templar:
         """A bare Jinja expression (`when`, `until`, `changed_when`, `failed_when`)."""
         if isinstance(expression, bool) or expression is None:
             return expression
-        if not isinstance(expression, str):
-            return expression
+        if type(expression) is not str:
+            return expression  # host data or a template's output is a value, not an expression
         text = expression.strip()
         single = _SINGLE_EXPR.match(text)
         if single:  # `when: "{{ x }}"` works too (Ansible warns but allows it)
@@ -399,10 +439,8 @@ class Templar:
 
     def render_shell(self, value: Any, variables: Mapping[str, Any]) -> ShellTemplate:
         """Render a shell string keeping every `{{ }}` value apart from the code around it."""
-        if not isinstance(value, str):
-            value = str(value)
         if not is_template(value):
-            return ShellTemplate(value)
+            return ShellTemplate(str(value))
         nonce = "PV" + secrets.token_hex(4) + "x"
         _shell_state.values = []
         _shell_state.nonce = nonce

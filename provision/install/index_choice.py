@@ -5,6 +5,9 @@ presets / default                     → ask the PyTorch wheel indexes for the 
                                         PyPI, in ONE host round trip; the index whose newest
                                         fitting torch is newest wins (a lagging mirror loses
                                         to download.pytorch.org, and is named)
+the host's pip configuration         → its index-url / extra-index-url / find-links are asked
+                                        in the same round trip and compete by the same rule
+                                        (on a tie they win); the one used is named
 no PyTorch wheel index answers        → PyPI's default build, when the resolver says it fits
                                         (never a multi-GB CUDA build on a CPU host unless
                                         --allow-cuda-build-on-cpu)
@@ -80,11 +83,20 @@ class IndexRefusal(HostError):
 
 def _ask(
     connection: Connection | None, py: PythonInfo, targets: list[tuple[str, str]],
-    projects: list[str], opts: IndexOptions,
+    projects: list[str], opts: IndexOptions, *, pip_config: bool = False,
 ) -> list[IndexAnswer]:  # fmt: skip
     if connection is None:
         return list_from_here(targets, projects, opts)
-    return list_from_host(connection, py.executable, targets, projects, opts)
+    return list_from_host(connection, py.executable, targets, projects, opts,
+                          pip_config=pip_config)  # fmt: skip
+
+
+def _kind_of(answer: IndexAnswer) -> str:
+    """A source of the host's pip configuration is a PyTorch-style index when its torch wheels
+    carry build tags (+cpu, +cu126); else it serves PyPI's builds."""
+    tagged = any("+" in name.split("-")[1] for name in answer.files.get("torch") or []
+                 if name.count("-") >= 2)  # fmt: skip
+    return KIND_PYTORCH if tagged else KIND_PYPI
 
 
 def _refuse(host: str, exc: NoPlanError) -> IndexRefusal:
@@ -129,30 +141,42 @@ def choose(
     candidates = torch_index_candidates(opts, plan.variant)
     pypi = PRESETS[opts.mirror].pypi if opts.mirror else PYPI_INDEX
     projects = ["torch", *planning.with_]
-    say("asking the PyTorch wheel indexes and PyPI which torch builds they have")
-    answers = _ask(connection, planning.py, [*candidates, (pypi, "index")], projects, opts)
-    torch_answers, pypi_answer = answers[: len(candidates)], answers[len(candidates) :]
-    best: tuple[Plan, tuple[str, str]] | None = None
+    say("asking the PyTorch wheel indexes, PyPI and the host's pip configuration which torch "
+        "builds they have")  # fmt: skip
+    answers = _ask(connection, planning.py, [*candidates, (pypi, "index")], projects, opts,
+                   pip_config=True)  # fmt: skip
+    torch_answers = answers[: len(candidates)]
+    pypi_answer = answers[len(candidates) : len(candidates) + 1]
+    configured = [a for a in answers[len(candidates) + 1 :]
+                  if a.url.rstrip("/") != pypi.rstrip("/")]  # fmt: skip
+    best: tuple[Plan, tuple[str, str], IndexAnswer] | None = None
     skipped: list[str] = []
     refusal: NoPlanError | None = None
-    for (url, usage), answer in zip(candidates, torch_answers, strict=False):
+    # The host's own pip sources first: on a tie they win (already local or chosen by the owner).
+    ranked = [(a, _kind_of(a)) for a in configured if a.ok and a.files.get("torch")]
+    ranked += [(a, KIND_PYTORCH) for a in torch_answers]
+    for answer, kind in ranked:
         if not answer.ok:
             skipped.append(f"{answer.where}: {answer.detail}")
             continue
-        offer = offer_of([answer], projects, planning.py, kind=KIND_PYTORCH,
-                         variants=frozenset({plan.variant}))  # fmt: skip
+        variants = frozenset({plan.variant}) if kind == KIND_PYTORCH else None
+        offer = offer_of([answer], projects, planning.py, kind=kind, variants=variants)
         try:
-            found = planning.resolve(KIND_PYTORCH, offer)
+            found = planning.resolve(kind, offer)
         except NoPlanError as exc:
-            refusal = refusal or exc
+            if kind == KIND_PYTORCH and not answer.origin:
+                refusal = refusal or exc
             skipped.append(f"{answer.where}: has torch {offer.summary() if offer else 'nothing'}")
             continue
         if best is None or Version(found.torch) > Version(best[0].torch):
-            best = (found, (url, usage))
+            best = (found, (answer.url, answer.usage), answer)
     if best is not None:
-        found, reachable = best
+        found, reachable, answer = best
         cfg = build_index_config(opts, plan_index_url=found.index_url, variant=found.variant,
                                  reachable_torch_index=reachable)  # fmt: skip
+        if answer.origin:
+            cfg.torch_source = f"{answer.where} (the host's pip configuration: {answer.origin})"
+            say(f"torch {found.torch} from {cfg.torch_source}")
         if skipped:
             cfg.warnings.append("skipped PyTorch wheel indexes: " + "; ".join(skipped))
         return cfg, found

@@ -38,6 +38,7 @@ class IndexAnswer:
     ok: bool
     detail: str = ""
     files: dict[str, list[str]] = field(default_factory=dict)
+    origin: str = ""  # for a source of the host's pip configuration: the variable or file
 
     @property
     def where(self) -> str:
@@ -64,9 +65,13 @@ def list_from_host(
     targets: list[tuple[str, str]],
     projects: list[str],
     index: IndexOptions,
+    *,
+    pip_config: bool = False,
 ) -> list[IndexAnswer]:
-    """Ask every target from the host, in one command: `probe_timeout` per page, 3x in all."""
-    if not targets:
+    """Ask every target from the host, in one command: `probe_timeout` per page, 3x in all.
+    With `pip_config`, the sources the host's pip configuration names are asked in the same
+    round trip and follow the targets' answers (their `origin` says where each was set)."""
+    if not targets and not pip_config:
         return []
     env: dict[str, str] = {}
     if index.proxy:
@@ -82,14 +87,31 @@ def list_from_host(
         "timeout": index.probe_timeout,
         "budget": budget,
     }
+    if pip_config:
+        request["pip_config"] = projects
     stdin = _env_block(env) + (json.dumps(request) + "\n").encode()
     result = connection.run(script, stdin=stdin, timeout=budget + 30)
     try:
         raw = json.loads(result.stdout.strip().splitlines()[-1])
+        if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+            raise ValueError("not a list of answers")
     except (ValueError, IndexError):
         why = (result.stderr.strip() or f"exit {result.exit_code}")[-200:]
         raw = [{"ok": False, "detail": f"could not ask from the host: {why}"} for _ in targets]
-    return _answers(targets, raw)
+    return _answers(targets, raw[: len(targets)]) + _config_answers(raw[len(targets) :])
+
+
+def _config_answers(raw: list[dict[str, Any]]) -> list[IndexAnswer]:
+    """The host's pip-configuration sources as answers (host data: only strings kept)."""
+    out = []
+    for item in raw[:32]:
+        url, usage = str(item.get("url") or ""), str(item.get("usage") or "")
+        if not url or usage not in ("index", "find-links"):
+            continue
+        answer = _answers([(url, usage)], [item])[0]
+        answer.origin = str(item.get("origin") or "")[:300]
+        out.append(answer)
+    return out
 
 
 def list_from_here(

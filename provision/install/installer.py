@@ -63,7 +63,7 @@ from provision.install.planning import (
     host_python,
     resolve,
 )
-from provision.remote.agent import Agent
+from provision.remote.agent import VERIFY_MEMO_S, Agent
 from provision.remote.become import BecomeConnection
 from provision.shell import quote as shell_quote
 from provision.shell import sh
@@ -305,10 +305,13 @@ class Verification:
 
 
 def verify_env(
-    agent: Agent, python: str, plan: Plan | None, gpus: int, timeout: float = 600
+    agent: Agent, python: str, plan: Plan | None, gpus: int, timeout: float = 600,
+    *, memo_s: float = 0,
 ) -> Verification:
-    """Run the agent's verify_torch under `python` and check the answer against the plan."""
-    request: dict[str, Any] = {"expect_gpus": gpus}
+    """Run the agent's verify_torch under `python` and check the answer against the plan.
+    `memo_s`: an environment that is unchanged since a passed verification that recent is not
+    imported again (agent/verify_memo.py); 0 after an install."""
+    request: dict[str, Any] = {"expect_gpus": gpus, "memo_s": memo_s}
     if plan is not None:
         request.update({"expect_version": plan.torch, "expect_variant": plan.variant})
     try:
@@ -431,7 +434,7 @@ def _keep_base_interpreter(
     """The base interpreter's torch, when it verifies, fits the request and has the extras."""
     if options.requirements or options.with_:
         return None
-    check = verify_env(agent, py.executable, None, gpus)
+    check = verify_env(agent, py.executable, None, gpus, memo_s=VERIFY_MEMO_S)
     torch = check.data.get("torch") or {}
     if not check.ok or not torch.get("version"):
         return None
@@ -558,7 +561,7 @@ def install(
     installed = installed_of(state)
     unmanaged_verify: Verification | None = None
     if state.exists and not state.managed and state.has_python:
-        unmanaged_verify = verify_env(agent, env.python, None, gpus)
+        unmanaged_verify = verify_env(agent, env.python, None, gpus, memo_s=VERIFY_MEMO_S)
         torch = unmanaged_verify.data.get("torch") or {}
         if torch.get("version"):
             installed = {"version": torch["version"], "cuda": torch.get("cuda")}
@@ -627,7 +630,7 @@ def install(
                 check = (
                     unmanaged_verify
                     if foreign_fits and unmanaged_verify
-                    else verify_env(agent, env.python, plan, gpus)
+                    else verify_env(agent, env.python, plan, gpus, memo_s=VERIFY_MEMO_S)
                 )
             if check.ok:
                 result.action = "unchanged"

@@ -9,8 +9,9 @@ Where the host's uv comes from, first that works:
   1. one already there: ~/.cache/provision/uv/bin/uv (a previous bootstrap or relay), or on PATH;
   2. a bootstrap from the SAME index the install uses: `pip install --target` of the `uv` wheel
      into ~/.cache/provision/uv (the index is near the host; a one-time ~20 MB);
-  3. a relay of this controller's own uv binary (the `uv` PyPI package) when the host's OS and
-     CPU match this machine's.
+  3. a relay of this controller's own uv binary (the `uv` PyPI package, a dependency of
+     provision) when the host's OS, CPU and C library match this machine's, else of the uv wheel
+     for the host's platform that this machine downloads once and caches (uv_binary.py).
 Otherwise pip builds the env, as before. `installer="pip"` forces pip, `"uv"` fails when no uv.
 
 uv reads no pip.conf; its own configuration files and UV_* variables on the host are switched
@@ -29,6 +30,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -224,17 +226,33 @@ def controller_uv() -> str | None:
     return shutil.which("uv")
 
 
-def relay_uv(connection: Connection, facts: dict[str, Any]) -> str:
-    """Copy this machine's uv to the host when both are Linux on the same CPU architecture."""
+def uv_to_relay(facts: dict[str, Any]) -> str:
+    """This machine's uv when the host is Linux on the same CPU and C library; else the uv wheel
+    for the host's platform, downloaded once and cached (install/uv_binary.py)."""
+    from provision.install.uv_binary import UvBinaryUnavailable, host_platform, uv_for_platform
+
+    try:
+        arch, libc = host_platform(facts.get("os") or {})
+    except UvBinaryUnavailable as exc:
+        raise UvUnavailable(str(exc)) from None
     local = controller_uv()
-    if local is None:
+    if local is None:  # a controller without the uv package has no version to fetch either
         raise UvUnavailable("this machine has no uv to relay (pip install uv)")
-    os_facts = facts.get("os") or {}
-    host_arch = str(os_facts.get("arch") or os_facts.get("machine") or "")
-    here = platform.machine()
-    if (os_facts.get("system") or "Linux") != "Linux" or (host_arch and host_arch != here):
-        raise UvUnavailable(f"the host is {host_arch or '?'}, this machine's uv is for {here}")
-    with open(local, "rb") as fh:
+    here = platform.machine().lower()
+    here_libc = "musl" if "musl" in (platform.libc_ver()[0] or "").lower() else "glibc"
+    if sys.platform.startswith("linux") and (
+        {here, arch} <= {"x86_64", "amd64"} or {here, arch} <= {"aarch64", "arm64"}
+    ) and here_libc == libc:
+        return local
+    try:
+        return str(uv_for_platform(arch, libc))
+    except UvBinaryUnavailable as exc:
+        raise UvUnavailable(f"this machine's uv is for {sys.platform}-{here}: {exc}") from None
+
+
+def relay_uv(connection: Connection, facts: dict[str, Any]) -> str:
+    """Copy a uv for the host's platform (this machine's own, or one fetched for it) to the host."""
+    with open(uv_to_relay(facts), "rb") as fh:
         data = fh.read()
     uv = host_home(connection) + HOST_UV[1:]
     connection.run(sh("mkdir -p {d}", d=os.path.dirname(uv)), timeout=60)

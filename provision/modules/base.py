@@ -188,6 +188,9 @@ class Module:
     any_args: ClassVar[bool] = False  # set_fact: any variable name is an argument
     shell_args: ClassVar[tuple[str, ...]] = ()  # rendered with Templar.render_shell (values = data)
     raw_args: ClassVar[tuple[str, ...]] = ()  # left unrendered: the module evaluates them (assert)
+    # include_vars: the facts are the project's own vars file, templates as in Ansible; every
+    # other module's facts and results are data (engine/taint.py)
+    facts_are_templates: ClassVar[bool] = False
     mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_one_of: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_if: ClassVar[tuple[tuple[str, Any, tuple[str, ...]], ...]] = ()
@@ -285,7 +288,7 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
             raise ArgError(f"argument '{key}' must be a string, got {type(value).__name__}", key)
         if isinstance(value, bool):
             return "True" if value else "False"
-        return str(value)
+        return value if isinstance(value, str) else str(value)  # keeps the data mark
     if kind == "bool":
         if isinstance(value, bool):
             return value

@@ -11,6 +11,9 @@ from typing import Any
 from provision.engine.templating import UndefinedVariableError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
+# Root needs no sudo probe; for others `sudo -n true` is bounded: sudo resolves the host's own
+# name first, and a container whose name doesn't resolve (no DNS in reach) waits ~20 s for it.
+SUDO_PROBE_SECONDS = 3
 # One shell round trip for what the agent's facts don't carry: who we are and what we may do.
 _PROBE = r"""
 echo "user=$(id -un 2>/dev/null)"
@@ -19,8 +22,12 @@ echo "gid=$(id -g)"
 echo "home=$HOME"
 echo "shell=${SHELL:-}"
 for m in apt-get dnf yum apk zypper pacman; do if command -v $m >/dev/null 2>&1; then echo "pkg=$m"; break; fi; done
-if command -v sudo >/dev/null 2>&1; then echo "sudo=1"; if sudo -n true >/dev/null 2>&1; then echo "sudo_nopasswd=1"; fi; fi
-"""
+if [ "$(id -u)" = 0 ]; then :; elif command -v sudo >/dev/null 2>&1; then echo "sudo=1"
+  if command -v timeout >/dev/null 2>&1; then timeout -k 1 SUDO_SECONDS sudo -n true >/dev/null 2>&1; rc=$?
+  else sudo -n true >/dev/null 2>&1; rc=$?; fi
+  if [ "$rc" = 0 ]; then echo "sudo_nopasswd=1"; elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "sudo_timeout=1"; fi
+fi
+""".replace("SUDO_SECONDS", str(SUDO_PROBE_SECONDS))
 _PKG = {
     "apt-get": "apt",
     "dnf": "dnf",
@@ -209,6 +216,9 @@ def gather_facts(ctx: TaskContext) -> dict[str, Any]:
         "is_root": probe.get("uid") == "0",
         "sudo": probe.get("sudo") == "1",
         "sudo_nopasswd": probe.get("sudo_nopasswd") == "1",
+        # `sudo -n true` did not answer within SUDO_PROBE_SECONDS (sudo waiting on DNS for the
+        # host's own name, typically): sudo is taken as unusable without a password
+        "sudo_probe_timed_out": probe.get("sudo_timeout") == "1",
         # apt/pip into system places works: root, or passwordless sudo
         "can_become": probe.get("uid") == "0" or probe.get("sudo_nopasswd") == "1",
     }
@@ -239,6 +249,9 @@ class Debug(Module):
     name = "debug"
     needs_connection = False
     args = {"msg": Arg("raw"), "var": Arg("str"), "verbosity": Arg("int", default=0)}
+    # `var` is an expression of the playbook's, evaluated once: never a value rendered first
+    # (a rendered value may hold host text, which must not be evaluated as code)
+    raw_args = ("var",)
     mutually_exclusive = (("msg", "var"),)
 
     def run(self, ctx: TaskContext) -> ModuleResult:
@@ -317,6 +330,7 @@ class IncludeVars(Module):
     needs_connection = False
     free_form = "file"
     args = {"file": Arg("path", required=True), "name": Arg("str")}
+    facts_are_templates = True
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         path = ctx.find_file(ctx.args["file"], "vars")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.files import parse_report
+from provision.paths import OutsideDestination, under_destination
 from provision.shell import path as host_path
 from provision.shell import sh
 
@@ -40,8 +41,13 @@ def _read_if_changed(ctx: TaskContext, src: str, have: str) -> tuple[str, str, b
         raise ModuleFailure(
             f"cannot read {src} on the host: {result.stderr.strip() or f'exit code {result.exit_code}'}"
         )
-    data = base64.b64decode("".join(body.split())) if found else None
+    try:
+        data = base64.b64decode("".join(body.split()), validate=True) if found else None
+    except ValueError:  # binascii.Error, or text that isn't ASCII: not what `base64` prints
+        raise ModuleFailure(f"cannot read {src} on {ctx.host.name}: its reply is not valid base64") from None
     kind = report.values["kind"]
+    if kind == "file" and not report.values.get("checksum"):
+        raise ModuleFailure(f"cannot read {src} on {ctx.host.name}: its reply lacks the file's checksum")
     return report.values.get("path", src), kind if kind != "file" else report.values["checksum"], data
 
 
@@ -57,7 +63,9 @@ class Fetch(Module):
     }
     supports_check_mode = False  # like Ansible: "check mode not (yet) supported"
 
-    def _local_dest(self, ctx: TaskContext, source: str) -> Path:
+    def _local_dest(self, ctx: TaskContext, source: str, *, reported: bool = False) -> Path:
+        """Ansible's layout (dest/HOST/SOURCE, or flat). `reported`: `source` is the path the
+        host said `~/...` is, so it is the host's word and must stay under the destination."""
         dest = os.path.expanduser(str(ctx.args["dest"]))
         base = ctx.search_paths[-2] if len(ctx.search_paths) >= 2 else Path.cwd()
         if ctx.args["flat"]:
@@ -66,17 +74,25 @@ class Fetch(Module):
                     "dest is an existing directory, use a trailing slash if you want to fetch src into that directory"
                 )
             if dest.endswith("/"):
-                dest = os.path.join(dest, os.path.basename(source))
-            out = Path(dest) if dest.startswith("/") else base / dest
+                folder = Path(dest) if dest.startswith("/") else base / dest
+                out = self._contained(ctx, folder, os.path.basename(source), source)
+            else:  # the user's own file name: nothing of the host's in it
+                out = Path(os.path.normpath(Path(dest) if dest.startswith("/") else base / dest))
         else:
-            out = Path(dest) if dest.startswith("/") else base / dest
-            out = Path(f"{out}/{ctx.host.name}/{source}")
-        out = Path(os.path.normpath(out))
+            root = Path(dest) if dest.startswith("/") else base / dest
+            out = self._contained(ctx, root / ctx.host.name, source, source if reported else None)
         if out.is_dir():
             raise ModuleFailure(
                 f"calculated dest '{out}' is an existing directory, use another path that does not point to an existing directory"
             )
         return out
+
+    @staticmethod
+    def _contained(ctx: TaskContext, root: Path, relative: str, reported: str | None) -> Path:
+        try:
+            return under_destination(root, relative, host=ctx.host.name, reported=reported or relative)
+        except OutsideDestination as exc:
+            raise ModuleFailure(f"fetch: {exc}") from None
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         src = str(ctx.args["src"])
@@ -95,7 +111,12 @@ class Fetch(Module):
             if ctx.args["fail_on_missing"]:
                 return ModuleResult(failed=True, msg=msg, data={"file": source})
             return ModuleResult(msg=msg, data={"file": source})
-        dest = self._local_dest(ctx, source)
+        if not src.startswith("~"):
+            source = src  # the host only echoes it: a different `@@path` is a lie, never a local path
+        elif not source.startswith("/"):
+            raise ModuleFailure(f"fetch: {ctx.host.name} reported {source!r} as the path of {src}: not an "
+                                "absolute path (its $HOME is not one); refusing to name a local file after it")
+        dest = self._local_dest(ctx, source, reported=src.startswith("~"))
         if dest != probe_dest:  # `~/x`: the host's path was needed to name the local copy
             have = _sha1(dest)
         if data is None or hashlib.sha1(data).hexdigest() == have:

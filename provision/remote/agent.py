@@ -76,6 +76,9 @@ DEADLINES: dict[str, float | None] = {
     "bench": 2 * 3600,
     "stage": None,
 }
+# A passed verify_torch of an environment unchanged since is trusted this long (seconds) where
+# nothing was just installed: `up`'s compatibility check and install share one import of torch.
+VERIFY_MEMO_S = 600
 DEFAULT_DEADLINE_S = 3600.0  # commands added later without an entry
 IDLE_TIMEOUT_S = 900.0
 UPLOAD_TIMEOUT_S = 300.0
@@ -272,10 +275,9 @@ class Agent:
                 if not line.startswith("{"):
                     log.debug("%s agent: %s", host, line)
                     return
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    log.debug("%s agent: %s", host, line)
+                event = parse_event(line)
+                if event is None:
+                    log.debug("%s agent: %s", host, line[:400])
                     return
                 kind = event.get("event")
                 if kind in ("result", "error"):
@@ -307,7 +309,11 @@ class Agent:
                     "or point ansible_python_interpreter at one.",
                 )
             if outcome.get("event") == "result":
-                return outcome.get("data") or {}
+                data = outcome.get("data") or {}
+                if not isinstance(data, dict):
+                    raise AgentError(host, f"agent {command}: its result is {type(data).__name__}, not an object "
+                                     "(the host's agent is not provision's, or was changed)")
+                return data
             if outcome.get("event") == "error":
                 if outcome.get("traceback"):
                     log.debug("%s agent traceback:\n%s", host, outcome["traceback"])
@@ -321,6 +327,18 @@ class Agent:
                 detail = f"killed by signal {result.exit_code - 128}" + (f"; {detail}" if result.stderr.strip() else "")
             raise AgentError(host, f"agent {command} gave no result ({detail})")
         raise AgentError(host, f"agent {command}: the agent was not in place after sending it")  # pragma: no cover
+
+
+def parse_event(line: str) -> dict[str, Any] | None:
+    """One agent event from a line of its stdout, or None for anything else (a host's stray
+    output, a truncated line, JSON nested past the parser's depth, a value that isn't an object)."""
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return event if isinstance(event, dict) else None
 
 
 def _prepend(

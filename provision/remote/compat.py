@@ -16,6 +16,7 @@ from provision.compat import (
     result_document,
 )
 from provision.errors import AgentError
+from provision.remote.agent import VERIFY_MEMO_S
 from provision.shell import argv
 
 OK, WARN, BROKEN = "OK", "WARN", "BROKEN"
@@ -79,7 +80,8 @@ def check_host(
             f"{len(nvidia['pci_devices'])} NVIDIA GPU(s) on the PCI bus but none usable: {reason}"
         )
     try:
-        verify = agent.call("verify_torch", {"expect_gpus": len(gpus)}, python=python, timeout=600)
+        verify = agent.call("verify_torch", {"expect_gpus": len(gpus), "memo_s": VERIFY_MEMO_S},
+                            python=python, timeout=600)  # fmt: skip
     except AgentError as exc:
         verify = None
         host_problems.append(f"verify_torch with {python}: {exc.detail}")

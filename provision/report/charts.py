@@ -185,3 +185,35 @@ def line_chart(
             )
     legend = [label for label, _ in series] if len(series) > 1 else []
     return _frame(name, title, "".join(parts), legend)
+
+
+def scatter_chart(
+    name: str,
+    title: str,
+    points: Sequence[tuple[str, float, float, int]],
+    x_unit: str,
+    y_unit: str,
+    empty_reason: str = "no data",
+) -> str:
+    """Labelled points from 0; `points` = [(label, x, y, colour index)] (`choose`: offers by
+    predicted hours and cost to finish, the recommended one in its own colour)."""
+    pts = [(lbl, float(x), float(y), c) for lbl, x, y, c in points
+           if math.isfinite(float(x)) and math.isfinite(float(y))]
+    if not pts:
+        return empty_chart(name, title, empty_reason)
+    top = max(y for _, _, y, _ in pts) * 1.15 or 1.0
+    right = max(x for _, x, _, _ in pts) * 1.1 or 1.0
+    inner_w, inner_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
+    parts = _axes(top, y_unit)
+    for k in range(5):
+        x = _LEFT + inner_w * k / 4
+        parts.append(f'<text x="{x:.1f}" y="{_H - _BOTTOM + 14}" text-anchor="middle" font-size="10" '
+                     f'fill="#555">{_fmt(right * k / 4)}</text>')
+    parts.append(f'<text x="{_LEFT + inner_w / 2:.1f}" y="{_H - 8}" text-anchor="middle" font-size="11">'
+                 f"{escape(x_unit)}</text>")
+    for label, xv, yv, c in pts:
+        x, y = _LEFT + inner_w * xv / right, _H - _BOTTOM - inner_h * yv / top
+        parts.append(f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{_COLORS[c % len(_COLORS)]}">'
+                     f"<title>{escape(label)}: {_fmt(xv)} {escape(x_unit)}, {_fmt(yv)} {escape(y_unit)}</title>"
+                     f'</circle><text x="{x + 6:.1f}" y="{y - 5:.1f}" font-size="10">{escape(label)}</text>')
+    return _frame(name, title, "".join(parts))

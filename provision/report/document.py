@@ -10,6 +10,8 @@ Schema `provision.report/v1` (docs/reports.md lists every key):
     bench     the agent's `bench` result (docs/bench.md)
     diagnosis [{"id", "severity", "title", "evidence", "recommendation"}]
     timings   (optional, `up` only) where the run's time went: provision/report/timings.py
+    prediction (optional) `provision choose`'s prediction for the host's GPU beside the measured
+              figures: provision/choose/check.py
 
 Every consumer reads it through `headline` or `get`, so a missing section renders as "not
 measured", never as a crash. `validate` checks the shape (and the types of the figures the
@@ -102,6 +104,10 @@ def build_report(
     }
     if doc["install"]:
         doc["install"].setdefault("python", None)  # the key is part of the schema, even unknown
+    from provision.choose.check import section  # predicted vs measured (docs/choose.md)
+
+    if (prediction := section(doc)) is not None:
+        doc["prediction"] = prediction
     doc["diagnosis"] = [f.as_dict() for f in diagnose(doc)]
     # a report outlives the run: no URL password (an index or proxy URL) is ever written
     doc = mask_url_passwords(doc)

@@ -162,3 +162,13 @@ def compare(report: dict[str, Any], path: Path | None = None) -> dict[str, Any] 
             "change_pct": pct_delta(new[key], old[key]),
         }
     return {"previous": {"created": prev["created"], "headline": old}, "figures": figures}
+
+
+def documents(path: Path | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """The latest `limit` reports of every host, newest first (`provision choose` calibrates
+    its predictions from the measured-vs-predicted sections they carry)."""
+    with closing(_db(path)) as conn:
+        rows = conn.execute(
+            "SELECT document FROM reports ORDER BY created DESC, id DESC LIMIT ?", (limit,)
+        ).fetchall()
+    return [json.loads(text) for (text,) in rows]

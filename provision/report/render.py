@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -19,6 +20,7 @@ from provision.report import charts
 from provision.report.diagnosis import cudnn_text, loader_curve
 from provision.report.document import SCHEMA, get, headline
 from provision.report.timings import timing_rows
+from provision.terminal import escape, visible
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -460,10 +462,14 @@ def chart_svgs(doc: dict[str, Any]) -> dict[str, str]:
             "TFLOPS",
             empty_reason=str(get(doc, "bench.compute.reason") or "no matmul run in this report"),
         )
-    return {"num_workers": num_workers_svg, "amp": amp_svg, "peak": peak_svg}
+    from provision.choose import report_view
+
+    return {"num_workers": num_workers_svg, "amp": amp_svg, "peak": peak_svg, "choose": report_view.chart(doc)}
 
 
 def view(doc: dict[str, Any]) -> dict[str, Any]:
+    from provision.choose import report_view
+
     return {
         "host": doc["host"],
         "created": doc["created"],
@@ -511,6 +517,7 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
                     ],
                     _under_load_rows(doc),
                 ),
+                (report_view.title(doc), report_view.HEADER, report_view.rows(doc)),
                 (
                     "Timings",
                     ["step", "seconds", "share", "ran in parallel"],
@@ -553,10 +560,17 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_shown,  # every value a report shows: a host's text carries no escape sequence
     )
     env.filters["num"] = num
     env.filters["md"] = _md_cell
     return env
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, str) and not isinstance(value, Markup):  # Markup: our own SVG charts
+        return visible(value)
+    return value
 
 
 def _md_cell(value: Any) -> str:
@@ -604,7 +618,7 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
     for col in header:
         t.add_column(col)
     for row in rows:
-        t.add_row(*row)
+        t.add_row(*(escape(cell) for cell in row))
     return t
 
 
@@ -622,24 +636,24 @@ def print_console(
         t.add_column(style="bold cyan", no_wrap=True)
         t.add_column()
         for label, value in v["overview"]:
-            t.add_row(label, value)
+            t.add_row(escape(label), escape(value))
         parts: list[Any] = [t]
         for f in v["diagnosis"]:
             style = SEVERITY_STYLE.get(f["severity"], "")
             parts.append(
-                f"[{style}]{f['severity'].upper()}[/] [bold]{f['title']}[/]\n"
-                f"   [dim]evidence:[/] {f['evidence']}\n   [dim]do:[/] {f['recommendation']}"
+                f"[{style}]{escape(f['severity'].upper())}[/] [bold]{escape(f['title'])}[/]\n"
+                f"   [dim]evidence:[/] {escape(f['evidence'])}\n   [dim]do:[/] {escape(f['recommendation'])}"
             )
         if not v["diagnosis"]:
             parts.append("[green]no findings: this server looks right[/]")
         if detail:
             parts += [_table(title, header, rows) for title, header, rows in v["tables"]]
         for name, reason in v["not_measured"]:
-            parts.append(f"[dim]{name}: {reason}[/]")
+            parts.append(f"[dim]{escape(name)}: {escape(reason)}[/]")
         console.print(
             Panel(
                 Group(*parts),
-                title=f"[bold]{doc['host']}[/] · {doc['created']}",
+                title=f"[bold]{escape(doc['host'])}[/] · {escape(doc['created'])}",
                 title_align="left",
             )
         )
@@ -659,7 +673,7 @@ def print_console(
             table.add_column(col)
         for i, h in enumerate(r["by_throughput"], 1):
             table.add_row(
-                str(i), str(h["host"]), h["gpu"], num(h["effective_samples_per_s"]),
+                str(i), escape(h["host"]), escape(h["gpu"]), num(h["effective_samples_per_s"]),
                 num(h["train_samples_per_s"]), num(h["loader_samples_per_s"]),
                 str(h["critical"]), str(h["warnings"]),
             )  # fmt: skip
@@ -672,14 +686,14 @@ def print_console(
             table.add_column(col)
         for i, h in enumerate(r["by_money"], 1):
             table.add_row(
-                str(i), str(h["host"]), num(h["price_per_hour"]),
+                str(i), escape(h["host"]), num(h["price_per_hour"]),
                 num(h["effective_samples_per_s"]), num(h["samples_per_money"]),
             )  # fmt: skip
         console.print(table)
         if r["unpriced"]:
-            console.print(f"[dim]no price_per_hour: {', '.join(r['unpriced'])}[/]")
+            console.print(f"[dim]no price_per_hour: {escape(', '.join(r['unpriced']))}[/]")
     if r["note"]:
-        console.print(f"[yellow]note:[/] {r['note']}")
+        console.print(f"[yellow]note:[/] {escape(r['note'])}")
     rows = comparison_rows(comparisons or {})
     if rows:
         console.print(

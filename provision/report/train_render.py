@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provision.choose import report_view
 from provision.report.charts import empty_chart, line_chart
 
 
@@ -34,6 +35,7 @@ def train_charts(doc: dict[str, Any]) -> dict[str, str]:
             "throughput", "Throughput",
             [("batches/s", _points(loader.get("t") or [], loader.get("batches_per_s") or []))],
             "seconds", "batches/s", "not instrumented (or no DataLoader)"),
+        "choose": report_view.chart(doc),
     }
 
 
@@ -73,7 +75,9 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
     return {"host": doc.get("host"), "created": doc.get("created"),
             "overview": [(k, "—" if v is None else v) for k, v in overview],
             "diagnosis": doc.get("diagnosis") or [], "epochs": epochs, "gpus": gpus, "loaders": loaders,
-            "tail": train.get("tail") or []}
+            "tail": train.get("tail") or [],
+            "prediction": report_view.rows(doc), "prediction_title": report_view.title(doc),
+            "prediction_header": report_view.HEADER}
 
 
 def context(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None) -> dict[str, Any]:

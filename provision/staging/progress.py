@@ -17,6 +17,42 @@ if TYPE_CHECKING:
 EventCallback = Callable[[dict[str, Any]], None]
 
 
+# The fields of a progress event that are numbers; anything else a host puts there is dropped.
+_NUMBERS = ("done", "total", "bytes", "total_bytes", "bytes_per_s", "samples_per_s", "eta_s", "count", "start")
+_TEXT_MAX = 4096
+
+
+def clean_event(event: Any) -> dict[str, Any]:
+    """A progress event as the controller uses it: the host's JSON, with numbers that are finite
+    non-negative numbers (else dropped), a phase that is a short word, and text capped. The one
+    place a stage's events are checked: everything downstream (the bar, the watchdog, the
+    messages) may then format them without a type check (issue 20)."""
+    import math
+
+    if not isinstance(event, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in event.items():
+        if not isinstance(key, str):
+            continue
+        if key in _NUMBERS:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                    and 0 <= value < 1e18:
+                out[key] = value
+        elif key == "phase":
+            if isinstance(value, str) and len(value) <= 32 and value.replace("_", "").isalnum():
+                out[key] = value
+            else:
+                out[key] = "unknown"
+        elif isinstance(value, str):
+            out[key] = value[:_TEXT_MAX]
+        elif value is None or isinstance(value, (bool, int, float)):
+            out[key] = value
+        elif isinstance(value, (list, dict)):
+            out[key] = value  # results' structured fields (warnings, verify): the caller's to read
+    return out
+
+
 def _mb(n: float | None) -> str:
     return "-" if not n else f"{n / 1e6:,.1f} MB/s"
 

@@ -28,6 +28,7 @@ from provision.parallel import HostOutcome, for_each_host
 from provision.remote.agent import Agent, LateRequest
 from provision.staging.compress import StreamStats, framed_stream
 from provision.staging.payload import AfterReady
+from provision.staging.progress import clean_event
 from provision.staging.source import (
     Broadcast,
     PlanFuture,
@@ -87,17 +88,35 @@ class HostStage:
         self.status: dict[str, Any] = {}
         self.last_event: dict[str, Any] = {}
         self.last_seen = time.monotonic()
+        self.last_progress = self.last_seen  # an event that advanced the stage (StallWatchdog)
+        self._best: dict[str, float] = {}  # per phase: the furthest `done`/`bytes` reported
         self.t0 = time.monotonic()
         self.stream_stats = StreamStats()
         self.compress_alone = True  # False when a broadcast read feeds other hosts too
 
     def _event(self, event: dict[str, Any]) -> None:
+        event = clean_event(event)
         self.last_seen = time.monotonic()
         if event.get("phase") == "heartbeat":
             return
+        if self._advanced(event):
+            self.last_progress = self.last_seen
         if event.get("phase") in ("stage", "verify", "download"):
             self.last_event = event
         self.on_event(event)
+
+    def _advanced(self, event: dict[str, Any]) -> bool:
+        """A phase not seen before, or a count past the furthest so far: talk alone is not
+        progress (a host repeating itself or sending only logs is stopped by the watchdog)."""
+        phase = str(event.get("phase"))
+        count = max(float(event.get("done") or 0), float(event.get("bytes") or 0))
+        if phase not in self._best:
+            self._best[phase] = count
+            return True
+        if count > self._best[phase]:
+            self._best[phase] = count
+            return True
+        return False
 
     @property
     def plan(self) -> Plan | None:
@@ -183,7 +202,7 @@ class HostStage:
             # well inside the stall timeout: the watchdog reads last_seen every 0.25 s
             wait = min(wait, self.request.stall_timeout / 4)
             if isinstance(listing, PlanFuture) and not listing.done(wait):
-                self.last_seen = time.monotonic()  # the wait is ours: the watchdog must not fire
+                self.last_seen = self.last_progress = time.monotonic()  # the wait is ours: the watchdog must not fire
                 return None
             try:
                 plan = self.plan
@@ -322,9 +341,10 @@ class HostStage:
         def on_event(event: dict[str, Any]) -> None:
             nonlocal answered
             answered = True
+            event = clean_event(event)
             if event.get("phase") == "ready":
                 self.last_seen = time.monotonic()
-                if event.get("path"):
+                if isinstance(event.get("path"), str) and event["path"]:
                     self.path = event["path"]
                 if on_ready is not None:
                     on_ready(event)
@@ -350,9 +370,7 @@ class HostStage:
                 raise  # never got in (refused, no route, timeout): unreachable, nothing to resume
             cause: HostError = exc
             if watchdog is not None and watchdog.fired:
-                cause = UnreachableError(
-                    self.host, f"no sign of life from the host for {req.stall_timeout:g}s"
-                )
+                cause = UnreachableError(self.host, watchdog.reason)
             err = HostError(self.host, self._explain(cause))
             err.kind = getattr(exc, "kind", None)  # type: ignore[attr-defined]
             raise err from None
@@ -365,7 +383,8 @@ class HostStage:
                     close()  # stops a reader thread whose host went away
                 except (ValueError, RuntimeError):
                     pass
-        self.path = result.get("path", self.path)
+        if isinstance(result.get("path"), str):
+            self.path = result["path"]
         result["seconds"] = round(time.monotonic() - self.t0, 3)
         result["transport"] = self.transport()
         phase = "skipped" if result.get("skipped") else "done"

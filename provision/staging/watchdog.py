@@ -13,33 +13,52 @@ from typing import Any
 
 from provision.connection.base import Connection
 
+# A host that keeps talking (heartbeats, logs, the same progress again) but gets nowhere is
+# stopped too, after this many stall timeouts (30 min at the default 120 s): long enough for a
+# listing of a slow network disk or the fsync of a big file, which only send heartbeats.
+PROGRESS_STALL_FACTOR = 15
+
 
 class StallWatchdog:
-    """Aborts the SSH transport when the agent has been silent for `stall` seconds.
+    """Aborts the SSH transport when the agent has been silent for `stall` seconds, or has made
+    no progress for `progress_stall` seconds (default PROGRESS_STALL_FACTOR x `stall`).
 
     The agent speaks at least every second (progress or heartbeat), so silence means the link is
     gone. A dead link otherwise blocks the sending thread inside the socket for as long as TCP
     retransmits (many minutes), and closing the channel waits for it; shutting the socket down
-    wakes both.
+    wakes both. Talk is not progress (issue 20): a host whose events never advance the stage
+    (HostStage.last_progress) would otherwise hold it forever, as `stage` has no deadline.
     """
 
-    def __init__(self, stage: Any, stall: float) -> None:  # a HostStage: last_seen, connection, host
+    def __init__(self, stage: Any, stall: float, progress_stall: float | None = None) -> None:
+        # a HostStage: last_seen, last_progress, connection, host
         self.stage = stage
         self.stall = stall
+        self.progress_stall = progress_stall if progress_stall is not None else stall * PROGRESS_STALL_FACTOR
         self.fired = False
+        self.reason = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"watchdog-{stage.host}", daemon=True
         )
-        self.stage.last_seen = time.monotonic()
+        now = time.monotonic()
+        self.stage.last_seen = now
+        self.stage.last_progress = now
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.25):
-            if time.monotonic() - self.stage.last_seen > self.stall:
-                self.fired = True
-                abort_transport(self.stage.connection)
-                return
+            now = time.monotonic()
+            if now - self.stage.last_seen > self.stall:
+                self.reason = f"no sign of life from the host for {self.stall:g}s"
+            elif now - self.stage.last_progress > self.progress_stall:
+                self.reason = (f"the host kept talking but made no progress for {self.progress_stall:g}s "
+                               "(its events never advanced the stage)")
+            else:
+                continue
+            self.fired = True
+            abort_transport(self.stage.connection)
+            return
 
     def stop(self) -> None:
         self._stop.set()

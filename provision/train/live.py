@@ -9,8 +9,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
+
+from provision.terminal import escape
 
 
 class RunView:

@@ -14,18 +14,31 @@ PROFILE_KEYS = ("steps", "data_wait_fraction", "gpu_util_mean", "cpu_util_mean",
 
 def profile(summary: dict[str, Any] | None) -> dict[str, Any]:
     """The six figures of the JSON contract (null when not measured)."""
-    s = summary or {}
-    utils = [g["util_pct_mean"] for g in (s.get("gpu") or {}).get("per_gpu") or [] if g.get("util_pct_mean") is not None]
+    s = summary if isinstance(summary, dict) else {}  # the host's document: any shape (issue 20)
+    per_gpu = _part(s, "gpu").get("per_gpu")
+    utils = [g["util_pct_mean"] for g in (per_gpu if isinstance(per_gpu, list) else [])
+             if isinstance(g, dict) and _number(g.get("util_pct_mean"))]
     amp = s.get("amp")
     return {
         "steps": s.get("steps"),
         "data_wait_fraction": s.get("data_wait_fraction"),
         "gpu_util_mean": round(sum(utils) / len(utils), 1) if utils else None,
-        "cpu_util_mean": (s.get("cpu") or {}).get("busy_pct_mean"),
-        "num_workers": (s.get("loader") or {}).get("num_workers"),
+        "cpu_util_mean": _part(s, "cpu").get("busy_pct_mean"),
+        "num_workers": _part(s, "loader").get("num_workers"),
         # autocast's dtype when used, False when the run was watched and used none, None unknown
         "amp": (amp.get("dtype") or True) if isinstance(amp, dict) else (False if s.get("instrumented") else None),
     }
+
+
+def _part(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: Any) -> bool:
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def run_entry(run: dict[str, Any], summary: dict[str, Any] | None, findings: list[Finding],
@@ -69,6 +82,10 @@ def build_document(host: str, run: dict[str, Any], summary: dict[str, Any], find
     }
     if distributed is not None:  # one run across hosts: the fabric, all-reduce, the whole run's findings
         doc["train"]["distributed"] = distributed
+    from provision.choose.check import section  # predicted vs measured (docs/choose.md)
+
+    if (prediction := section(doc)) is not None:
+        doc["prediction"] = prediction
     validate(doc, f"train report for {host}")
     return doc
 

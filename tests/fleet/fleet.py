@@ -522,6 +522,9 @@ class Fleet(HostActions):
         if "noisy" in traits:
             rc = q(kinds_mod.noisy_rc())
             lines += [f"printf '%s' {rc} > {root}/root/.bashrc", f"printf '%s' {rc} > {root}/root/.profile"]
+        if "hostile" in traits:
+            peer = f"root@{self.controller_address}:{kinds_mod.HOSTILE_PEER_PORT}"
+            lines += kinds_mod.hostile_script(root, host, peer, str(self.hostile_canary(host)))
         if "conda" in traits and self._torch_prefix:
             python, site = self._torch_prefix
             lines.append(f"sh -c {q(kinds_mod.conda_script(python, site))}")
@@ -535,6 +538,19 @@ class Fleet(HostActions):
         lines.append("echo ready")
         lines.append(f"exec chroot {root} sleep infinity" if root else "exec sleep infinity")
         return "\n".join(lines)
+
+    def hostile_canary(self, host: FleetHost | str) -> Path:
+        """The controller-side file a hostile host's templates would create (tests/fleet/kinds.py)."""
+        host = self.host(host) if isinstance(host, str) else host
+        return host.workdir / "CANARY"
+
+    def hostile_on(self, host: FleetHost | str, attack: str, text: str = "") -> None:
+        """Turn on one of a hostile host's flagged attacks (kinds.py: endless, endless-err, home,
+        lie-path); `hostile_off` ends it."""
+        self.ns_exec(host, f"printf '%s' {shlex.quote(text)} > {kinds_mod.HOSTILE_FLAGS}/{attack}")
+
+    def hostile_off(self, host: FleetHost | str, attack: str) -> None:
+        self.ns_exec(host, f"rm -f {kinds_mod.HOSTILE_FLAGS}/{attack}")
 
     def _start_keepers(self) -> None:
         for host in self._all_hosts():

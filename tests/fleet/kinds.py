@@ -25,6 +25,15 @@ A host's kind is a set of traits; `Fleet(3, kinds=["noisy", {"conda", "noisy"}, 
                 over /dev/shm in the host's mount namespace only.
 - ``bullseye``  its own root filesystem: Debian 11 from debootstrap (Python 3.9, glibc 2.31),
                 sshd chrooted into it. Built once into ROOTFS_CACHE.
+- ``hostile``   a compromised rental (issue 20): its hostname is a template
+                (HOSTILE_HOSTNAME), files under HOSTILE_DIR hold templates, ANSI escapes and rich
+                markup, ~/.bashrc prints a templated banner, a run's state.json
+                (HOSTILE_RUN) lists a peer on the controller's bridge address (HOSTILE_PEER_PORT)
+                and its log is hostile text, and /tmp holds a symlink to a root-only file. Attacks
+                that would break every command are off until a test creates their flag file
+                (Fleet.hostile_on): ``endless`` / ``endless-err`` (a banner without end on stdout
+                / stderr), ``home`` ($HOME set to the file's text), ``lie-path`` (a sha1sum on
+                PATH that slips the file's text into fetch's reply as an `@@path` line).
 
 Every fleet also has a passphrase-protected key (Fleet.passphrase_key_file, its passphrase in
 Fleet.key_passphrase) authorized for every login on every host.
@@ -40,7 +49,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 KINDS = frozenset({"plain", "noisy", "gateway", "sudo", "behind-jump", "conda", "nopython", "bullseye", "backnet",
-                   "smallshm"})
+                   "hostile", "smallshm"})
 SMALL_SHM = "64m"  # Docker's default /dev/shm
 # What every noisy command prints before its own output (tests assert it never reaches results).
 NOISE_OUT = "Welcome to rental-cloud! GPU instance ready. conda base activated."
@@ -77,6 +86,8 @@ def parse_kinds(kinds: str | Iterable[str | Iterable[str]] | None, size: int) ->
             raise ValueError("bullseye hosts can't be combined with conda, gateway or behind-jump")
         if "backnet" in traits and "behind-jump" in traits:
             raise ValueError("backnet hosts can't be behind the jump host")
+        if "hostile" in traits and traits & {"noisy", "sudo", "bullseye"}:
+            raise ValueError("hostile hosts write their own ~/.bashrc: not with noisy, sudo or bullseye")
         if "gateway" in traits and "behind-jump" in traits:
             raise ValueError("a host is either behind the gateway address or behind the jump host")
         out.append(traits)
@@ -232,3 +243,90 @@ def sudo_users_script(host, keys: list[str]) -> str:
             f"chown -R {uid}:{uid} {home} && chmod 700 {home}",
         ]
     return "\n".join(script)
+
+
+# -- the hostile kind (issue 20) ----------------------------------------------------------------
+
+# Rendered as a template on the controller, it creates PWNED in the controller's working folder.
+# 34 characters: a hostname holds 64 at most (written to /proc: `hostname` refuses it).
+HOSTILE_HOSTNAME = "{{ lookup('pipe','touch PWNED') }}"
+HOSTILE_DIR = "/root/hostile"  # the planted files
+HOSTILE_FLAGS = "/root/.hostile"  # a test turns an attack on by creating a file here
+HOSTILE_RUN = "hostile-run"  # a run id whose state.json lists a peer only the host names
+HOSTILE_DATA_DIR = "/root/autodl-tmp"
+HOSTILE_PEER_PORT = 47022  # on the fleet's bridge address (its own /24): no other fleet uses it
+HOSTILE_SECRET_TARGET = "/root/hostile-root-only"  # what the /tmp symlink points at (0600)
+HOSTILE_TMP_LINK = "/tmp/provision-shared"
+ESCAPES = "\x1b]0;owned-title\x07\x1b[2J\x1b[31mred\x1b[0m\x1b]8;;file:///etc/passwd\x1b\\link\x1b]8;;\x1b\\"
+MARKUP = "[bold red]markup[/] [link=file:///etc/passwd]click[/link] [/]"
+
+
+def hostile_template(canary: str) -> str:
+    """A Jinja expression that creates `canary` on whoever renders it."""
+    return "{{ lookup('pipe', 'touch " + canary + "') }}"
+
+
+def hostile_texts(canary: str) -> dict[str, str]:
+    """File name (under HOSTILE_DIR) -> content: what a compromised host says when asked."""
+    t = hostile_template(canary)
+    return {
+        "template.txt": f"{t}\n{{% for i in range(3) %}}{t}{{% endfor %}}\n{{# a comment #}}\n",
+        "escapes.txt": f"{ESCAPES}\n{MARKUP}\n",
+        "mixed.txt": f"{MARKUP} {t} {ESCAPES}\n",
+    }
+
+
+def hostile_rc(canary: str) -> str:
+    """~/.bashrc and ~/.profile: a templated banner always; the flagged attacks when asked."""
+    f = HOSTILE_FLAGS
+    return (
+        f'echo "rental ready {hostile_template(canary)}"\n'
+        f'echo "{MARKUP}" >&2\n'
+        f'if [ -e {f}/endless ]; then while :; do echo "Welcome! $(printf "%0200d" 0) {{{{ 7*7 }}}}"; done; fi\n'
+        f'if [ -e {f}/endless-err ]; then while :; do echo "warning: $(printf "%0200d" 0)" >&2; done; fi\n'
+        f'if [ -e {f}/home ]; then HOME=$(cat {f}/home); export HOME; fi\n'
+        f'if [ -e {f}/lie-path ]; then PATH={f}/bin:$PATH; export PATH; fi\n'
+    )
+
+
+# A sha1sum that first writes a false `@@path` line into its shell's stdout (fetch's reply).
+LYING_SHA1SUM = (
+    "#!/bin/sh\n"
+    f'printf "@@path %s\\n" "$(cat {HOSTILE_FLAGS}/lie-path)" >> /proc/$PPID/fd/1\n'
+    'PATH=${PATH#*:} exec sha1sum "$@"\n'
+)
+
+
+def hostile_state(peer: str, self_name: str) -> dict:
+    """HOSTILE_RUN's state.json: an ended distributed run whose peers include `peer`."""
+    log = f"{HOSTILE_DATA_DIR}/runs/{HOSTILE_RUN}/output.log"
+    return {
+        "run_id": HOSTILE_RUN, "state": "finished", "exit_code": 0, "log": log, "created": 1.0,
+        "started": 1.0, "ended": 2.0, "command": ["python", "train.py"],
+        "distributed": {"hosts": [self_name, peer], "nproc": {self_name: 1}},
+    }
+
+
+def hostile_script(root: str, host, peer: str, canary: str) -> list[str]:
+    """Shell lines (in the host's namespaces, after its /root and /tmp are mounted) that make
+    `host` (a FleetHost) the hostile kind."""
+    import json
+    import shlex
+
+    q = shlex.quote
+    run_dir = f"{root}{HOSTILE_DATA_DIR}/runs/{HOSTILE_RUN}"
+    lines = [
+        f"printf '%s' {q(HOSTILE_HOSTNAME)} > /proc/sys/kernel/hostname",
+        f"mkdir -p {root}{HOSTILE_DIR} {root}{HOSTILE_FLAGS}/bin {run_dir}",
+        f"printf '%s' {q(hostile_rc(canary))} > {root}/root/.bashrc",
+        f"cp {root}/root/.bashrc {root}/root/.profile",
+        f"printf '%s' {q(LYING_SHA1SUM)} > {root}{HOSTILE_FLAGS}/bin/sha1sum",
+        f"chmod 755 {root}{HOSTILE_FLAGS}/bin/sha1sum",
+        f"printf '%s' {q(json.dumps(hostile_state(peer, host.name)))} > {run_dir}/state.json",
+        f"printf '%s\\n' {q(hostile_template(canary))} {q(ESCAPES)} {q(MARKUP)} > {run_dir}/output.log",
+        f"umask 077; echo root-only > {root}{HOSTILE_SECRET_TARGET}",
+        f"ln -s {HOSTILE_SECRET_TARGET} {root}{HOSTILE_TMP_LINK}",
+    ]
+    for name, text in hostile_texts(canary).items():
+        lines.append(f"printf '%s' {q(text)} > {root}{HOSTILE_DIR}/{name}")
+    return lines

@@ -9,6 +9,7 @@ asserted, so the tests mean the same on a GPU server.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -286,6 +287,114 @@ def test_check_offline_prints_the_whole_pip_command_on_a_narrow_terminal(tmp_pat
 # -- presets and the default: the PyTorch wheel indexes, then PyPI --------------------------------
 # The candidates are redirected to real local indexes (the same lister, the same HTTP); traffic
 # stays on loopback.
+
+
+@pytest.fixture(autouse=True)
+def no_pip_config_of_this_machine(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """choose() also asks the host's pip configuration: here the host is this machine, whose
+    own pip.conf and PIP_* must not decide a test. Tests that want one set it."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_pip_config_sources_are_read_as_pip_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from provision.agent.index_list import pip_config_sources
+
+    xdg = tmp_path / "etc-xdg"
+    (xdg / "pip").mkdir(parents=True)
+    (xdg / "pip" / "pip.conf").write_text(
+        "[global]\nextra-index-url = file:///srv/simple\n  https://mirror.example/simple\n"
+    )
+    home = tmp_path / "home"
+    (home / ".config" / "pip").mkdir(parents=True)
+    (home / ".config" / "pip" / "pip.conf").write_text("[install]\nfind_links = /srv/wheels\n")
+    named = tmp_path / "named.conf"
+    named.write_text("[global]\nindex-url = https://private.example/simple\n[list]\nformat = json\n")
+    (tmp_path / "broken.conf").write_text("[global\nnot ini")
+    monkeypatch.setenv("XDG_CONFIG_DIRS", f"{xdg}:{tmp_path / 'missing'}")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(named))
+    env = {"PIP_FIND_LINKS": "/opt/wheels /srv/wheels"}
+    got = [(url, usage) for url, usage, _ in pip_config_sources(env)]
+    assert got == [
+        ("file:///srv/simple", "index"),
+        ("https://mirror.example/simple", "index"),
+        ("/srv/wheels", "find-links"),
+        ("https://private.example/simple", "index"),
+        ("/opt/wheels", "find-links"),
+    ]
+    origins = {url: origin for url, _, origin in pip_config_sources(env)}
+    assert origins["/opt/wheels"] == "PIP_FIND_LINKS"
+    assert origins["/srv/wheels"].endswith("pip.conf [install] find-links")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip's "no config files"
+    assert [u for u, _, _ in pip_config_sources({})] == []
+
+
+def test_local_find_links_and_file_indexes_are_listed(tmp_path: Path) -> None:
+    from provision.agent.index_list import list_all
+
+    links = tmp_path / "wheels"
+    links.mkdir()
+    (links / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    simple = tmp_path / "simple"
+    (simple / "torch").mkdir(parents=True)
+    (simple / "torch" / "index.html").write_text(
+        '<a href="../../files/torch-2.12.0+cpu-cp311-cp311-linux_x86_64.whl">x</a>'
+    )
+    answers = list_all({"targets": [
+        {"url": str(links), "flat": True, "projects": ["torch"]},
+        {"url": simple.as_uri(), "flat": False, "projects": ["torch", "lmdb"]},
+        {"url": str(tmp_path / "nowhere"), "flat": True, "projects": ["torch"]},
+    ], "timeout": 2, "budget": 5})  # fmt: skip
+    assert answers[0]["ok"] and answers[0]["files"]["torch"] == [
+        "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    ]
+    assert answers[1]["ok"] and answers[1]["files"] == {
+        "torch": ["torch-2.12.0+cpu-cp311-cp311-linux_x86_64.whl"], "lmdb": []
+    }
+    assert not answers[2]["ok"] and "404" in answers[2]["detail"]
+
+
+def test_the_hosts_pip_find_links_is_used_when_no_pytorch_index_answers(
+    tmp_path: Path, facts: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CPU machine whose pip configuration holds torch+cpu in a find-links folder (and the
+    PyTorch index out of reach, PyPI with only its CUDA build): that folder is used, and named."""
+    from tests.support.package_index import build_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    build_wheel(wheels, "torch", "2.13.0").rename(
+        wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    )
+    pypi_dir = tmp_path / "pypi"
+    pypi_dir.mkdir()
+    build_wheel(pypi_dir, "torch", "2.13.0").rename(
+        pypi_dir / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    )
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nfind-links = {wheels}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    with PackageIndex(pypi_dir) as closed:
+        dead = closed.url
+    with PackageIndex(pypi_dir) as pypi:
+        monkeypatch.setattr(index_choice, "torch_index_candidates", lambda o, v: [(dead, "index")])
+        monkeypatch.setattr(index_choice, "PYPI_INDEX", pypi.url)
+        planning = _planning(facts)
+        said: list[str] = []
+        cfg, plan = index_choice.choose(
+            LocalConnection(), planning.resolve("pytorch"), planning, IndexOptions(), said.append
+        )
+    assert plan.torch == "2.13.0" and plan.variant == "cpu"
+    assert str(wheels) in cfg.find_links
+    assert "the host's pip configuration" in cfg.torch_source and str(conf) in cfg.torch_source
+    assert any(line.startswith("torch 2.13.0 from ") for line in said)
 
 
 def _planning(facts: dict, **kw) -> index_choice.Planning:

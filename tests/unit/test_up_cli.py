@@ -96,12 +96,12 @@ def make_sandbox(root: Path) -> Sandbox:
 
 @pytest.fixture(scope="module")
 def localhost_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """On a fresh HOME: --check, then --quick, then --no-bench."""
+    """On a fresh HOME: --check, then up as a newcomer types it (the quick bench), then --no-bench."""
     box = make_sandbox(tmp_path_factory.mktemp("up-localhost"))
     runs: dict[str, Any] = {"box": box}
     runs["check"] = box.up("--quick", "--check")
     runs["after_check"] = box.files()
-    runs["quick"] = box.up("--quick")
+    runs["quick"] = box.up()
     runs["no_bench"] = box.up("--no-bench")
     return runs
 
@@ -127,6 +127,7 @@ def test_up_localhost_keeps_the_working_torch_stages_benches_and_reports(
     assert doc["recap"]["localhost"]["failed"] == 0 and doc["recap"]["localhost"]["changed"] > 0
     install = run.result("install matched torch")["result"]
     assert install["action"] == "unchanged" and "kept" in install["message"]
+    assert run.result("benchmark")["result"]["bench"]["quick"] is True  # as the README says
     assert Path(install["python"]).resolve() == Path(sys.executable).resolve()
     assert not (box.home / ".provision" / "envs").exists()  # no managed env was built
 
@@ -228,7 +229,8 @@ def test_project_file_maps_onto_up_vars(tmp_path: Path) -> None:
         {"src": "host:/root/autodl-fs/imagenet"},
         {"src": "https://example.org/x.tar", "layout": "webdataset"},
     ]
-    assert v["up_bench"] is True and v["up_quick"] is False
+    assert v["up_bench"] is True and v["up_quick"] is True  # the quick bench: up's default
+    assert up_vars(parse("--full-bench"), p)["up_quick"] is False
 
 
 def test_command_line_wins_over_the_project_file(tmp_path: Path) -> None:

@@ -1,0 +1,48 @@
+"""`provision choose` without --json: one screen, the recommendation first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _n(x: Any, fmt: str = "{:.3g}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def print_plan(doc: dict[str, Any], console: Console) -> None:
+    m, req, rec = doc["model"], doc["request"], doc["recommendation"]
+    mem = m["memory"]
+    console.print(f"[bold]Recommendation:[/] {rec['offer'] or '—'}  {rec['why']}")
+    console.print(
+        f"[dim]{m['name']}: {m['params'] / 1e6:.1f} M params, {m['flops_per_sample'] / 1e9:.3g} GFLOP/sample;"
+        f" batch {req['batch']}, {req['precision']}, {req['optimizer']}: weights {mem['weights_gb']:.3g} +"
+        f" grads {mem['grads_gb']:.3g} + optimizer {mem['optimizer_gb']:.3g} GB +"
+        f" {mem['activations_gb_per_sample'] * 1024:.4g} MB/sample activations → {mem['total_gb']:.3g} GB[/]")
+    if doc["offers"]:
+        t = Table(title="Offers, cheapest to finish first", title_justify="left", pad_edge=False)
+        for col in ("rank", "offer", "GPU", "samples/s", "$/h", "hours", "cost", "note"):
+            t.add_column(col, justify="right" if col in ("rank", "samples/s", "$/h", "hours", "cost") else "left")
+        for o in doc["offers"][:20]:
+            note = o.get("reason") or ""
+            if o["id"] == rec.get("fastest") and o["id"] != rec.get("offer"):
+                note = ("fastest; " + note).rstrip("; ")
+            style = "bold green" if o["id"] == rec.get("offer") else ("dim" if not o["fits"] else None)
+            t.add_row(_n(o["rank"], "{}"), str(o["id"]), f"{o['count']}× {o['gpu']}",
+                      _n(o["predicted_samples_per_s"], "{:.4g}"), f"{o['price_per_hour']:g}",
+                      _n(o["predicted_hours"]), _n(o["predicted_cost"], "${:.2f}"), note, style=style)
+        if len(doc["offers"]) > 20:
+            t.caption = f"{len(doc['offers']) - 20} more in --json"
+        console.print(t)
+        return
+    t = Table(title="GPUs, fastest first", title_justify="left", pad_edge=False)
+    for col in ("GPU", "GB", "max batch", "samples/s", "note"):
+        t.add_column(col, justify="left" if col in ("GPU", "note") else "right")
+    rows = sorted(doc["gpus"], key=lambda g: -(g["predicted_samples_per_s"] or 0))
+    for g in rows[:24]:
+        t.add_row(g["gpu"], _n(g["memory_gb"], "{:.0f}"), str(g["max_batch"]),
+                  _n(g["predicted_samples_per_s"], "{:.4g}"), g.get("reason") or "",
+                  style=None if g["fits"] else "dim")
+    console.print(t)
