@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from provision.cli.common import console
+from provision.cli.common import EXIT_INTERRUPTED, console
 from provision.cli.train import follow_and_finish, on_hosts, report_entries
 from provision.train.launch import HostTrainer
 from provision.train.live import RunView
+from provision.train.options import with_exit_codes
 
 describe = "follow a training run again until it ends, then diagnose and report it"
 
@@ -19,6 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN")
     parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
     parser.add_argument("--no-live", action="store_true", help="plain prefixed log lines, no live table")
+    with_exit_codes(parser)
+
+
+def detached_message(run_id: str, hosts: list[str]) -> str:
+    """What Ctrl-C in `attach` did: nothing to the run (stopping it is `provision stop`)."""
+    where = ", ".join(hosts)
+    return (f"detached; {run_id} still running on {where}; `provision stop {hosts[0]} {run_id}` stops it"
+            + (" on every host" if len(hosts) > 1 else ""))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,8 +37,12 @@ def run(args: argparse.Namespace) -> int:
         from provision.cli.common import connect_options
         from provision.cli.train_distributed import attach_distributed, print_distributed
 
-        with view:
-            doc = attach_distributed(args, args.run_id, info, connect_options(args), view)
+        try:
+            with view:
+                doc = attach_distributed(args, args.run_id, info, connect_options(args), view)
+        except KeyboardInterrupt:
+            console.print(detached_message(args.run_id, list(info.get("hosts") or [args.target])), markup=False)
+            return EXIT_INTERRUPTED
         return print_distributed(doc, args.json)
 
     def work(trainer: HostTrainer) -> dict[str, Any]:
@@ -41,8 +54,12 @@ def run(args: argparse.Namespace) -> int:
         size = _log_size(trainer, run_state)
         return follow_and_finish(trainer, run_state, view, args.out, offset=size)
 
-    with view:
-        outcomes = on_hosts(args, [args.target], work)
+    try:
+        with view:
+            outcomes = on_hosts(args, [args.target], work)
+    except KeyboardInterrupt:  # Ctrl-C detaches: the run is the host's, not this command's
+        console.print(detached_message(args.run_id, [args.target]), markup=False)
+        return EXIT_INTERRUPTED
     return report_entries(outcomes, args.json)
 
 

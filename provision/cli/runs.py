@@ -10,12 +10,14 @@ from rich.table import Table
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
 from provision.terminal import escape
+from provision.train.options import with_exit_codes
 
 describe = "list training runs on hosts (state, age, exit code)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("targets", nargs="+", metavar="TARGET")
+    with_exit_codes(parser)
 
 
 def _age(seconds: Any) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
+from provision.train.options import with_exit_codes
 from provision.train.peers import refused_outcomes, vet_peers
 
 describe = "stop a training run on a host (every process of it)"
@@ -19,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="seconds between SIGTERM and SIGKILL (default 10)")
+    with_exit_codes(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from provision.cli import train_distributed
 from provision.cli.common import (
     EXIT_HOST_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     connect_options,
     console,
@@ -24,7 +25,13 @@ from provision.report.render import SEVERITY_STYLE
 from provision.terminal import escape
 from provision.train.launch import HostTrainer, TrainSpec, new_run_id
 from provision.train.live import RunView
-from provision.train.options import env_from, parse_duration, parse_env, stop_command_hint
+from provision.train.options import (
+    env_from,
+    parse_duration,
+    parse_env,
+    stop_command_hint,
+    with_exit_codes,
+)
 
 describe = "run a training command on hosts, detached; follow it, diagnose why it is slow, report"
 
@@ -50,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="provision-reports", metavar="DIR", help="where reports are written")
     parser.add_argument("--no-live", action="store_true", help="plain prefixed log lines, no live table")
     train_distributed.add_arguments(parser)
+    with_exit_codes(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> TrainSpec:
@@ -181,9 +189,10 @@ def run(args: argparse.Namespace) -> int:
         with view:
             outcomes = for_each_host(hosts, one, args.forks)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the run goes on on the host(s); "
-                      f"`provision attach HOST {spec.run_id}` to follow it again[/]")
-        raise
+        console.print(f"[yellow]detached: run {spec.run_id} goes on on {', '.join(spec.hosts)}; "
+                      f"`provision attach HOST {spec.run_id}` follows it again, `provision stop HOST "
+                      f"{spec.run_id}` stops it[/]")
+        return EXIT_INTERRUPTED
     return report_entries(outcomes, args.json)
 
 

@@ -68,6 +68,7 @@ def run_distributed(args: argparse.Namespace, spec: TrainSpec, hosts: list[Host]
         torch = next(iter(cluster.torches.values()))
         console.print(f"torch {torch.get('version')} on every host; ranks: "
                       + ", ".join(f"{h} x{cluster.nprocs[h]}" for h in fabric.hosts), markup=False)
+        print_layout(cluster.layout)
         if dist.allreduce and len(hosts) > 1:
             ar = cluster.measure_allreduce()
             reused = ar.get("reused")
@@ -113,6 +114,21 @@ def run_distributed(args: argparse.Namespace, spec: TrainSpec, hosts: list[Host]
             raise
         finals = {n: o.value for n, o in outcomes.items() if o.ok}
         return finish_run(cluster, finals, args.out)
+
+
+def print_layout(layout: dict[str, Any] | None) -> None:
+    """Each host's data dir, disk, free space and workdir; the host whose layout differs from the
+    others' (or is at its free-space floor), named with why."""
+    from rich.markup import escape
+
+    from provision.train.layout import describe
+
+    if not layout:
+        return
+    for host, v in layout["hosts"].items():
+        console.print(describe(host, v), markup=False)
+    for host, why in layout["differs"].items():
+        console.print(f"[yellow]layout: {escape(host)}: {escape(why)}[/]", highlight=False)
 
 
 def attach_distributed(args: argparse.Namespace, run_id: str, info: dict[str, Any], options: Any,

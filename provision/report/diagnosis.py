@@ -272,6 +272,32 @@ def num_workers(doc: dict[str, Any]) -> Finding | None:
     )
 
 
+@rule
+def loader_shm(doc: dict[str, Any]) -> Finding | None:
+    """The recommended num_workers' batches in flight (workers x prefetch_factor 2 x batch bytes)
+    against /dev/shm: past it the workers die with "Bus error" (Docker's default shm is 64 MB)."""
+    loader = get(doc, "bench.dataloader")
+    if not _ok(loader):
+        return None
+    shm_mb, workers = loader.get("shm_mb"), loader.get("best_num_workers")
+    batch, size = loader.get("batch_size"), loader.get("image_size")
+    if not shm_mb or not workers or not batch or not size:
+        return None
+    batch_mb = batch * 3 * size * size / 2**20  # the bench's batches: uint8 CHW images
+    need = workers * 2 * batch_mb
+    if need <= 0.9 * shm_mb:
+        return None
+    return Finding(
+        "loader_shm", "warn", f"num_workers={workers} will not fit in /dev/shm ({shm_mb} MB)",
+        f"{workers} workers x prefetch_factor 2 x {batch_mb:.1f} MB per batch of {batch} uint8 "
+        f"{size}px images = {need:.0f} MB in shared memory at once (float32 batches: 4x that); "
+        f"/dev/shm is {shm_mb} MB, and workers past it die with \"Bus error\"",
+        "give the container a bigger /dev/shm where the provider allows it (docker `--shm-size=8g` or "
+        "`--ipc=host`), or `torch.multiprocessing.set_sharing_strategy('file_system')`, or fewer "
+        "workers / a smaller prefetch_factor",
+    )
+
+
 def _mount_of(doc: dict[str, Any], path: str) -> dict[str, Any] | None:
     best = None
     for m in get(doc, "facts.disks.mounts") or []:

@@ -39,6 +39,15 @@ def train_charts(doc: dict[str, Any]) -> dict[str, str]:
     }
 
 
+LOADER_COLUMNS = ("role", "created at", "batch size", "num_workers", "pin_memory", "persistent_workers",
+                  "dataset", "length", "epochs", "batches", "training batches", "data-wait share")
+
+
+def _share(loader: dict[str, Any]) -> str:
+    wait, step = float(loader.get("wait_s") or 0), float(loader.get("step_s") or 0)
+    return f"{wait / (wait + step):.0%}" if wait + step > 0 else "—"
+
+
 def view(doc: dict[str, Any]) -> dict[str, Any]:
     train = doc.get("train") or {}
     summary = train.get("summary") or {}
@@ -48,19 +57,24 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
         ("run", train.get("run_id")), ("state", train.get("state")), ("exit code", train.get("exit_code")),
         ("seconds", train.get("seconds")), ("command", " ".join(map(str, train.get("command") or []))),
         ("workdir", train.get("workdir")), ("log", train.get("log")),
-        ("steps (batches)", prof.get("steps")), ("data-wait share", prof.get("data_wait_fraction")),
+        ("training steps", prof.get("steps")), ("training loader", loader.get("site")), ("data-wait share", prof.get("data_wait_fraction")),
         ("GPU util mean %", prof.get("gpu_util_mean")), ("CPU busy mean %", prof.get("cpu_util_mean")),
         ("num_workers", prof.get("num_workers")), ("AMP", prof.get("amp")),
         ("pin_memory", loader.get("pin_memory")), ("batch size", loader.get("batch_size")),
         ("device", summary.get("device")),
     ]
     epochs = [[e.get("epoch"), e.get("seconds"), e.get("batches")] for e in summary.get("epochs") or []]
+    loaders = [[x.get("role"), x.get("site") or "—", x.get("batch_size"), x.get("num_workers"), x.get("pin_memory"),
+                x.get("persistent_workers"), f"{x.get('dataset')}{' (iterable)' if x.get('iterable') else ''}",
+                "—" if x.get("dataset_len") is None else x.get("dataset_len"), x.get("epochs"), x.get("batches"),
+                x.get("train_batches"), _share(x)]
+               for x in summary.get("loaders") or []]
     gpus = [[g.get("index"), g.get("util_pct_mean"), g.get("memory_used_mb_max"), g.get("memory_total_mb"),
              g.get("power_w_mean"), ", ".join(sorted(g.get("throttle_reasons") or {})) or "—"]
             for g in (summary.get("gpu") or {}).get("per_gpu") or []]
     return {"host": doc.get("host"), "created": doc.get("created"),
             "overview": [(k, "—" if v is None else v) for k, v in overview],
-            "diagnosis": doc.get("diagnosis") or [], "epochs": epochs, "gpus": gpus,
+            "diagnosis": doc.get("diagnosis") or [], "epochs": epochs, "gpus": gpus, "loaders": loaders,
             "tail": train.get("tail") or [],
             "prediction": report_view.rows(doc), "prediction_title": report_view.title(doc),
             "prediction_header": report_view.HEADER}
@@ -70,7 +84,7 @@ def context(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None) -> d
     from provision.report.document import SCHEMA
     from provision.report.render import comparison_rows
 
-    return {"schema": SCHEMA, "views": [view(d) for d in docs], "charts": [train_charts(d) for d in docs],
+    return {"schema": SCHEMA, "views": [view(d) for d in docs], "loader_columns": LOADER_COLUMNS, "charts": [train_charts(d) for d in docs],
             "comparison": comparison_rows(comparisons or {})}
 
 

@@ -57,6 +57,7 @@ class ClusterTrainer:
         self.nprocs: dict[str, int] = {}
         self.fabric: Any = None
         self.allreduce: dict[str, Any] | None = None
+        self.layout: dict[str, Any] | None = None  # each host's data dir, workdir, free space
         self.plans: list[NodePlan] = []
         self.started: dict[str, dict[str, Any]] = {}
         self.watch = FailureWatch()
@@ -103,6 +104,10 @@ class ClusterTrainer:
         for name, (facts, python, torch) in found.items():
             self.facts[name], self.pythons[name], self.torches[name] = facts, python, torch
         check_same_torch(self.torches)
+        from provision.train.layout import host_layout, odd_hosts
+
+        hosts = {n: host_layout(f, self.run_id, self.spec.workdir) for n, f in self.facts.items()}
+        self.layout = {"hosts": hosts, "differs": odd_hosts(hosts)}
         self.nprocs = {n: nproc_for(self.options.nproc_per_node, f) for n, f in self.facts.items()}
         from provision.distributed.fabric import select_fabric
 
@@ -216,6 +221,7 @@ class ClusterTrainer:
             "torch": {n: t.get("version") for n, t in self.torches.items()},
             "fabric": fabric,
             "allreduce": self.allreduce,
+            "layout": self.layout,
         }
 
 

@@ -9,6 +9,7 @@ memory_headroom) do not apply, and one info finding says so and why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from provision.report.diagnosis import (
     Finding,
     loader_curve,
 )
+from provision.train.causes import CAUSES
 
 INPUT_WARN = 0.3  # the step waits on data 30% of the time: worth fixing
 INPUT_CRITICAL = 0.5  # more than half: the GPU (or CPU) mostly waits
@@ -27,6 +29,7 @@ GPU_IDLE_PCT = 10.0
 GPU_UNDERUSED_PCT = 60.0
 MEMORY_HEADROOM = 0.5  # peak GPU memory under half the card: the batch could grow
 EPOCH_SLOWING = 1.2  # the last epochs 20% slower than the first ones
+EPOCH_MIN_S = 0.5  # epochs shorter than this are noise, not a trend
 GPU_RULES = ("gpu_idle", "gpu_underused", "no_amp", "throttling", "memory_headroom")
 
 Context = dict[str, Any]  # {"summary", "facts", "bench" (a report doc or None)}
@@ -111,15 +114,44 @@ def input_bound(ctx: Context) -> Finding | None:
                 f"({s.get('wait_s', 0):.1f} s waiting vs {s.get('step_s', 0):.1f} s computing over "
                 f"{s.get('steps')} batches); num_workers={current}, "
                 f"workers used {(s.get('cpu') or {}).get('cores_workers_mean')} cores on average")
+    evidence += _other_loaders(s)
+    missing = _missing_settings(loader, gpus > 0)
     if current is not None and current >= n:
+        extra = f", or use {', '.join(missing)} and a larger prefetch_factor" if missing else \
+            ", or a larger prefetch_factor"
         advice = (f"more workers will not help (num_workers={current} already, {why}): make each "
                   "sample cheaper to load (decode less, pre-resize, stage the dataset as LMDB with "
-                  "`provision stage`), or use persistent_workers=True and a larger prefetch_factor")
+                  f"`provision stage`){extra}")
     else:
-        advice = (f"set DataLoader(num_workers={n}, pin_memory=True, persistent_workers=True) "
+        settings = ", ".join([f"num_workers={n}"] + missing)
+        advice = (f"set {_where(loader)}DataLoader({settings}, ...) "
                   f"({why}); measure the curve with `provision bench HOST --dataset ...`")
     severity = "critical" if share >= INPUT_CRITICAL else "warn"
     return Finding("input_bound", severity, f"The step waits on data {share:.0%} of the time", evidence, advice)
+
+
+def _missing_settings(loader: dict[str, Any], cuda: bool) -> list[str]:
+    """The loader settings worth adding that are not already in effect (pin_memory only feeds a GPU)."""
+    out = []
+    if cuda and loader.get("pin_memory") is False:
+        out.append("pin_memory=True")
+    if loader.get("persistent_workers") is False:
+        out.append("persistent_workers=True")
+    return out
+
+
+def _where(loader: dict[str, Any]) -> str:
+    site = loader.get("site")
+    return f"the training loader ({site}): " if site else ""
+
+
+def _other_loaders(s: dict[str, Any]) -> str:
+    others = [x for x in s.get("loaders") or [] if x.get("role") == "eval"]
+    if not others:
+        return ""
+    sites = sorted({str(x.get("site") or "?") for x in others})
+    return (f"; the training loader is {s.get('loader', {}).get('site') or '?'} (its batches fed the backward "
+            f"passes); not counted: {len(sites)} evaluation loader(s) at {', '.join(sites[:3])}")
 
 
 def _network_sources(s: dict[str, Any]) -> list[str]:
@@ -251,8 +283,8 @@ def epoch_slowing(ctx: Context) -> Finding | None:
     times = [float(e["seconds"]) for e in epochs]
     half = max(1, len(times) // 3)
     first, last = sum(times[:half]) / half, sum(times[-half:]) / half
-    if first <= 0 or last < EPOCH_SLOWING * first:
-        return None
+    if first < EPOCH_MIN_S or last < EPOCH_SLOWING * first:
+        return None  # epochs too short to time (an evaluation pass, a tiny loader)
     return Finding("epoch_slowing", "warn", f"Epochs got {last / first:.1f}x slower during the run",
                    "epoch seconds: " + ", ".join(f"{t:.1f}" for t in times[:20])
                    + f" (from the {ctx['summary'].get('epoch_source')})",
@@ -265,10 +297,20 @@ def not_instrumented(ctx: Context) -> Finding | None:
     s = ctx["summary"]
     if s.get("data_wait_fraction") is not None or (s.get("run") or {}).get("state") == "failed":
         return None
-    why = "instrumentation was off (--no-instrument)" if not (s.get("run") or {}).get("instrument") else \
-        "the job never iterated a torch DataLoader"
-    return Finding("data_wait_unknown", "info", "Data-wait share not measured", why,
-                   "run without --no-instrument, with a torch DataLoader, to measure it")
+    if not (s.get("run") or {}).get("instrument"):
+        return Finding("data_wait_unknown", "info", "Data-wait share not measured",
+                       "instrumentation was off (--no-instrument)",
+                       "run without --no-instrument to measure how long each step waits on its DataLoader")
+    steps = s.get("optimizer_steps")
+    return Finding("data_wait_unknown", "info", "Data-wait share not measured: no torch DataLoader",
+                   "the job never iterated a torch DataLoader"
+                   + (f" ({steps} optimizer steps seen: it makes its batches itself)" if steps else ""),
+                   "nothing to change for provision; if you suspect the input, time how long the script "
+                   "takes to make each batch (a torch DataLoader is measured automatically)")
+
+
+for _cause in CAUSES:  # why a run died (container limits, CUDA on a CPU host) and the shm check
+    rule(_cause)
 
 
 # -- across the hosts of one distributed run ----------------------------------------------------
@@ -308,8 +350,30 @@ def _root_causes(tail: list[str]) -> list[dict[str, Any]]:
     return [c for c in out if "rank" in c]
 
 
-def rank_failed(host: str, summary: dict[str, Any]) -> Finding | None:
-    """A host whose ranks failed: which rank, its exit code, its last log lines."""
+ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$")
+BROKEN_LINK = ("Connection closed by peer", "Connection reset", "Broken pipe", "ECONNRESET",
+               "RendezvousClosedError", "RendezvousConnectionError", "connection to the C10d store has failed",
+               "NCCL communicator was aborted", "Timed out", "timed out")
+
+
+def last_error(summary: dict[str, Any]) -> str | None:
+    """The last `SomethingError: message` line of a host's log (rank prefixes stripped)."""
+    from provision.train.causes import log_lines
+
+    found = None
+    for line in log_lines(summary):
+        m = ERROR_LINE.match(line)
+        if m and not m.group(1).startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError"):
+            found = m.group(1).strip()
+    return found
+
+
+def rank_failed(host: str, summary: dict[str, Any], others: dict[str, dict[str, Any]] | None = None,
+                first: str | None = None) -> Finding | None:
+    """A host whose ranks failed: which rank, its exit code, its last log lines, and what really
+    happened to the rest: `others` (the other hosts' summaries) and `first` (the host that failed
+    first) say whether this one failed on its own, failed because the first one broke the
+    connection, or was the one that failed while provision stopped the rest."""
     from provision.train.distributed import split_rank_line
 
     run = summary.get("run") or {}
@@ -322,23 +386,50 @@ def rank_failed(host: str, summary: dict[str, Any]) -> Finding | None:
     own = [text for r, text in (split_rank_line(line) for line in tail) if rank is not None and r == rank]
     shown = (own or tail)[-10:]
     who = f"{host}/rank{rank}" if rank is not None else host
+    others = {h: s for h, s in (others or {}).items() if h != host}
+    states = {h: (s.get("run") or {}).get("state") for h, s in others.items()}
+    stopped = sorted(h for h, st in states.items() if st == "stopped")
+    failed = sorted(h for h, st in states.items() if st == "failed")
+    error = last_error(summary)
+    if first is None or first == host:
+        what = f"{who} exited with code {code}" + (f" ({error})" if error else "") + "; torchrun ended this host's ranks"
+        if stopped:
+            what += f"; provision stopped the run on {', '.join(stopped)} when it failed"
+        if failed:
+            what += f"; {', '.join(failed)} failed too (see their own findings)"
+    else:
+        first_error = last_error(others.get(first) or {})
+        if error and first_error and error == first_error:
+            what = f"{who} exited with code {code}: it failed on its own, with the same error as {first} ({error})"
+        elif error and any(k in error for k in BROKEN_LINK) or any(
+                k in line for line in (summary.get("tail") or [])[-40:] for k in BROKEN_LINK):
+            what = (f"{who} exited with code {code} after {first} failed: its connection to the failed "
+                    f"rank broke ({error or 'a collective lost its peer'}); fix {first} first")
+        else:
+            what = f"{who} exited with code {code}" + (f" ({error})" if error else "") + \
+                f", after {first} failed: look at both"
     return Finding(
         "rank_failed", "critical", f"{who} failed (exit code {code})",
-        f"{who} exited with code {code}; torchrun ended this host's ranks and the other hosts were "
-        "stopped. Last lines" + (f" of rank {rank}" if own else "") + ":\n" + "\n".join(shown),
+        what + ". Last lines" + (f" of rank {rank}" if own else "") + ":\n" + "\n".join(shown),
         f"fix what {who}'s log shows (`provision logs {host} {run.get('run_id')}`; per-rank files under "
         f"{str(run.get('log') or '').rsplit('/', 1)[0]}/ranks), then run it again",
     )
 
 
+def collective_job(summary: dict[str, Any]) -> bool:
+    """The instrumentation saw a process group and collectives (DDP's all-reduce, or calls to
+    torch.distributed's collectives): only then do ranks wait for each other."""
+    return bool(summary.get("dist")) and bool(summary.get("grad_bytes") or summary.get("collectives"))
+
+
 def straggler(summaries: dict[str, dict[str, Any]]) -> Finding | None:
     """One host slower than the others: its steps take longer, or it waits on its own input
     while the others wait on it in the all-reduce."""
+    if len(summaries) < 2 or not any(collective_job(s) for s in summaries.values()):
+        return None  # without a process group and collectives no rank waits for another
     steps = {h: step_seconds(s) for h, s in summaries.items()}
     steps = {h: v for h, v in steps.items() if v}
     waits = {h: s.get("data_wait_fraction") for h, s in summaries.items() if s.get("data_wait_fraction") is not None}
-    if len(summaries) < 2:
-        return None
     slow, why = None, ""
     if len(steps) >= 2:
         host = max(steps, key=lambda h: steps[h])
@@ -371,7 +462,8 @@ def network_bound(summaries: dict[str, dict[str, Any]], allreduce: dict[str, Any
     size = grad_bytes or max([int(s.get("grad_bytes") or 0) for s in summaries.values()] or [0])
     steps = [v for v in (step_seconds(s) for s in summaries.values()) if v]
     nodes = int(allreduce.get("hosts") or len(summaries))
-    if not size or not steps or nodes < 2:
+    measured = grad_bytes or any(collective_job(s) for s in summaries.values())  # --grad-mb: the user says so
+    if not size or not steps or nodes < 2 or not measured:
         return None
     busbw = float(allreduce["busbw_gbs"]) * 1e9
     step = sorted(steps)[len(steps) // 2]
@@ -397,8 +489,9 @@ def diagnose_distributed(summaries: dict[str, dict[str, Any]], allreduce: dict[s
     """The findings about the run as a whole (each host's own come from diagnose_run)."""
     found: list[Finding] = []
     ordered = sorted(summaries, key=lambda h: float((summaries[h].get("run") or {}).get("ended") or 0))
+    failed = [h for h in ordered if (summaries[h].get("run") or {}).get("state") == "failed"]
     for host in ordered:  # the first to fail first: the others usually failed because of it
-        f = rank_failed(host, summaries[host])
+        f = rank_failed(host, summaries[host], summaries, failed[0] if failed else None)
         if f:
             found.append(f)
     for check in (lambda: straggler(summaries), lambda: network_bound(summaries, allreduce, grad_bytes)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from provision.errors import ConfigError
 
@@ -67,3 +68,23 @@ def stop_command_hint(host_name: str, facts: dict | None) -> str:
         "stop_command='shutdown -h now' (or your provider's stop command)"
     return (f"{host_name}: no stop_command var, so there is nothing to run when idle. Set it in the "
             f"inventory, e.g. `{host_name} ... {example}`; provision never runs a default unasked.")
+
+
+# The exit codes of train/attach/logs/runs/stop (docs/train.md says the same): shown by --help.
+EXIT_CODES = """exit codes:
+  0    train/attach: the run finished (or was started, with --detach); logs: the log was
+       shown, whatever the run's state; runs: listed; stop: stopped, or had already ended
+  1    train/attach: the run failed or was stopped; any command: a host failed (its error
+       is printed)
+  2    usage or configuration error (bad option, unknown host, missing command)
+  4    a host was unreachable (and none failed otherwise)
+  130  Ctrl-C: `attach` and `logs -f` detach and the run goes on; `train` on one host leaves the
+       run going (`provision attach HOST RUN`); `train --distributed` stops it on every host"""
+
+
+def with_exit_codes(parser: Any) -> None:
+    """Append the exit-code table to a command's --help, keeping its line breaks."""
+    import argparse
+
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter

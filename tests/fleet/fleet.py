@@ -507,6 +507,8 @@ class Fleet(HostActions):
             f"mkdir -m 755 {root}/run/sshd",  # sshd's privilege separation directory
             f"mount -t tmpfs -o mode=755,size={self.root_size} fleet-home {root}/home",
         ]
+        if "smallshm" in traits:  # Docker's default --shm-size: this host's /dev/shm only
+            lines.append(f"mount -t tmpfs -o mode=1777,size={kinds_mod.SMALL_SHM} fleet-shm {root}/dev/shm")
         if not root:
             # /opt as the host's own: an overlay over this machine's (its wheels stay visible),
             # writes (`install --become`'s /opt/provision/envs) into a tmpfs of this host

@@ -20,6 +20,9 @@ A host's kind is a set of traits; `Fleet(3, kinds=["noisy", {"conda", "noisy"}, 
                 as rentals' private/RDMA networks are. With ``gateway``: the host gets its own
                 namespace with ONLY the back network, and the gateway address forwards its port to
                 it (tests/fleet/portfwd.py), so the SSH address can't carry rank traffic.
+- ``smallshm``  /dev/shm is a 64 MiB tmpfs of its own (Docker's default --shm-size, which kills
+                DataLoader workers with "Bus error" once their batches in flight outgrow it), mounted
+                over /dev/shm in the host's mount namespace only.
 - ``bullseye``  its own root filesystem: Debian 11 from debootstrap (Python 3.9, glibc 2.31),
                 sshd chrooted into it. Built once into ROOTFS_CACHE.
 - ``hostile``   a compromised rental (issue 20): its hostname is a template
@@ -50,7 +53,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 KINDS = frozenset({"plain", "noisy", "gateway", "sudo", "behind-jump", "conda", "nopython", "bullseye", "backnet",
-                   "hostile", "ownroot"})
+                   "hostile", "ownroot", "smallshm"})
+SMALL_SHM = "64m"  # Docker's default /dev/shm
 # What every noisy command prints before its own output (tests assert it never reaches results).
 NOISE_OUT = "Welcome to rental-cloud! GPU instance ready. conda base activated."
 NOISE_ERR = "bash: warning: setlocale: LC_ALL: cannot change locale (zh_CN.UTF-8)"

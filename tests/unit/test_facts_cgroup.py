@@ -127,3 +127,23 @@ def test_memory_facts_cap_host_memory_by_the_cgroup(tmp_path):
     assert facts["effective_total_bytes"] == 16 << 30
     assert facts["effective_available_bytes"] == (16 << 30) - (4 << 30)
     assert facts["shm"] is None  # no dev/shm in the fake root
+
+
+def test_memory_facts_report_the_open_files_limit(tmp_path):
+    """`ulimit -n` as a job started from this login inherits it (set here, not this machine's)."""
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = 321 if hard == resource.RLIM_INFINITY or hard >= 321 else hard
+
+    def lower():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    code = "import json; from provision.agent.facts import memory; print(json.dumps(memory.gather()['open_files']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         preexec_fn=lower).stdout
+    expected_hard = None if hard == resource.RLIM_INFINITY else hard
+    assert json.loads(out) == {"soft": soft, "hard": expected_hard}

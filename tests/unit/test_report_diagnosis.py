@@ -345,3 +345,16 @@ def test_real_cpu_bench_findings_are_consistent_with_its_numbers():
     assert ("loader_bottleneck" in found) == (loader < dx.LOADER_MARGIN * train)
     max_batch = bench["memory"]["models"]["convnet"]["max_batch"]
     assert ("vram_headroom" in found) == bool(max_batch)
+
+
+def test_workers_whose_batches_do_not_fit_in_dev_shm_are_flagged():
+    """Docker's default 64 MB /dev/shm: 16 workers x 2 prefetched batches of 64 224px images."""
+    small = h100_bench()
+    small["dataloader"]["shm_mb"] = 64
+    f = findings(h100_report(bench=small))["loader_shm"]
+    assert f["title"] == "num_workers=16 will not fit in /dev/shm (64 MB)"
+    assert "16 workers x prefetch_factor 2 x 9.2 MB" in f["evidence"] and "294 MB" in f["evidence"]
+    assert "--shm-size" in f["recommendation"] and "set_sharing_strategy('file_system')" in f["recommendation"]
+    roomy = h100_bench()
+    roomy["dataloader"]["shm_mb"] = 16384
+    assert "loader_shm" not in findings(h100_report(bench=roomy))

@@ -103,3 +103,60 @@ def test_train_module_in_a_playbook(site: Path) -> None:
     statuses = [(r.task, r.status) for r in result.results]
     assert statuses[0][1] == "changed", result.results[0]
     assert "finished 0" in str(result.results[1].result), result.results[1]
+
+
+def test_logs_go_to_stdout_prefixed_only_for_several_hosts(site: Path) -> None:
+    """`provision logs HOST RUN > file` and `| grep` get the log (issue 22); no prefix when
+    stdout is not a terminal and one host is named, `HOST | ` with several, --no-prefix: never."""
+    (site / "hosts.ini").write_text(
+        f"localhost ansible_connection=local data_dir={site / 'data'}\n"
+        f"[pair]\nlocalhost\nlocal2 ansible_connection=local data_dir={site / 'data'}\n")
+    inv = ["-i", str(site / "hosts.ini")]
+    run = _provision("train", "localhost", *inv, "--json", "--dir", "code", "--python", sys.executable,
+                     "--run-id", "r-log", "--out", str(site / "rep"), "--", "python", "job.py", "0", cwd=site)
+    assert run.returncode == 0, run.stderr[-3000:]
+    one = _provision("logs", "localhost", "r-log", *inv, cwd=site)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout == "line 0\nline 1\nline 2\n" and "line 0" not in one.stderr
+    follow = _provision("logs", "localhost", "r-log", "-f", *inv, cwd=site)
+    assert follow.returncode == 0 and follow.stdout == "line 0\nline 1\nline 2\n", follow.stderr
+    both = _provision("logs", "pair", "r-log", *inv, cwd=site)
+    assert sorted(both.stdout.splitlines()) == sorted(
+        f"{h} | line {i}" for h in ("localhost", "local2") for i in range(3))
+    bare = _provision("logs", "pair", "r-log", "--no-prefix", *inv, cwd=site)
+    assert sorted(bare.stdout.splitlines()) == sorted(f"line {i}" for _ in range(2) for i in range(3))
+
+
+def test_ctrl_c_in_attach_detaches_and_the_run_goes_on(site: Path) -> None:
+    import signal
+    import time
+
+    inv = ["-i", str(site / "hosts.ini")]
+    (site / "code" / "slow.py").write_text(
+        "import time\nfor i in range(600):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n")
+    start = _provision("train", "localhost", *inv, "--dir", "code", "--python", sys.executable, "--detach",
+                       "--run-id", "r-att", "--", "python", "slow.py", cwd=site)
+    assert start.returncode == 0, start.stderr
+    attach = subprocess.Popen([sys.executable, "-m", "provision", "attach", "localhost", "r-att", *inv, "--no-live"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=site)
+    try:
+        assert attach.stderr is not None
+        deadline = time.monotonic() + 120
+        seen = ""
+        while time.monotonic() < deadline and "| tick" not in seen:
+            seen += attach.stderr.readline() or ""
+        assert "| tick" in seen, seen[-2000:]
+        attach.send_signal(signal.SIGINT)
+        _, err = attach.communicate(timeout=60)
+    finally:
+        if attach.poll() is None:
+            attach.kill()
+    try:
+        assert attach.returncode == 130, err
+        assert "detached; r-att still running on localhost; `provision stop localhost r-att` stops it" in err
+        assert "stopped:" not in err
+        runs = json.loads(_provision("runs", "localhost", *inv, "--json", cwd=site).stdout)["hosts"]["localhost"]["runs"]
+        assert [r["state"] for r in runs if r["run_id"] == "r-att"] == ["running"]
+    finally:
+        stop = _provision("stop", "localhost", "r-att", *inv, "--grace", "2", cwd=site)
+        assert stop.returncode == 0, stop.stderr

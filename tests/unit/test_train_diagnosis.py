@@ -144,3 +144,113 @@ def test_json_entry_and_report_document_shapes() -> None:
     doc = build_document("gpu1", s["run"], s, findings, FACTS_16)
     validate(doc)
     assert doc["train"]["profile"] == entry["profile"]
+
+
+# -- issue 22: the training loader, settings already in effect, why a run died ----------------------
+
+TRAIN_LOADER = {"site": "/w/main.py:88", "num_workers": 2, "batch_size": 32, "pin_memory": True,
+                "persistent_workers": True, "prefetch_factor": 2, "role": "train", "batch_bytes": 400_000}
+EVAL_LOADER = {"site": "/w/main.py:91", "num_workers": 0, "batch_size": 100, "pin_memory": False,
+               "persistent_workers": False, "role": "eval"}
+
+
+def test_input_bound_advice_names_only_settings_not_in_effect_and_the_eval_loader_apart() -> None:
+    s = summary(data_wait_fraction=0.6, loader=TRAIN_LOADER, loaders=[TRAIN_LOADER, EVAL_LOADER])
+    [found] = [f for f in diagnose_run(s, FACTS_H100 | {"gpus": [{"compute_capability": "9.0"}]}) if f.id == "input_bound"]
+    assert "num_workers=2" in found.evidence and "the training loader is /w/main.py:88" in found.evidence
+    assert "evaluation loader(s) at /w/main.py:91" in found.evidence
+    assert "num_workers=15" in found.recommendation and "/w/main.py:88" in found.recommendation
+    assert "pin_memory" not in found.recommendation and "persistent_workers" not in found.recommendation
+    bare = dict(TRAIN_LOADER, pin_memory=False, persistent_workers=False)
+    [found] = [f for f in diagnose_run(summary(data_wait_fraction=0.6, loader=bare), FACTS_16) if f.id == "input_bound"]
+    assert "persistent_workers=True" in found.recommendation
+    assert "pin_memory" not in found.recommendation  # a CPU host: pinning feeds no GPU
+
+
+def test_epochs_of_zero_seconds_are_not_slowing() -> None:
+    evals = [{"epoch": i, "seconds": t} for i, t in enumerate([0.01, 0.02, 0.03, 0.05, 0.06, 0.08], 1)]
+    assert "epoch_slowing" not in ids(diagnose_run(summary(epochs=evals), FACTS_16))
+
+
+def test_data_wait_unknown_mentions_no_instrument_only_when_it_was_given() -> None:
+    [off] = [f for f in diagnose_run(summary(data_wait_fraction=None, run={"state": "finished", "instrument": False}),
+                                     FACTS_16) if f.id == "data_wait_unknown"]
+    assert "--no-instrument" in off.evidence and "without --no-instrument" in off.recommendation
+    [plain] = [f for f in diagnose_run(summary(data_wait_fraction=None, optimizer_steps=50), FACTS_16)
+               if f.id == "data_wait_unknown"]
+    assert "--no-instrument" not in plain.evidence + plain.recommendation
+    assert "never iterated a torch DataLoader (50 optimizer steps" in plain.evidence
+
+
+def failed(tail: list[str], **over: Any) -> dict[str, Any]:
+    return summary(run={"run_id": "r", "state": "failed", "exit_code": 1, "log": "/l", "instrument": True},
+                   failure_lines=tail, **over)
+
+
+CUDA_TRACE = [
+    "Traceback (most recent call last):",
+    '  File "/w/runs/r/code/multigpu_torchrun.py", line 108, in <module>',
+    "    main(args.save_every, args.total_epochs, args.batch_size)",
+    '  File "/w/runs/r/code/multigpu_torchrun.py", line 95, in main',
+    "    ddp_setup()",
+    '  File "/w/runs/r/code/multigpu_torchrun.py", line 14, in ddp_setup',
+    '    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))',
+    '  File "/opt/conda/lib/python3.11/site-packages/torch/cuda/__init__.py", line 567, in set_device',
+    "    torch._C._cuda_setDevice(device)",
+    "AssertionError: Torch not compiled with CUDA enabled",
+]
+
+
+def test_a_cuda_only_call_on_a_cpu_host_is_named_as_the_cause() -> None:
+    found = diagnose_run(failed([f"[rank0]:{line}" for line in CUDA_TRACE]), FACTS_16)
+    [cuda] = [f for f in found if f.id == "cuda_unavailable"]
+    assert cuda.title == "The script needs CUDA but this host has no GPU"
+    assert "multigpu_torchrun.py:14: torch.cuda.set_device(" in cuda.evidence
+    assert "Torch not compiled with CUDA enabled" in cuda.evidence
+    assert "torch.cuda.is_available()" in cuda.recommendation
+    assert "cuda_unavailable" not in ids(diagnose_run(failed(["ValueError: bad"]), FACTS_16))
+    newer = CUDA_TRACE[:-1] + ["RuntimeError: Cannot access accelerator device when none is available."]
+    assert "cuda_unavailable" in ids(diagnose_run(failed(newer), FACTS_16))  # torch 2.9+
+    cpu_build = CUDA_TRACE[:-1] + ["AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'"]
+    [cuda] = [f for f in diagnose_run(failed(cpu_build), FACTS_16) if f.id == "cuda_unavailable"]
+    assert "multigpu_torchrun.py:14: torch.cuda.set_device(" in cuda.evidence  # a CPU-only torch build
+
+
+def test_bus_error_and_too_many_open_files_are_explained_with_the_fix() -> None:
+    bus = failed(["RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible "
+                  "that dataloader's workers are out of shared memory."],
+                 shm={"path": "/dev/shm", "size_bytes": 64 << 20, "free_bytes": 1 << 20})
+    [f] = [f for f in diagnose_run(bus, FACTS_16) if f.id == "shm_exhausted"]
+    assert "pid 4242" in f.evidence and "/dev/shm is 64 MiB" in f.evidence
+    assert "--shm-size" in f.recommendation and "set_sharing_strategy('file_system')" in f.recommendation
+    newer = failed(["RuntimeError: unable to allocate shared memory(shm) for file </torch_22646_3790617201_0>: "
+                    "No space left on device (28)"])
+    assert "shm_exhausted" in ids(diagnose_run(newer, FACTS_16))  # torch 2.x reserves the space: no SIGBUS
+    files = failed(["OSError: [Errno 24] Too many open files"])
+    [f] = [f for f in diagnose_run(files, {"memory": {"open_files": {"soft": 1024, "hard": 4096}}})
+           if f.id == "too_many_open_files"]
+    assert "ulimit -n): 1024" in f.evidence and "ulimit -n 65536" in f.recommendation
+
+
+def test_loader_whose_batches_in_flight_do_not_fit_in_dev_shm() -> None:
+    big = dict(TRAIN_LOADER, num_workers=8, batch_bytes=8 << 20)  # 8 x 2 x 8 MiB = 128 MiB
+    s = summary(loader=big, loaders=[big], shm={"path": "/dev/shm", "size_bytes": 64 << 20, "free_bytes": 64 << 20})
+    [f] = [f for f in diagnose_run(s, FACTS_16) if f.id == "shm_too_small"]
+    assert f.severity == "warn" and "num_workers=8 x prefetch_factor=2 x 8 MiB per batch = 128 MiB" in f.evidence
+    roomy = summary(loader=big, loaders=[big], shm={"path": "/dev/shm", "size_bytes": 8 << 30, "free_bytes": 8 << 30})
+    assert "shm_too_small" not in ids(diagnose_run(roomy, FACTS_16))
+
+
+def test_report_lists_each_loader_with_its_role() -> None:
+    from provision.report.train_render import render_html, render_markdown
+
+    train = dict(TRAIN_LOADER, dataset="Slow", dataset_len=640, epochs=3, batches=57, train_batches=60,
+                 wait_s=3.0, step_s=1.0)
+    ev = dict(EVAL_LOADER, dataset="Stream", iterable=True, dataset_len=None, epochs=3, batches=9, train_batches=0)
+    s = summary(loader=train, loaders=[train, ev])
+    doc = build_document("gpu1", s["run"], s, diagnose_run(s, FACTS_16), FACTS_16)
+    md = render_markdown([doc])
+    assert "| train | /w/main.py:88 | 32 | 2 | True | True | Slow | 640 | 3 | 57 | 60 | 75% |" in md
+    assert "| eval | /w/main.py:91 | 100 | 0 | False | False | Stream (iterable) | — | 3 | 9 | 0 | — |" in md
+    assert "| training loader | /w/main.py:88 |" in md
+    assert "<th>created at</th>" in render_html([doc])

@@ -59,11 +59,12 @@ def test_starved_loader_amp_and_scaler_are_seen(tmp_path: Path) -> None:
     """)
     assert proc.stdout.strip() == "trained"  # the job's own output is untouched
     inst = instrumentation(str(out))
-    assert inst["present"] and inst["batches"] == 22  # 2 epochs x 12 batches, the first of each apart
+    assert inst["present"] and inst["batches"] == 24  # 2 epochs x 12 batches, each fed a backward
     assert inst["data_wait_fraction"] > 0.5
-    [first, second] = inst["loaders"]
+    [first] = inst["loaders"]  # rebuilt each epoch at the same line: one loader, two epochs
     assert first["num_workers"] == 0 and first["batch_size"] == 4 and first["pin_memory"] is False
     assert first["dataset"] == "Slow" and first["paths"] == [str(data_dir)]
+    assert first["epochs"] == 2 and first["role"] == "train" and first["site"].endswith("job.py:18")
     assert inst["amp"] == {"device_type": "cpu", "dtype": "bfloat16"}
     assert inst["scaler"] is True and inst["device"] == "cpu"
     assert [e["batches"] for e in inst["epochs"]] == [12, 12]
@@ -77,3 +78,59 @@ def test_a_shadowed_sitecustomize_still_runs_and_no_torch_is_fine(tmp_path: Path
     assert proc.stdout.strip() == "True"
     inst = instrumentation(str(out))
     assert inst["present"] and inst["batches"] is None and inst["data_wait_fraction"] is None
+
+
+TRAIN_AND_EVAL = """
+    import time, torch
+    from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 64
+        def __getitem__(self, i):
+            time.sleep(0.01)
+            return torch.randn(8), 1
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            for i in range(100):
+                yield torch.randn(8), 0
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    train = DataLoader(Slow(), batch_size=8, num_workers=2, pin_memory=True, persistent_workers=True)
+    evaluate = DataLoader(Stream(), batch_size=25)
+    for epoch in range(3):
+        for x, y in train:
+            loss = model(x).sum()
+            opt.zero_grad(); loss.backward(); opt.step()
+        with torch.no_grad():
+            for x, y in evaluate:
+                model(x)
+    print("done")
+"""
+
+
+def test_train_and_eval_loaders_are_told_apart(tmp_path: Path) -> None:
+    """The eval loader (made last, iterated last) must not become the profile: the training
+    loader is the one whose batches fed backward/optimizer steps."""
+    pytest.importorskip("torch")
+    proc, out = _run(tmp_path, TRAIN_AND_EVAL)
+    assert proc.stdout.strip() == "done"
+    inst = instrumentation(str(out))
+    by_role = {r["role"]: r for r in inst["loaders"]}
+    assert len(inst["loaders"]) == 2 and set(by_role) == {"train", "eval"}
+    train, ev = by_role["train"], by_role["eval"]
+    lines = textwrap.dedent(TRAIN_AND_EVAL).splitlines()
+    made = [n for n, line in enumerate(lines, 1) if "= DataLoader(" in line]
+    assert train["site"].endswith(f"job.py:{made[0]}") and ev["site"].endswith(f"job.py:{made[1]}")
+    assert (train["batch_size"], train["num_workers"], train["pin_memory"], train["persistent_workers"]) == (8, 2, True, True)
+    assert train["dataset"] == "Slow" and train["dataset_len"] == 64 and train["iterable"] is False
+    assert train["epochs"] == 3 and train["train_batches"] == 24  # persistent workers: 3 epochs still
+    assert ev["batch_size"] == 25 and ev["iterable"] is True and ev["dataset_len"] is None
+    assert ev["train_batches"] == 0 and ev["epochs"] == 3
+    assert ev["batch_bytes"] == 25 * 8 * 4 + 25 * 8  # float32 x and int64 y of the first batch
+    assert inst["train_loader"]["site"] == train["site"]
+    assert inst["batches"] == 24 and inst["opt_steps"] == 24 and inst["backward"] == 24
+    assert [e["batches"] for e in inst["epochs"]] == [8, 8, 8]  # the training loader's epochs only
+    assert inst["dist"] is None and inst["collectives"] == 0

@@ -165,8 +165,9 @@ def test_failure_watch_stops_each_other_host_once() -> None:
 
 def summary(host_state: str = "finished", steps: int = 100, wait: float = 1.0, step: float = 9.0,
             grad: int | None = None, tail: list[str] | None = None, ended: float = 0.0,
-            share: float | None = None) -> dict[str, Any]:
-    return {"run": {"run_id": "r1", "state": host_state, "exit_code": 0 if host_state == "finished" else 1,
+            share: float | None = None, ddp: bool = True) -> dict[str, Any]:
+    return {"dist": {"backend": "gloo", "world_size": 2, "rank": 0} if ddp else None, "collectives": 1 if ddp else 0,
+            "run": {"run_id": "r1", "state": host_state, "exit_code": 0 if host_state == "finished" else 1,
                     "seconds": 12.0, "ended": ended, "log": "/d/runs/r1/output.log", "command": ["python", "t.py"]},
             "steps": steps, "wait_s": wait, "step_s": step, "grad_bytes": grad,
             "data_wait_fraction": share if share is not None else (round(wait / (wait + step), 3) if wait + step else None),
@@ -197,6 +198,47 @@ def test_rank_failed_lists_the_first_host_to_fail_first() -> None:
                                   "gpu1": summary("stopped", ended=21.0)})
     assert [f.title for f in found if f.id == "rank_failed"] == ["gpu2/rank1 failed (exit code 3)",
                                                                   "gpu3/rank2 failed (exit code 1)"]
+
+
+def test_no_straggler_or_network_finding_without_a_process_group() -> None:
+    """Independent jobs on each host (no init_process_group, no collectives): nobody waits."""
+    apart = {"a": summary(ddp=False), "b": summary(step=14.0, ddp=False)}
+    assert straggler(apart) is None
+    assert straggler({"a": summary(share=0.02, ddp=False), "b": summary(share=0.45, ddp=False)}) is None
+    big = {h: summary(grad=100_000_000, ddp=False) for h in ("a", "b")}
+    assert network_bound(big, {"status": "ok", "busbw_gbs": 1.0, "hosts": 2}) is None
+    # --grad-mb given by the user: they say gradients are all-reduced
+    assert network_bound(big, {"status": "ok", "busbw_gbs": 1.0, "hosts": 2}, grad_bytes=100_000_000) is not None
+
+
+def test_rank_failed_says_the_others_were_stopped_only_when_they_were() -> None:
+    found = diagnose_distributed({"gpu2": summary("failed", tail=TORCHRUN_FAILURE, ended=10.0),
+                                  "gpu1": summary("stopped", ended=11.0)})
+    [f] = [f for f in found if f.id == "rank_failed"]
+    assert "provision stopped the run on gpu1 when it failed" in f.evidence
+    alone = rank_failed("gpu2", summary("failed", tail=TORCHRUN_FAILURE))
+    assert alone is not None and "stopped" not in alone.evidence
+
+
+def test_every_rank_failing_on_its_own_is_said_so() -> None:
+    """The same error on each host (a bad argument, CUDA missing everywhere): each failed on its own."""
+    err = ["[rank0]:Traceback (most recent call last):", '[rank0]:  File "/w/t.py", line 3, in <module>',
+           "[rank0]:ValueError: bad --lr"]
+    one = summary("failed", tail=err + TORCHRUN_FAILURE, ended=10.0)
+    two = summary("failed", tail=[x.replace("rank0", "rank1") for x in err] + TORCHRUN_FAILURE, ended=10.5)
+    found = [f for f in diagnose_distributed({"gpu1": one, "gpu2": two}) if f.id == "rank_failed"]
+    assert len(found) == 2
+    assert "(ValueError: bad --lr)" in found[0].evidence and "gpu2 failed too" in found[0].evidence
+    assert "stopped" not in found[0].evidence
+    assert "failed on its own, with the same error as gpu1 (ValueError: bad --lr)" in found[1].evidence
+    broken = summary("failed", tail=["[rank1]:RuntimeError: Connection closed by peer [198.18.0.2]:1234"], ended=12.0)
+    [_, second] = [f for f in diagnose_distributed({"gpu1": one, "gpu2": broken}) if f.id == "rank_failed"]
+    assert "after gpu1 failed: its connection to the failed rank broke" in second.evidence
+    store = summary("failed", tail=["torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+                                    "connection to the C10d store has failed. See inner exception for details."],
+                    ended=12.0)
+    [_, second] = [f for f in diagnose_distributed({"gpu1": one, "gpu2": store}) if f.id == "rank_failed"]
+    assert "after gpu1 failed: its connection to the failed rank broke" in second.evidence
 
 
 def test_straggler_by_step_time_and_by_its_own_data_wait() -> None:
@@ -385,3 +427,24 @@ def test_the_example_playbook_loads_and_its_train_task_uses_the_modules_options(
     tasks = [t for play in yaml.safe_load(path.read_text()) for t in play.get("tasks") or [] if "train" in t]
     assert len(tasks) == 1 and tasks[0]["train"]["distributed"] is True
     assert set(tasks[0]["train"]) <= set(Train.args)
+
+
+def test_the_layout_before_a_run_names_the_host_that_differs() -> None:
+    from provision.train.layout import describe, host_layout, odd_hosts
+
+    def facts(mount: str, fs: str, free_gib: float, network: bool = False) -> dict[str, Any]:
+        return {"data_dir": {"path": f"{mount}", "mountpoint": mount, "fs_type": fs, "media": "nvme",
+                             "network": network, "free_bytes": int(free_gib * (1 << 30))}}
+
+    same = {h: host_layout(facts("/root/autodl-tmp", "ext4", 200), "r1", None) for h in ("a", "b", "c")}
+    assert odd_hosts(same) == {}
+    assert describe("a", same["a"]) == ("a: data dir /root/autodl-tmp (ext4, nvme at /root/autodl-tmp; 200.0 GiB "
+                                        "free); workdir /root/autodl-tmp/runs/r1/code")
+    odd = dict(same, c=host_layout(facts("/", "overlay", 0.8), "r1", None))
+    why = odd_hosts(odd)
+    assert set(why) == {"c"}
+    assert "mount / (the others: /root/autodl-tmp)" in why["c"] and "filesystem overlay" in why["c"]
+    assert "only 0.8 GiB free (floor 10.0 GiB)" in why["c"]
+    net = dict(same, b=host_layout(facts("/root/autodl-tmp", "nfs4", 500, network=True), "r1", "/w"))
+    assert odd_hosts(net) == {"b": "filesystem nfs4 (the others: ext4); its data dir is on network storage"}
+    assert net["b"]["workdir"] == "/w"

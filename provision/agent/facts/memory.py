@@ -1,5 +1,7 @@
-"""RAM as this process sees it: the host's /proc/meminfo capped by the cgroup limit, plus /dev/shm
-(Docker's default 64 MiB shm is what makes PyTorch DataLoader workers die with "bus error")."""
+"""RAM as this process sees it: the host's /proc/meminfo capped by the cgroup limit, plus the two
+container limits DataLoader workers hit: /dev/shm (Docker's default 64 MiB shm is what makes
+PyTorch DataLoader workers die with "bus error") and the open-files limit (`ulimit -n`: workers
+share each batch through a file descriptor; a low one gives "Too many open files")."""
 
 from __future__ import annotations
 
@@ -47,7 +49,20 @@ def gather(root: str = "/", mounts: Optional[List[Dict[str, object]]] = None) ->
         "effective_total_bytes": effective_total,
         "effective_available_bytes": effective_available,
         "shm": _shm(os.path.join(root, "dev/shm")),
+        "open_files": _nofile(),
     }
+
+
+def _nofile() -> Optional[Dict[str, Optional[int]]]:
+    """This login's open-files limit (soft, hard; None: unlimited), what a job started from it gets."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return None
+    inf = resource.RLIM_INFINITY
+    return {"soft": None if soft == inf else int(soft), "hard": None if hard == inf else int(hard)}
 
 
 def _shm(path: str) -> Optional[Dict[str, int]]:

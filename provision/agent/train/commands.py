@@ -186,6 +186,8 @@ def summary(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     out = summarize(directory, points=int(request.get("points", 120)))
     out["run"] = _public(out["run"])
     out["tail"] = rundir.tail_lines(os.path.join(directory, rundir.LOG), int(request.get("lines", 20)))
+    if (out["run"] or {}).get("state") == "failed":  # the traceback, for why it died
+        out["failure_lines"] = rundir.tail_lines(os.path.join(directory, rundir.LOG), 150)
     return out
 
 

@@ -57,42 +57,88 @@ def epochs_from_log(path: str, max_bytes: int = 8 << 20) -> List[Dict[str, Any]]
 
 
 def instrumentation(path: str) -> Dict[str, Any]:
-    """Loader config, AMP use, totals and a per-line series from instrument.jsonl."""
+    """Loader configs, AMP use, totals and a per-line series from instrument.jsonl. Each loader
+    (by where it was created) has its own counts; the training loader is the one whose batches
+    fed backward/optimizer steps (else the one with most batches), and the totals are its own:
+    an evaluation loader never counts as training steps or epochs."""
     out = {"present": False, "loaders": [], "progress": [], "epochs": [], "amp": None,
            "scaler": False, "device": None, "first_batch_wait_s": None, "errors": [],
-           "grad_bytes": None}  # type: Dict[str, Any]
+           "grad_bytes": None, "dist": None, "collectives": 0, "backward": 0, "opt_steps": 0,
+           "train_loader": None}  # type: Dict[str, Any]
     last = {}  # type: Dict[int, Dict[str, Any]]
+    loaders = {}  # type: Dict[Any, Dict[str, Any]]  (pid, id) -> the loader's record
+    epochs = []  # type: List[Dict[str, Any]]
+    firsts = {}  # type: Dict[Any, Dict[str, Any]]
     for doc in _jsonl(path):
         out["present"] = True
         kind = doc.get("kind")
+        pid = doc.get("pid")
         if kind == "loader":
-            out["loaders"].append(doc)
+            loaders[(pid, doc.get("id"))] = dict(doc)
         elif kind == "progress":
-            last[doc.get("pid")] = doc
+            last[pid] = doc
             out["progress"].append(doc)
             out["amp"] = doc.get("amp") or out["amp"]
             out["scaler"] = out["scaler"] or bool(doc.get("scaler"))
             out["device"] = doc.get("device") or out["device"]
         elif kind == "epoch":
-            out["epochs"].append({"epoch": doc.get("epoch"), "seconds": doc.get("seconds"),
-                                  "batches": doc.get("batches")})
+            epochs.append(doc)
         elif kind == "amp":
             out["amp"] = doc.get("amp")
         elif kind == "scaler":
             out["scaler"] = True
         elif kind == "ddp":
             out["grad_bytes"] = max(int(doc.get("grad_bytes") or 0), out["grad_bytes"] or 0)
-        elif kind == "first_batch" and out["first_batch_wait_s"] is None:
-            out["first_batch_wait_s"] = doc.get("wait_s")
+        elif kind == "dist":
+            out["dist"] = {k: doc.get(k) for k in ("backend", "world_size", "rank")}
+        elif kind == "first_batch":
+            firsts.setdefault((pid, doc.get("loader")), doc)
         elif kind == "error":
             out["errors"].append(doc)
-    if not out["loaders"]:
-        last = {}  # no DataLoader was iterated: nothing measured
-    out["batches"] = sum(int(d.get("batches") or 0) for d in last.values()) if last else None
-    wait = sum(float(d.get("wait_s") or 0) for d in last.values())
-    step = sum(float(d.get("step_s") or 0) for d in last.values())
-    out["wait_s"], out["step_s"] = round(wait, 4), round(step, 4)
-    out["data_wait_fraction"] = round(wait / (wait + step), 4) if last and wait + step > 0 else None
+    for pid, doc in last.items():
+        out["collectives"] += int(doc.get("collectives") or 0)
+        out["backward"] += int(doc.get("backward") or 0)
+        out["opt_steps"] += int(doc.get("opt_steps") or 0)
+        for lid, row in (doc.get("loaders") or {}).items():
+            rec = loaders.get((pid, int(lid)))
+            if rec is None or not isinstance(row, list) or len(row) < 5:
+                continue
+            rec.update(batches=int(row[0]), wait_s=float(row[1]), step_s=float(row[2]),
+                       train_batches=int(row[3]), epochs=int(row[4]))
+    for key, rec in loaders.items():
+        first = firsts.get(key) or {}
+        rec.setdefault("batches", 0)
+        rec.setdefault("train_batches", 0)
+        rec.setdefault("epochs", 0)
+        rec["first_batch_wait_s"] = first.get("wait_s")
+        rec["batch_bytes"] = first.get("batch_bytes")
+        rec.pop("kind", None)
+        rec.pop("t", None)
+    ranked = sorted(loaders.values(), key=lambda r: (r["train_batches"], r["batches"]), reverse=True)
+    train = [r for r in ranked if r["train_batches"]] or ranked[:1]
+    train_keys = set()
+    if train:  # the same loader in every rank's process of this host (same creation site)
+        site = train[0].get("site")
+        train_keys = {k for k, r in loaders.items() if r is train[0] or (site and r.get("site") == site)}
+    for key, rec in loaders.items():
+        rec["role"] = "train" if key in train_keys else "eval"
+    out["loaders"] = [loaders[k] for k in sorted(loaders, key=lambda k: (str(k[0]), k[1]))]
+    picked = [loaders[k] for k in train_keys]
+    out["train_loader"] = train[0] if train else None
+    out["epochs"] = [{"epoch": e.get("epoch"), "seconds": e.get("seconds"), "batches": e.get("batches")}
+                     for e in epochs if (e.get("pid"), e.get("loader")) in train_keys]
+    out["first_batch_wait_s"] = picked[0]["first_batch_wait_s"] if picked else None
+    if picked:
+        wait = sum(float(r.get("wait_s") or 0) for r in picked)
+        step = sum(float(r.get("step_s") or 0) for r in picked)
+        trained = sum(r["train_batches"] for r in picked)
+        out["batches"] = trained or sum(r["batches"] for r in picked)
+        out["wait_s"], out["step_s"] = round(wait, 4), round(step, 4)
+        out["data_wait_fraction"] = round(wait / (wait + step), 4) if wait + step > 0 else None
+    else:
+        out["batches"] = out["opt_steps"] or None  # no DataLoader: the optimizer steps, if any
+        out["wait_s"], out["step_s"], out["data_wait_fraction"] = 0.0, 0.0, None
+    out["train_ids"] = sorted((str(k[0]), k[1]) for k in train_keys)
     return out
 
 
@@ -136,6 +182,8 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
     mounts = read_mounts()
     paths = []
     for loader in inst["loaders"]:
+        if loader.get("role") != "train":
+            continue
         for p in loader.get("paths") or []:
             mount = mount_for(p, mounts)
             fs_type = str(mount["fs_type"]) if mount else None
@@ -144,7 +192,7 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
             if entry not in paths:
                 paths.append(entry)
     mems = [r.get("mem_avail_mb") for r in samples if r.get("mem_avail_mb") is not None]
-    loader = inst["loaders"][-1] if inst["loaders"] else None
+    loader = inst["train_loader"]
     epochs = [e for e in inst["epochs"] if e.get("batches")]
     epoch_source = "instrumentation"
     if len(epochs) < 2:
@@ -168,6 +216,10 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
                "network_open_share": dict((m, round(c / n, 3)) for m, c in network_open.items()),
                "dataset_paths": paths},
         "loader": loader,
+        "loaders": inst["loaders"][:8],
+        "dist": inst["dist"], "collectives": inst["collectives"],
+        "backward_calls": inst["backward"], "optimizer_steps": inst["opt_steps"],
+        "shm": shm_of("/dev/shm"),
         "instrumented": inst["present"],
         "steps": inst["batches"],
         "data_wait_fraction": inst["data_wait_fraction"],
@@ -177,11 +229,31 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
         "instrument_errors": inst["errors"][:5],
         "grad_bytes": inst["grad_bytes"],
         "epochs": epochs, "epoch_source": epoch_source,
-        "timeline": timeline(samples, inst["progress"], points),
+        "timeline": timeline(samples, inst["progress"], points, {tuple(k) for k in inst["train_ids"]}),
     }
 
 
-def timeline(samples: List[Dict[str, Any]], progress: List[Dict[str, Any]], points: int) -> Dict[str, List[Any]]:
+def shm_of(path: str) -> Optional[Dict[str, Any]]:
+    """Size and free bytes of the shared-memory mount DataLoader workers hand batches through."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return {"path": path, "size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
+
+
+def _train_counts(doc: Dict[str, Any], train_ids: Any) -> Dict[str, Any]:
+    """A progress line's counts for the training loader (the whole line's totals from older ones)."""
+    rows = doc.get("loaders")
+    if not isinstance(rows, dict):
+        return doc
+    picked = [r for lid, r in rows.items() if (str(doc.get("pid")), int(lid)) in train_ids and len(r) >= 5]
+    return {"wait_s": sum(r[1] for r in picked), "step_s": sum(r[2] for r in picked),
+            "batches": sum(r[0] for r in picked), "t": doc["t"], "pid": doc.get("pid")}
+
+
+def timeline(samples: List[Dict[str, Any]], progress: List[Dict[str, Any]], points: int,
+             train_ids: Any = None) -> Dict[str, List[Any]]:
     """Downsampled series (seconds from the first sample): CPU %, GPU util %, data-wait share
     and batches/s per instrumentation interval."""
     t0 = None
@@ -191,6 +263,7 @@ def timeline(samples: List[Dict[str, Any]], progress: List[Dict[str, Any]], poin
         t0 = progress[0]["t"]
     step = max(1, len(samples) // max(1, points))
     out = {"t": [], "cpu_pct": [], "gpu_util_pct": [], "cores_workers": []}  # type: Dict[str, List[Any]]
+    train_ids = set(train_ids or [])
     for row in samples[::step]:
         out["t"].append(round(row["t"] - t0, 1))
         out["cpu_pct"].append(row.get("cpu"))
@@ -201,6 +274,7 @@ def timeline(samples: List[Dict[str, Any]], progress: List[Dict[str, Any]], poin
     prev = {}  # type: Dict[Any, Dict[str, Any]]
     rows = []
     for doc in progress:
+        doc = _train_counts(doc, train_ids)
         last = prev.get(doc.get("pid"))
         prev[doc.get("pid")] = doc
         if last is None:

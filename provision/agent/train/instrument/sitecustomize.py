@@ -19,9 +19,11 @@ import time
 
 _PATH = os.environ.get("PROVISION_TRAIN_INSTRUMENT")
 _lock = threading.Lock()
-_state = {"file": None, "last_flush": 0.0, "batches": 0, "wait": 0.0, "step": 0.0,
-          "first_wait": None, "amp": None, "scaler": False, "device": None, "epochs": 0}
+_state = {"file": None, "last_flush": 0.0, "amp": None, "scaler": False, "device": None,
+          "loaders": {}, "pending": None, "backward": 0, "opt_steps": 0, "collectives": 0}
 _FLUSH_S = 1.0
+_HERE = os.path.abspath(__file__)
+_TORCH_DIR = None  # torch's package folder: frames inside it are not where a loader was made
 
 
 def _write(doc):
@@ -45,8 +47,18 @@ def _progress(force=False):
     if not force and now - _state["last_flush"] < _FLUSH_S:
         return
     _state["last_flush"] = now
-    _write({"kind": "progress", "batches": _state["batches"], "wait_s": round(_state["wait"], 4),
-            "step_s": round(_state["step"], 4), "epochs": _state["epochs"],
+    per = {}
+    batches = wait = step = epochs = 0
+    for rec in list(_state["loaders"].values()):
+        per[rec["id"]] = [rec["batches"], round(rec["wait"], 4), round(rec["step"], 4), rec["train"], rec["epochs"]]
+        batches += rec["batches"]
+        wait += rec["wait"]
+        step += rec["step"]
+        epochs += rec["epochs"]
+    # per loader: [batches, wait_s, step_s, training batches, epochs]; totals for older readers
+    _write({"kind": "progress", "loaders": per, "batches": batches, "wait_s": round(wait, 4),
+            "step_s": round(step, 4), "epochs": epochs, "backward": _state["backward"],
+            "opt_steps": _state["opt_steps"], "collectives": _state["collectives"],
             "amp": _state["amp"], "scaler": _state["scaler"], "device": _state["device"]})
 
 
@@ -95,54 +107,220 @@ def _device_of(batch, depth=0):
     return None
 
 
+def _bytes_of(batch, depth=0):
+    """Bytes of the tensors in a batch (what a worker puts in shared memory for it)."""
+    if depth > 4:
+        return 0
+    numel = getattr(batch, "numel", None)
+    if numel is not None and hasattr(batch, "element_size"):
+        try:
+            return int(numel()) * int(batch.element_size())
+        except Exception:
+            return 0
+    if isinstance(batch, (list, tuple)):
+        return sum(_bytes_of(b, depth + 1) for b in batch[:64])
+    if isinstance(batch, dict):
+        return sum(_bytes_of(b, depth + 1) for b in list(batch.values())[:64])
+    return 0
+
+
+def _creation_site(loader):
+    """file:line of the first frame outside torch, this file and the loader's own __init__ (a
+    DataLoader subclass): where the user made the loader."""
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return None
+    for _ in range(40):
+        if frame is None:
+            return None
+        name = frame.f_code.co_filename
+        if (name != _HERE and not (_TORCH_DIR and name.startswith(_TORCH_DIR)) and not name.startswith("<frozen")
+                and frame.f_locals.get("self") is not loader):
+            return "%s:%d" % (name, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+def _loader_record(loader):
+    """The one record of a loader, keyed by where it was created: a loader rebuilt at the same
+    line each epoch (or each evaluation) is the same loader."""
+    key = getattr(loader, "_provision_site", None) or ("id", id(loader))
+    rec = _state["loaders"].get(key)
+    if rec is not None:
+        return rec
+    rec = {"id": len(_state["loaders"]), "batches": 0, "wait": 0.0, "step": 0.0, "train": 0, "epochs": 0,
+           "prev": None, "first": True}
+    _state["loaders"][key] = rec
+    dataset = getattr(loader, "dataset", None)
+    iterable = False
+    try:
+        from torch.utils.data import IterableDataset
+
+        iterable = isinstance(dataset, IterableDataset)
+    except Exception:
+        pass
+    _write({"kind": "loader", "id": rec["id"], "site": getattr(loader, "_provision_site", None),
+            "num_workers": getattr(loader, "num_workers", None),
+            "pin_memory": bool(getattr(loader, "pin_memory", False)),
+            "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
+            "prefetch_factor": getattr(loader, "prefetch_factor", None),
+            "batch_size": getattr(loader, "batch_size", None),
+            "dataset": type(dataset).__name__ if dataset is not None else None, "iterable": iterable,
+            "dataset_len": _safe_len(dataset), "paths": _paths_of(dataset) if dataset is not None else [],
+            "cpus": os.cpu_count()})
+    return rec
+
+
 def _patch_dataloader(module):
+    global _TORCH_DIR
     base = getattr(module, "_BaseDataLoaderIter", None)
     if base is None or getattr(base, "_provision_patched", False):
         return
-    orig_init, orig_next = base.__init__, base.__next__
+    _TORCH_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(module.__file__)))) + os.sep
+    orig_init, orig_reset, orig_next = base.__init__, base._reset, base.__next__
+    loader_cls = getattr(module, "DataLoader", None)
+    if loader_cls is not None:
+        orig_loader_init = loader_cls.__init__
 
-    def __init__(self, loader, *args, **kwargs):
+        def loader_init(self, *args, **kwargs):
+            orig_loader_init(self, *args, **kwargs)
+            try:
+                object.__setattr__(self, "_provision_site", _creation_site(self))
+            except Exception:
+                pass
+
+        loader_cls.__init__ = loader_init
+
+    def _epoch(self, loader):
+        rec = _loader_record(loader)
+        rec["epochs"] += 1
+        rec["prev"] = None
+        rec["epoch_start"] = time.perf_counter()
+        rec["epoch_batches"] = 0
+        self._provision_rec = rec
+
+    def __init__(self, loader, *args, **kwargs):  # a new iterator: an epoch starts
         orig_init(self, loader, *args, **kwargs)
-        self._provision_prev = None
-        self._provision_started = time.perf_counter()
-        self._provision_batches = 0
-        _state["epochs"] += 1
-        dataset = getattr(loader, "dataset", None)
-        _write({"kind": "loader", "num_workers": getattr(loader, "num_workers", None),
-                "pin_memory": bool(getattr(loader, "pin_memory", False)),
-                "batch_size": getattr(loader, "batch_size", None),
-                "dataset": type(dataset).__name__ if dataset is not None else None,
-                "dataset_len": _safe_len(dataset), "paths": _paths_of(dataset) if dataset is not None else [],
-                "epoch": _state["epochs"], "cpus": os.cpu_count()})
+        _epoch(self, loader)
+
+    def _reset(self, loader, first_iter=False, *args, **kwargs):  # persistent workers' next epochs
+        orig_reset(self, loader, first_iter, *args, **kwargs)
+        if not first_iter:
+            _epoch(self, loader)
 
     def __next__(self):
         start = time.perf_counter()
-        prev = getattr(self, "_provision_prev", None)
+        rec = getattr(self, "_provision_rec", None)
         try:
             batch = orig_next(self)
         except StopIteration:
-            _write({"kind": "epoch", "epoch": _state["epochs"], "batches": getattr(self, "_provision_batches", 0),
-                    "seconds": round(time.perf_counter() - getattr(self, "_provision_started", start), 4)})
-            self._provision_prev = None
+            if rec is not None and rec["prev"] is not None:
+                _write({"kind": "epoch", "loader": rec["id"], "epoch": rec["epochs"], "batches": rec["epoch_batches"],
+                        "seconds": round(time.perf_counter() - rec["epoch_start"], 4)})
+                rec["prev"] = None
             raise
+        if rec is None:
+            return batch
         end = time.perf_counter()
+        prev = rec["prev"]
         if prev is not None:  # the first batch's wait includes worker start-up: counted apart
-            _state["step"] += start - prev
-            _state["wait"] += end - start
-            _state["batches"] += 1
-        elif _state["first_wait"] is None:
-            _state["first_wait"] = end - start
-            _write({"kind": "first_batch", "wait_s": round(end - start, 4)})
-        self._provision_prev = end
-        self._provision_batches = getattr(self, "_provision_batches", 0) + 1
-        if _state["device"] != "cuda" and _state["batches"] % 256 == 0:  # cheap, but not per batch
-            _state["device"] = _device_guess(batch)
+            rec["step"] += start - prev
+            rec["wait"] += end - start
+            rec["batches"] += 1
+            if _state["device"] != "cuda" and rec["batches"] % 256 == 0:  # cheap, but not per batch
+                _state["device"] = _device_guess(batch)
+        elif rec["first"]:
+            rec["first"] = False
+            _state["device"] = _state["device"] or _device_guess(batch)
+            _write({"kind": "first_batch", "loader": rec["id"], "wait_s": round(end - start, 4),
+                    "batch_bytes": _bytes_of(batch)})
+        rec["prev"] = end
+        rec["epoch_batches"] += 1
+        _state["pending"] = rec  # the next backward/optimizer step trained on this batch
         _progress()
         return batch
 
     base.__init__ = __init__
+    base._reset = _reset
     base.__next__ = __next__
     base._provision_patched = True
+
+
+def _trained():
+    """A backward or an optimizer step: the loader that yielded the last batch is training."""
+    rec = _state["pending"]
+    if rec is not None:
+        rec["train"] += 1
+        _state["pending"] = None
+
+
+def _patch_autograd(module):
+    orig = getattr(module, "backward", None)
+    if orig is None or getattr(orig, "_provision_patched", False):
+        return
+
+    def backward(*args, **kwargs):
+        _state["backward"] += 1
+        _trained()
+        return orig(*args, **kwargs)
+
+    backward._provision_patched = True
+    backward.__doc__, backward.__wrapped__ = orig.__doc__, orig
+    module.backward = backward
+
+
+def _patch_optimizer(module):
+    register = getattr(module, "register_optimizer_step_post_hook", None)
+    if register is None or _state.get("opt_hooked"):
+        return
+    _state["opt_hooked"] = True
+
+    def after_step(optimizer, args, kwargs):
+        _state["opt_steps"] += 1
+        _trained()
+        _progress()  # a job without a DataLoader is counted too (at most one line a second)
+
+    register(after_step)
+
+
+_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+                "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier", "gather", "scatter")
+
+
+def _patch_c10d(module):
+    """A process group and its collectives: the multi-host findings need both (DDP's own
+    all-reduces run in C++: the ddp record stands for them)."""
+    init = getattr(module, "init_process_group", None)
+    if init is None or getattr(init, "_provision_patched", False):
+        return
+    import functools
+
+    @functools.wraps(init)
+    def init_process_group(*args, **kwargs):
+        result = init(*args, **kwargs)
+        try:
+            _write({"kind": "dist", "backend": str(module.get_backend()), "world_size": module.get_world_size(),
+                    "rank": module.get_rank()})
+        except Exception:
+            pass
+        return result
+
+    init_process_group._provision_patched = True
+    module.init_process_group = init_process_group
+    for name in _COLLECTIVES:
+        fn = getattr(module, name, None)
+        if fn is None:
+            continue
+
+        def make(fn):
+            @functools.wraps(fn)
+            def collective(*args, **kwargs):
+                _state["collectives"] += 1
+                return fn(*args, **kwargs)
+            return collective
+
+        setattr(module, name, make(fn))
 
 
 def _safe_len(dataset):
@@ -219,6 +397,9 @@ def _patch_ddp(module):
 _PATCHES = {
     "torch.nn.parallel.distributed": _patch_ddp,
     "torch.utils.data.dataloader": _patch_dataloader,
+    "torch.autograd": _patch_autograd,
+    "torch.optim.optimizer": _patch_optimizer,
+    "torch.distributed.distributed_c10d": _patch_c10d,
     "torch.amp.autocast_mode": _patch_autocast,
     "torch.amp.grad_scaler": _patch_scaler,
 }
@@ -262,7 +443,7 @@ def _install():
             patch(sys.modules[name])
     import atexit
 
-    atexit.register(lambda: _state["epochs"] and _progress(force=True))
+    atexit.register(lambda: (_state["loaders"] or _state["opt_steps"]) and _progress(force=True))
     _write({"kind": "start", "argv": sys.argv[:1], "python": sys.version.split()[0]})
 
 

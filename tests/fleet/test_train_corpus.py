@@ -1,0 +1,221 @@
+"""`provision train` on real public training scripts, run unchanged (issue 22): the corpus in
+tests/fleet/train_corpus/ (SOURCE.md: repositories, commits, licences), on rental-like fleet hosts
+with real torch (CPU). Only command-line arguments, environment variables and tiny generated data
+differ from what their READMEs show. Each script gets the diagnosis it must get: the right
+training loader, truthful findings, the cause of a failure.
+
+Also the container limit rentals are known for: a host whose /dev/shm is Docker's default 64 MiB
+(the fleet's `smallshm` kind) kills a real DataLoader's workers with "Bus error", and the run is
+explained with the fix.
+
+Sizes are the smallest that still exercise each path (a few optimizer steps), and every torch
+process gets OMP_NUM_THREADS=1: the cost is torch starting, a few seconds a run on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet import Fleet, FleetError, preflight
+
+CORPUS = Path(__file__).resolve().parent / "train_corpus"
+SCRIPTS = Path(__file__).resolve().parent / "train_scripts"
+PYTHON = "/root/miniconda3/bin/python"  # the conda kind's interpreter (has torch)
+REPO = Path(__file__).resolve().parents[2]
+ONE_THREAD = ["-e", "OMP_NUM_THREADS=1"]
+
+
+class CorpusFleet:
+    def __init__(self, fleet: Fleet, work: Path) -> None:
+        self.fleet = fleet
+        self.work = work
+        (work / "ssh_config").write_text("")
+        self.inventory = fleet.write_inventory(work / "hosts.ini")
+
+    def train(self, hosts: list[str], code: Path, *args: str, command: list[str],
+              timeout: float = 420) -> tuple[int, dict[str, Any], str]:
+        argv = [sys.executable, "-m", "provision", "train", *hosts, "-i", str(self.inventory),
+                "--ssh-config", str(self.work / "ssh_config"), "--json", "--no-live", "--dir", str(code),
+                "--python", PYTHON, "--out", str(self.work / "reports"), *ONE_THREAD, *args, "--", *command]
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.work, timeout=timeout,
+                              env=dict(os.environ, PYTHONPATH=str(REPO)))
+        assert proc.stdout.strip(), f"no JSON on stdout; stderr:\n{proc.stderr[-4000:]}"
+        return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+    def copy(self, name: str) -> Path:
+        """A fresh copy of a corpus folder (the tests add data beside the scripts, never into the repo)."""
+        dest = self.work / f"code-{name}-{len(list(self.work.iterdir()))}"
+        shutil.copytree(CORPUS / name, dest)
+        return dest
+
+
+@pytest.fixture(scope="module")
+def cf(tmp_path_factory: pytest.TempPathFactory):
+    reason = preflight()
+    if reason:
+        pytest.skip(f"SSH test fleet unavailable: {reason}")
+    try:
+        fleet = Fleet(2, kinds=["conda", {"conda", "smallshm"}]).start()
+    except FleetError as exc:
+        pytest.fail(f"could not start the corpus test fleet: {exc}", pytrace=False)
+    try:
+        yield CorpusFleet(fleet, tmp_path_factory.mktemp("corpus"))
+    finally:
+        fleet.stop()
+
+
+def _ids(entry: dict[str, Any]) -> list[str]:
+    return [f["id"] for f in entry["findings"]]
+
+
+def _finding(entry: dict[str, Any], fid: str) -> dict[str, Any]:
+    found = [f for f in entry["findings"] if f["id"] == fid]
+    assert found, f"no {fid} in {json.dumps(entry['findings'], indent=1)[:4000]}"
+    return found[0]
+
+
+def _report(entry: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(Path(entry["report"]["json"]).read_text())
+
+
+def test_mingpt_adder_train_and_eval_loaders_told_apart(cf: CorpusFleet) -> None:
+    """minGPT's Trainer builds the training loader (workers, pin_memory, batch 8 here); adder.py's
+    eval_split builds an evaluation loader (batch 100) at iteration 0. The profile is the
+    training loader's; the eval loader is reported apart; its passes are not epochs."""
+    code = cf.copy("minGPT")
+    rc, doc, err = cf.train(["gpu1"], code, "-e", "PYTHONPATH=.", command=[
+        "python", "projects/adder/adder.py", "--trainer.max_iters=6", "--trainer.num_workers=2",
+        "--trainer.batch_size=8", "--data.ndigit=1", "--model.model_type=None", "--model.n_layer=1",
+        "--model.n_head=1", "--model.n_embd=16", "--system.work_dir=out"])
+    assert rc == 0, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    assert entry["state"] == "finished"
+    prof = entry["profile"]
+    assert prof["num_workers"] == 2 and prof["steps"] == 6, prof
+    summary = _report(entry)["train"]["summary"]
+    loader = summary["loader"]
+    # the `DataLoader(` call spans lines 67-68; Pythons differ in which of them a frame reports
+    assert re.search(r"/mingpt/trainer\.py:6[78]$", loader["site"]) and loader["batch_size"] == 8, loader
+    assert loader["pin_memory"] is True and loader["dataset"] == "AdditionDataset"
+    [ev] = [x for x in summary["loaders"] if x["role"] == "eval"]
+    assert ev["site"].endswith("projects/adder/adder.py:151") and ev["batch_size"] == 100
+    assert "epoch_slowing" not in _ids(entry)
+    for f in entry["findings"]:  # advice never asks for what is already set
+        assert "num_workers=2," not in f["recommendation"] and "pin_memory=True" not in f["recommendation"]
+
+
+def test_nanogpt_without_a_dataloader(cf: CorpusFleet) -> None:
+    """nanoGPT makes its batches from np.memmap: no DataLoader, so no data-wait share; its
+    optimizer steps are counted; no advice about --no-instrument, which was not given."""
+    code = cf.copy("nanoGPT")
+    data = code / "data" / "tiny"
+    data.mkdir(parents=True)
+    import random
+
+    rng = random.Random(0)
+    for split, n in (("train", 4000), ("val", 1000)):  # uint16 tokens, nanoGPT's .bin format
+        (data / f"{split}.bin").write_bytes(b"".join(rng.randrange(65).to_bytes(2, "little") for _ in range(n)))
+    (data / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": 65}))
+    rc, doc, err = cf.train(["gpu1"], code, command=[
+        "python", "train.py", "--dataset=tiny", "--device=cpu", "--compile=False", "--dtype=float32",
+        "--eval_interval=2", "--eval_iters=1", "--log_interval=1", "--block_size=16", "--batch_size=2",
+        "--n_layer=1", "--n_head=2", "--n_embd=16", "--max_iters=4", "--lr_decay_iters=4", "--dropout=0.0",
+        "--gradient_accumulation_steps=1", "--out_dir=out", "--always_save_checkpoint=False"])
+    assert rc == 0, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    # iterations 0..max_iters: 5 optimizer steps
+    assert entry["profile"]["data_wait_fraction"] is None and entry["profile"]["steps"] == 5, entry["profile"]
+    unknown = _finding(entry, "data_wait_unknown")
+    assert "never iterated a torch DataLoader (5 optimizer steps" in unknown["evidence"]
+    assert "--no-instrument" not in unknown["evidence"] + unknown["recommendation"]
+    assert "input_bound" not in _ids(entry)
+
+
+def test_word_language_model_failing_gets_its_traceback_and_no_invented_cause(cf: CorpusFleet) -> None:
+    code = cf.copy("pytorch-examples")
+    rc, doc, err = cf.train(["gpu1"], code / "word_language_model", command=[
+        "python", "main.py", "--data", "./no-such-corpus", "--epochs", "1"])
+    assert rc == 1, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    assert entry["state"] == "failed" and entry["exit_code"] == 1
+    failed = _finding(entry, "failed")
+    assert "data.py" in failed["evidence"] and "AssertionError" in failed["evidence"]
+    assert not {"cuda_unavailable", "shm_exhausted", "too_many_open_files", "data_wait_unknown"} & set(_ids(entry))
+
+
+def test_cuda_only_script_on_a_cpu_host_is_named(cf: CorpusFleet) -> None:
+    code = cf.copy("pytorch-examples")
+    rc, doc, err = cf.train(["gpu1"], code / "distributed" / "ddp-tutorial-series", command=[
+        "python", "single_gpu.py", "2", "1", "--batch_size", "8"])
+    assert rc == 1, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    cuda = _finding(entry, "cuda_unavailable")
+    assert cuda["title"] == "The script needs CUDA but this host has no GPU"
+    assert "single_gpu.py:17: self.model = model.to(gpu_id)" in cuda["evidence"], cuda
+
+
+def test_torchrun_job_cuda_only_on_two_cpu_hosts(cf: CorpusFleet) -> None:
+    """pytorch/examples' DDP tutorial under `--distributed` (torchrun on each host): it calls
+    torch.cuda.set_device first. Each host is told why; each rank failed on its own, or was
+    stopped by provision when the first failed — never a straggler."""
+    code = cf.copy("pytorch-examples")
+    rc, doc, err = cf.train(["gpu1", "gpu2"], code / "distributed" / "ddp-tutorial-series", "--distributed",
+                            "--no-allreduce", command=["python", "multigpu_torchrun.py", "2", "1"])
+    assert rc == 1, err[-4000:]
+    assert "gpu1: data dir /root/autodl-tmp" in err and "gpu2: data dir /root/autodl-tmp" in err
+    assert "(the others:" not in err  # the same layout on both
+    ranks = [f for f in doc["distributed"]["findings"] if f["id"] == "rank_failed"]
+    assert ranks and "straggler" not in [f["id"] for f in doc["distributed"]["findings"]]
+    first = ranks[0]["title"].split("/")[0].split(" ")[0]  # "gpu1/rank0 failed (exit code 1)"
+    cuda = _finding(doc["runs"][first], "cuda_unavailable")  # the first to fail: the real cause
+    assert "multigpu_torchrun.py:14: torch.cuda.set_device(" in cuda["evidence"], cuda
+    stopped = [h for h, e in doc["runs"].items() if e["state"] == "stopped"]
+    if stopped:
+        assert f"provision stopped the run on {', '.join(sorted(stopped))}" in ranks[0]["evidence"], ranks
+    for later in ranks[1:]:  # each other host: on its own (the same error), or its link to the first broke
+        assert ("failed on its own, with the same error" in later["evidence"]
+                or "its connection to the failed rank broke" in later["evidence"]), later
+    assert not any("the others" in why for why in doc["distributed"]["layout"]["differs"].values())
+
+
+def test_torchrun_job_without_a_process_group_has_no_multi_host_findings(cf: CorpusFleet) -> None:
+    """pytorch/examples' distributed/ddp/example.py exits at once on hosts without 2 GPUs: a
+    torchrun job that never made a process group. No straggler, no network_bound."""
+    code = cf.copy("pytorch-examples")
+    rc, doc, err = cf.train(["gpu1", "gpu2"], code / "distributed" / "ddp", "--distributed", "--no-allreduce",
+                            command=["python", "example.py"])
+    assert rc == 0, err[-4000:]
+    assert {e["state"] for e in doc["runs"].values()} == {"finished"}
+    assert "Unable to locate sufficient 2 gpus" in err
+    ids = [f["id"] for f in doc["distributed"]["findings"]]
+    assert "straggler" not in ids and "network_bound" not in ids
+
+
+def test_small_dev_shm_kills_the_workers_and_the_fix_is_said(cf: CorpusFleet) -> None:
+    """gpu2's /dev/shm is 64 MiB: 2 workers x 2 prefetched 32 MiB batches do not fit. The run
+    dies of it (SIGBUS in the worker, or ENOSPC where torch reserves the space first) and both the
+    cause and the sizes are said."""
+    shm = cf.fleet.host("gpu2")
+    assert shm is not None
+    rc, doc, err = cf.train(["gpu2"], SCRIPTS, command=["python", "shm.py"])
+    assert rc == 1, err[-4000:]
+    entry = doc["runs"]["gpu2"]
+    bus = _finding(entry, "shm_exhausted")
+    # older torch: the worker dies of SIGBUS; newer reserves the space and raises ENOSPC
+    assert ("Bus error" in bus["evidence"] or "unable to allocate shared memory(shm)" in bus["evidence"]), bus
+    assert "/dev/shm is 64 MiB" in bus["evidence"], bus
+    assert "128 MiB; /dev/shm is 64 MiB" in _finding(entry, "shm_too_small")["evidence"]
+    assert "--shm-size" in bus["recommendation"] and "set_sharing_strategy('file_system')" in bus["recommendation"]
+    # the same job where /dev/shm has room trains
+    rc, doc, err = cf.train(["gpu1"], SCRIPTS, command=["python", "shm.py"])
+    assert rc == 0, err[-4000:]
+    assert "shm_exhausted" not in _ids(doc["runs"]["gpu1"])
