@@ -33,6 +33,8 @@ _SETTINGS: dict[str, tuple[str, str, str, str]] = {
     "collections_path": ("defaults", "collections_path", "ANSIBLE_COLLECTIONS_PATH", "pathspec"),
     "private_role_vars": ("defaults", "private_role_vars", "ANSIBLE_PRIVATE_ROLE_VARS", "bool"),
     "host_key_checking": ("defaults", "host_key_checking", "ANSIBLE_HOST_KEY_CHECKING", "bool"),
+    # no environment variable: Ansible reads this one from ansible.cfg only
+    "ansible_managed": ("defaults", "ansible_managed", "", "str"),
     "become": ("privilege_escalation", "become", "ANSIBLE_BECOME", "bool"),
     "become_user": ("privilege_escalation", "become_user", "ANSIBLE_BECOME_USER", "str"),
     "become_method": ("privilege_escalation", "become_method", "ANSIBLE_BECOME_METHOD", "str"),
@@ -52,6 +54,7 @@ class AnsibleConfig:
     private_role_vars: bool | None = None
     forks: int | None = None
     host_key_checking: bool | None = None
+    ansible_managed: str | None = None  # the template module's `ansible_managed` text
     become: bool | None = None
     become_user: str | None = None
     become_method: str | None = None

@@ -10,7 +10,9 @@ Every path is quoted; a file named `$(touch /root/PWNED)` or `o'brien` is just a
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -370,6 +372,15 @@ class Copy(Module):
         )
 
 
+@functools.lru_cache(maxsize=8)
+def managed_text(config_env: str | None, cwd: str) -> str:
+    """`ansible_managed` in templates: ansible.cfg's [defaults] ansible_managed, else Ansible's
+    default text (roles compare rendered files with Ansible's; keyed by what picks the file)."""
+    from provision.config import load_config
+
+    return load_config().ansible_managed or "Ansible managed"
+
+
 @register
 class Template(Module):
     name = "template"
@@ -391,14 +402,10 @@ class Template(Module):
             source = src.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ModuleFailure(f"cannot read template {src}: {exc}") from None
-        variables = dict_overlay(
-            ctx.vars,
-            {
-                "template_path": str(src),
-                "template_host": ctx.host.name,
-                "ansible_managed": "Managed by provision: local changes will be overwritten",
-            },
-        )
+        extra = {"template_path": str(src), "template_host": ctx.host.name}
+        if "ansible_managed" not in ctx.vars:  # a variable of that name wins, as in Ansible 2.19
+            extra["ansible_managed"] = managed_text(os.environ.get("ANSIBLE_CONFIG"), os.getcwd())
+        variables = dict_overlay(ctx.vars, extra)
         text = ctx.templar.render_text(source, variables, name=str(src))
         return put_content(
             ctx,
