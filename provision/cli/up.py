@@ -283,7 +283,11 @@ def skipped_optional_steps(result: Any) -> list[tuple[str, str, str]]:
     for item in result.to_json().get("results", []):
         if item.get("status") == "failed" and item.get("ignored"):
             lines = str(item.get("msg") or "failed").strip().splitlines() or ["failed"]
-            out.append((str(item.get("host")), str(item.get("task")), lines[-1][:300]))
+            why = lines[-1]
+            stderr = str((item.get("result") or {}).get("stderr") or "").strip().splitlines()
+            if stderr and stderr[-1] not in why:  # the tool's own reason (apt's "E: ...")
+                why = f"{why}: {stderr[-1]}"
+            out.append((str(item.get("host")), str(item.get("task")), why[:300]))
     return out
 
 

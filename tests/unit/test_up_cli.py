@@ -325,3 +325,32 @@ def test_provision_install_reads_provision_yml_too(
         parser.parse_args(["install", "gpu1", "--torch", "2.6", "--extra", "x"])
     )
     assert options.torch == "2.6" and options.extras == ["x"]
+
+
+# -- optional steps ------------------------------------------------------------------------------
+
+
+def test_a_failing_optional_step_is_named_and_the_play_goes_on(tmp_path: Path) -> None:
+    """base.yml's 'tools people expect' is let go when apt fails (no mirror in reach): the rest of
+    `up` runs, and the summary names the step and apt's reason."""
+    import yaml
+
+    from provision.cli.up import skipped_optional_steps
+    from provision.engine.runner import run_playbook
+    from provision.paths import bundle_dir
+
+    base = yaml.safe_load((bundle_dir("playbooks") / "base.yml").read_text())
+    tools = next(t for t in base[0]["tasks"] if t["name"] == "tools people expect")
+    assert tools.get("ignore_errors") is True
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "tools people expect", "ignore_errors": True,
+         "shell": "echo 'E: Unable to locate package htop' >&2; exit 100"},
+        {"name": "after it", "command": "echo went on"},
+    ]}]))  # fmt: skip
+    result = run_playbook(play, hosts=None)
+    assert [r.status for r in result.results] == ["failed", "changed"]  # the next task ran
+    assert result.exit_code() == 0
+    [(host, task, why)] = skipped_optional_steps(result)
+    assert (host, task) == ("localhost", "tools people expect")
+    assert why.endswith("E: Unable to locate package htop")
