@@ -172,7 +172,8 @@ class Role:
         """`role_path`, `role_name` (a collection role's short name, as Ansible gives it)."""
         cached = self.__dict__.get("_magic")
         if cached is None:
-            short = self.name.rsplit(".", 1)[-1] if self.name.count(".") >= 2 else self.name
+            fqcn = self.name.count(".") >= 2 and "/" not in self.name  # not a path: ../../../
+            short = self.name.rsplit(".", 1)[-1] if fqcn else self.name
             cached = self.__dict__["_magic"] = {"role_path": str(self.path), "role_name": short}
         return cached
 

@@ -53,6 +53,9 @@ class RoleLoading:
             if extra:
                 candidates.append(Path(extra).expanduser() / name)
         candidates.append(base_dir / name)
+        # a relative path (`role: ../../../` from a molecule converge.yml) is joined to each
+        # search path and normalised lexically, as Ansible does, so `roles/..` need not exist
+        candidates = list(dict.fromkeys(Path(os.path.normpath(c)) for c in candidates))
         for candidate in candidates:
             if (
                 (candidate / "tasks").is_dir()
