@@ -3,6 +3,7 @@ ansible-playbook on the same project (connection local; recaps and `show*` messa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,31 @@ def test_relative_role_path_from_a_molecule_converge(tmp_path: Path) -> None:
         },
     )
     assert msgs == ["../../../ role"] and stats["ok"] == 1
+
+
+needs_apt = pytest.mark.skipif(
+    not Path("/usr/bin/apt-get").exists() or os.geteuid() != 0, reason="needs an apt host, as root"
+)
+
+
+@needs_apt
+def test_empty_package_lists_and_package_update_cache_like_ansible(tmp_path: Path) -> None:
+    """`apt`/`package` with `name: []` is nothing to do; `package: update_cache` alone goes to
+    apt (no name, no state), changed when the lists are (would be) refreshed."""
+    stats, _ = same(
+        tmp_path,
+        {
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              vars: {ansible_pkg_mgr: apt}
+              tasks:
+                - name: package only refreshes the lists
+                  package: {update_cache: true, cache_valid_time: 1}
+                  check_mode: true
+                - apt: {name: [], state: latest}
+                - package: {name: [], state: latest}
+            """,
+        },
+    )
+    assert stats["ok"] == 3 and stats["failed"] == 0
