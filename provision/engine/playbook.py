@@ -232,8 +232,20 @@ class _Loader(RoleLoading, PlayLoading):
             ),
             timeout=self._pick(data.get("timeout"), inherit.timeout),
             delegate_to=self._pick(self.delegate_of(data), inherit.delegate_to),
+            notify=self._pick(self.notify_of(data), inherit.notify),
             role=role or inherit.role,
         )
+
+    def notify_of(self, data: YMap) -> tuple[str, ...] | None:
+        notify = data.get("notify")
+        if notify is None:
+            return None
+        if isinstance(notify, str):
+            return (notify,)
+        if isinstance(notify, list) and all(isinstance(n, str) for n in notify):
+            return tuple(notify)
+        self.error(data.where("notify", True), "notify must be a handler name or a list of names")
+        return None
 
     def delegate_of(self, data: YMap) -> Any:
         value = data.get("delegate_to")
@@ -441,16 +453,9 @@ class _Loader(RoleLoading, PlayLoading):
                 )
             else:
                 task.register = register
-        notify = data.get("notify")
+        notify = self._pick(self.notify_of(data), inherit.notify)  # or its block's / import's
         if notify is not None:
-            if isinstance(notify, str):
-                task.notify = [notify]
-            elif isinstance(notify, list) and all(isinstance(n, str) for n in notify):
-                task.notify = list(notify)
-            else:
-                self.error(
-                    data.where("notify", True), "notify must be a handler name or a list of names"
-                )
+            task.notify = list(notify)
         for key in ("changed_when", "failed_when", "until"):
             if key in data:
                 value = self.as_list(data[key])
@@ -616,7 +621,8 @@ class _Loader(RoleLoading, PlayLoading):
                 "timeout",
                 "run_once",
                 "any_errors_fatal",
-            ):
+            ) and not (action == "import_tasks" and key in ("delegate_to", "notify")):
+                # import_tasks is static: Ansible applies these to each imported task
                 self.error(data.where(key), f"'{key}' is not valid on {action}")
         if action == "import_tasks":
             if isinstance(raw, Mapping) and "apply" in raw:

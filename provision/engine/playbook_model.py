@@ -124,6 +124,7 @@ BLOCK_KEYWORDS = {
     "timeout",
     "delegate_to",
     "collections",
+    "notify",  # Ansible's Block is Notifiable: its tasks inherit it
 }
 SPECIAL_ACTIONS = {
     "import_tasks",
@@ -197,6 +198,7 @@ class Inherit:
     any_errors_fatal: Any = None
     timeout: Any = None
     delegate_to: Any = None
+    notify: tuple[str, ...] | None = None  # a block's/import's notify: its tasks' own wins
     role: Role | None = None
 
 

@@ -63,3 +63,42 @@ def test_empty_package_lists_and_package_update_cache_like_ansible(tmp_path: Pat
         },
     )
     assert stats["ok"] == 3 and stats["failed"] == 0
+
+
+def test_block_notify_and_import_tasks_keywords_like_ansible(tmp_path: Path) -> None:
+    """A block's `notify` goes to its tasks (a task's own wins); `import_tasks` takes
+    `delegate_to`, `run_once` and `notify` and applies them to each imported task."""
+    stats, msgs = same(
+        tmp_path,
+        {
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - block:
+                    - name: changes
+                      command: "true"
+                    - name: changes too
+                      command: "true"
+                      notify: own
+                  notify: from block
+                - import_tasks: assert.yml
+                  run_once: true
+                  delegate_to: localhost
+                  notify: from import
+              handlers:
+                - name: from block
+                  debug: {msg: block}
+                - name: own
+                  debug: {msg: own}
+                - name: from import
+                  debug: {msg: import}
+            """,
+            "assert.yml": """
+            - name: show imported
+              debug: {msg: "{{ inventory_hostname }}"}
+              changed_when: true
+            """,
+        },
+    )
+    assert msgs == ["localhost"] and stats["ok"] == 6
