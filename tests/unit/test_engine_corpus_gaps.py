@@ -102,3 +102,37 @@ def test_block_notify_and_import_tasks_keywords_like_ansible(tmp_path: Path) -> 
         },
     )
     assert msgs == ["localhost"] and stats["ok"] == 6
+
+
+def test_memory_mb_fact_like_ansible(tmp_path: Path) -> None:
+    """`ansible_memory_mb` (real / nocache / swap, in MiB) as Ansible's Linux facts build it:
+    its shape, and the totals, which do not move between the two runs."""
+    stats, msgs = same(
+        tmp_path,
+        {
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: true
+              tasks:
+                - name: show keys
+                  debug:
+                    msg: >-
+                      {{ ansible_memory_mb.keys() | sort }}
+                      {{ ansible_memory_mb.real.keys() | sort }}
+                      {{ ansible_memory_mb.nocache.keys() | sort }}
+                      {{ ansible_facts.memory_mb.swap.keys() | sort }}
+                - name: show totals
+                  debug:
+                    msg: >-
+                      {{ ansible_memory_mb.real.total == ansible_memtotal_mb }}
+                      {{ ansible_memory_mb.swap.total == ansible_swaptotal_mb }}
+                      {{ ansible_memory_mb.real.used + ansible_memory_mb.real.free
+                         == ansible_memory_mb.real.total }}
+                      {{ ansible_memory_mb.swap.used + ansible_memory_mb.swap.free
+                         == ansible_memory_mb.swap.total }}
+                      {{ ansible_memory_mb.nocache.free >= ansible_memory_mb.real.free }}
+                      {{ ansible_swapfree_mb == ansible_memory_mb.swap.free }}
+            """,
+        },
+    )
+    assert msgs[1].split() == ["True"] * 6 and stats["failed"] == 0
