@@ -345,7 +345,12 @@ class Copy(Module):
                 + (
                     ""
                     if ctx.check_mode
-                    else 'cp -f "$s" "$d.pvtmp.$$" && mv -f "$d.pvtmp.$$" "$d" || exit 1; '
+                    # Ansible's rule (without `mode:`): a new file gets the default mode
+                    # (0666 & ~umask: `cat >` creates it so); an existing one takes the
+                    # source's exact mode (its copystat, umask not applied)
+                    else 't="$d.pvtmp.$$"; { cat "$s" > "$t" && { [ ! -e "$d" ] || '
+                    'chmod "$(stat -c %a "$s")" "$t"; } && mv -f "$t" "$d"; } '
+                    '|| { rm -f "$t"; exit 1; }; '
                 )
                 + "fi",
                 'if [ -e "$d" ]; then '

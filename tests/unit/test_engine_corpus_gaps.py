@@ -136,3 +136,29 @@ def test_memory_mb_fact_like_ansible(tmp_path: Path) -> None:
         },
     )
     assert msgs[1].split() == ["True"] * 6 and stats["failed"] == 0
+
+
+def test_remote_src_copy_modes_like_ansible(tmp_path: Path) -> None:
+    """`copy: remote_src: true` without `mode`: a new file gets the default mode (0666 & ~umask),
+    an existing one the source's (Ansible copies the source's stat, then moves it over)."""
+    stats, msgs = same(
+        tmp_path,
+        {
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - copy: {dest: WORK/src.sh, content: "#!/bin/sh\\n", mode: "0755"}
+                - copy: {dest: WORK/old.sh, content: "old\\n", mode: "0600"}
+                - copy: {src: WORK/src.sh, dest: WORK/new.sh, remote_src: true}
+                - copy: {src: WORK/src.sh, dest: WORK/old.sh, remote_src: true}
+                - stat: {path: WORK/new.sh}
+                  register: new
+                - stat: {path: WORK/old.sh}
+                  register: old
+                - name: show modes
+                  debug: {msg: "{{ new.stat.mode }} {{ old.stat.mode }} {{ old.stat.checksum }}"}
+            """,
+        },
+    )
+    assert msgs[0].split()[1] == "0755" and stats["changed"] == 4
