@@ -48,7 +48,12 @@ from provision.engine.playbook_roles import RoleLoading
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
-from provision.modules.ansible_fallback import ansible_actions, ansible_module
+from provision.modules.ansible_fallback import (
+    ACTION_PLUGIN,
+    ansible_actions,
+    ansible_module,
+    unavailable_module,
+)
 from provision.modules.base import (
     Module,
     get_module,
@@ -94,6 +99,7 @@ class _Loader(RoleLoading, PlayLoading):
         self.problems: list[str] = []
         self.role_cache: dict[tuple[str, str], Role] = {}
         self.file_stack: list[Path] = []
+        self.dynamic = 0  # > 0 while loading a file only include_tasks/include_role reaches
         self.config = load_config()  # ansible.cfg: roles_path, become defaults
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
         self.role_stack: list[Path] = []
@@ -345,6 +351,13 @@ class _Loader(RoleLoading, PlayLoading):
         why_not: dict[str, str] = {}
         if not known:  # not provision's: Ansible's own module, run through the bridge
             known, why_not = ansible_actions(actions, self.playbook_dir)
+        if not known and len(actions) == 1 and isinstance(actions[0], str):
+            why = why_not.get(actions[0], "")
+            # Ansible resolves a task's module when the task runs: an action-plugin module
+            # (reboot) or any module in a dynamically included file fails only if it runs
+            if ACTION_PLUGIN in why or (self.dynamic and why):
+                stand_in = unavailable_module(actions[0], why)
+                return self.module_task(data, actions[0], inherit, base_dir, handlers, stand_in)
         unknown = [k for k in actions if k not in known]
         for key in unknown:
             if known:
@@ -420,9 +433,15 @@ class _Loader(RoleLoading, PlayLoading):
         return [str(c) for c in raw]
 
     def module_task(
-        self, data: YMap, action: str, inherit: Inherit, base_dir: Path, handlers: bool
+        self,
+        data: YMap,
+        action: str,
+        inherit: Inherit,
+        base_dir: Path,
+        handlers: bool,
+        stand_in: type[Module] | None = None,
     ) -> Task | None:
-        cls = get_module(action) or ansible_module(action, self.playbook_dir)[0]
+        cls = stand_in or get_module(action) or ansible_module(action, self.playbook_dir)[0]
         assert cls is not None
         module = cls()
         fields = self.node_fields(data, inherit, base_dir)
@@ -652,7 +671,13 @@ class _Loader(RoleLoading, PlayLoading):
         self.loop_fields(node, data)  # type: ignore[arg-type]
         if not is_template(file):
             path = self.find_tasks_file(file, base_dir, inherit.role, where)
-            node.static_children = self.load_tasks_file(path, child_inherit, where) if path else []
+            self.dynamic += 1  # Ansible loads it when the include runs: see task()
+            try:
+                node.static_children = (
+                    self.load_tasks_file(path, child_inherit, where) if path else []
+                )
+            finally:
+                self.dynamic -= 1
         return node
 
     def find_tasks_file(

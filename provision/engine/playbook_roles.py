@@ -244,16 +244,21 @@ class RoleLoading:
             self.error(where, f"{action}: the role name can't use variables")
             return None
         params = self.vars_of(data)
-        return self.load_role(
-            raw["name"],
-            params,
-            data,
-            inherit,
-            base_dir,
-            where,
-            tasks_from=str(raw.get("tasks_from") or "main"),
-            when_once=action == "include_role",
-        )
+        dynamic = action == "include_role"  # loaded when it runs, in Ansible (playbook.task)
+        self.dynamic += dynamic
+        try:
+            return self.load_role(
+                raw["name"],
+                params,
+                data,
+                inherit,
+                base_dir,
+                where,
+                tasks_from=str(raw.get("tasks_from") or "main"),
+                when_once=dynamic,
+            )
+        finally:
+            self.dynamic -= dynamic
 
     def roles_section(
         self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False

@@ -162,3 +162,61 @@ def test_remote_src_copy_modes_like_ansible(tmp_path: Path) -> None:
         },
     )
     assert msgs[0].split()[1] == "0755" and stats["changed"] == 4
+
+
+def test_action_plugin_modules_and_dynamic_includes_fail_only_when_run(tmp_path: Path) -> None:
+    """A `reboot` handler (empty args, `when:`) is registered though provision can't run it,
+    and a skipped `reboot` task is no error; a module nobody has, in a file reached only by a
+    skipped `include_tasks`/`include_role`, fails nothing: Ansible resolves both when they run."""
+    stats, msgs = same(
+        tmp_path,
+        {
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              vars: {do_reboot: false, selinux: false}
+              tasks:
+                - name: reboot if asked
+                  ansible.builtin.reboot:
+                  when: do_reboot
+                - name: changes
+                  command: "true"
+                  notify: Reboot
+                - include_tasks: selinux.yml
+                  when: selinux
+                - include_role: {name: sel}
+                  when: selinux
+                - name: show done
+                  debug: {msg: done}
+              handlers:
+                - name: Reboot
+                  ansible.builtin.reboot:
+                  when: do_reboot
+            """,
+            "selinux.yml": """
+            - name: a module no one installed
+              nobody.nowhere.seport: {ports: 22, proto: tcp, setype: ssh_port_t}
+            """,
+            "roles/sel/tasks/main.yml": """
+            - nobody.nowhere.sefcontext: {target: /x, setype: y}
+            """,
+        },
+    )
+    assert msgs == ["done"] and stats["skipped"] == 4 and stats["failed"] == 0
+
+
+def test_unavailable_modules_fail_when_they_run(tmp_path: Path) -> None:
+    """The stand-ins fail the task that runs, saying why (no host is rebooted behind a recap)."""
+    from provision.engine.runner import run_playbook
+    from provision.inventory.model import Host
+
+    (tmp_path / "inc.yml").write_text("- nobody.nowhere.seport: {ports: 22}\n")
+    (tmp_path / "site.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.reboot:\n      ignore_errors: true\n"
+        "    - include_tasks: inc.yml\n"
+    )
+    result = run_playbook(tmp_path / "site.yml", hosts=[Host("localhost", local=True)])
+    failed = [r.result.get("msg", "") for r in result.results if r.status == "failed"]
+    assert len(failed) == 2
+    assert "action plugin" in failed[0] and "nobody.nowhere" in failed[1]
