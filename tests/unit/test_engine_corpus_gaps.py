@@ -220,3 +220,34 @@ def test_unavailable_modules_fail_when_they_run(tmp_path: Path) -> None:
     failed = [r.result.get("msg", "") for r in result.results if r.status == "failed"]
     assert len(failed) == 2
     assert "action plugin" in failed[0] and "nobody.nowhere" in failed[1]
+
+
+COMMENTS = [
+    "'one' | comment",
+    "'one\\ntwo' | comment",
+    "'a\\n\\nb\\n' | comment",
+    "'x' | comment('erlang')",
+    "'x\\ny' | comment('c')",
+    "'x\\ny' | comment('cblock')",
+    "'x\\ny' | comment('xml')",
+    "'x' | comment(decoration='; ')",
+    "'x' | comment('cblock', decoration='** ')",
+    "'x' | comment(prefix='#!', prefix_count=2, postfix='##', postfix_count=3)",
+    "'x' | comment(prefix='\\n', postfix='')",
+    "'x' | comment(beginning='BEGIN', end='END')",
+    "'x\\r\\ny' | comment(newline='\\r\\n')",
+    "'Managed' | comment('plain', prefix='#' * 4, postfix='#' * 4)",
+]
+
+
+def test_comment_filter_like_ansible(tmp_path: Path) -> None:
+    """Each style and option of the `comment` filter renders as Ansible renders it."""
+    tasks = "".join(
+        f"    - name: show {i}\n      debug: {{msg: \"{{{{ {expr} }}}}\"}}\n"
+        for i, expr in enumerate(COMMENTS)
+    )
+    stats, msgs = same(
+        tmp_path,
+        {"site.yml": "- hosts: localhost\n  gather_facts: false\n  tasks:\n" + tasks},
+    )
+    assert len(msgs) == len(COMMENTS) and msgs[0] == "#\n# one\n#"
