@@ -251,3 +251,20 @@ def test_comment_filter_like_ansible(tmp_path: Path) -> None:
         {"site.yml": "- hosts: localhost\n  gather_facts: false\n  tasks:\n" + tasks},
     )
     assert len(msgs) == len(COMMENTS) and msgs[0] == "#\n# one\n#"
+
+
+def test_ansible_connection_is_defined_like_ansible(tmp_path: Path) -> None:
+    """Roles test `ansible_connection not in [container, docker]`: it is defined for every task."""
+    stats, msgs = same(
+        tmp_path,
+        {
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - name: show connection
+                  debug: {msg: "{{ ansible_connection not in ['container', 'docker'] }}"}
+            """,
+        },
+    )
+    assert msgs == [True] and stats["failed"] == 0
