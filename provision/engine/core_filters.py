@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from provision.engine.comment_filter import comment
 from provision.shell import quote as shell_quote
 
 # `omit`: an argument whose value is this placeholder is dropped, as in Ansible.
@@ -335,6 +336,7 @@ FILTERS: dict[str, Any] = {
     "version": _version_compare,
     "extract": _extract,
     "split": _split,
+    "comment": comment,
 }
 
 TESTS: dict[str, Any] = {

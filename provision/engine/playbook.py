@@ -48,7 +48,12 @@ from provision.engine.playbook_roles import RoleLoading
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
-from provision.modules.ansible_fallback import ansible_actions, ansible_module
+from provision.modules.ansible_fallback import (
+    ACTION_PLUGIN,
+    ansible_actions,
+    ansible_module,
+    unavailable_module,
+)
 from provision.modules.base import (
     Module,
     get_module,
@@ -94,6 +99,7 @@ class _Loader(RoleLoading, PlayLoading):
         self.problems: list[str] = []
         self.role_cache: dict[tuple[str, str], Role] = {}
         self.file_stack: list[Path] = []
+        self.dynamic = 0  # > 0 while loading a file only include_tasks/include_role reaches
         self.config = load_config()  # ansible.cfg: roles_path, become defaults
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
         self.role_stack: list[Path] = []
@@ -232,8 +238,20 @@ class _Loader(RoleLoading, PlayLoading):
             ),
             timeout=self._pick(data.get("timeout"), inherit.timeout),
             delegate_to=self._pick(self.delegate_of(data), inherit.delegate_to),
+            notify=self._pick(self.notify_of(data), inherit.notify),
             role=role or inherit.role,
         )
+
+    def notify_of(self, data: YMap) -> tuple[str, ...] | None:
+        notify = data.get("notify")
+        if notify is None:
+            return None
+        if isinstance(notify, str):
+            return (notify,)
+        if isinstance(notify, list) and all(isinstance(n, str) for n in notify):
+            return tuple(notify)
+        self.error(data.where("notify", True), "notify must be a handler name or a list of names")
+        return None
 
     def delegate_of(self, data: YMap) -> Any:
         value = data.get("delegate_to")
@@ -333,6 +351,13 @@ class _Loader(RoleLoading, PlayLoading):
         why_not: dict[str, str] = {}
         if not known:  # not provision's: Ansible's own module, run through the bridge
             known, why_not = ansible_actions(actions, self.playbook_dir)
+        if not known and len(actions) == 1 and isinstance(actions[0], str):
+            why = why_not.get(actions[0], "")
+            # Ansible resolves a task's module when the task runs: an action-plugin module
+            # (reboot) or any module in a dynamically included file fails only if it runs
+            if ACTION_PLUGIN in why or (self.dynamic and why):
+                stand_in = unavailable_module(actions[0], why)
+                return self.module_task(data, actions[0], inherit, base_dir, handlers, stand_in)
         unknown = [k for k in actions if k not in known]
         for key in unknown:
             if known:
@@ -408,9 +433,15 @@ class _Loader(RoleLoading, PlayLoading):
         return [str(c) for c in raw]
 
     def module_task(
-        self, data: YMap, action: str, inherit: Inherit, base_dir: Path, handlers: bool
+        self,
+        data: YMap,
+        action: str,
+        inherit: Inherit,
+        base_dir: Path,
+        handlers: bool,
+        stand_in: type[Module] | None = None,
     ) -> Task | None:
-        cls = get_module(action) or ansible_module(action, self.playbook_dir)[0]
+        cls = stand_in or get_module(action) or ansible_module(action, self.playbook_dir)[0]
         assert cls is not None
         module = cls()
         fields = self.node_fields(data, inherit, base_dir)
@@ -441,16 +472,9 @@ class _Loader(RoleLoading, PlayLoading):
                 )
             else:
                 task.register = register
-        notify = data.get("notify")
+        notify = self._pick(self.notify_of(data), inherit.notify)  # or its block's / import's
         if notify is not None:
-            if isinstance(notify, str):
-                task.notify = [notify]
-            elif isinstance(notify, list) and all(isinstance(n, str) for n in notify):
-                task.notify = list(notify)
-            else:
-                self.error(
-                    data.where("notify", True), "notify must be a handler name or a list of names"
-                )
+            task.notify = list(notify)
         for key in ("changed_when", "failed_when", "until"):
             if key in data:
                 value = self.as_list(data[key])
@@ -616,7 +640,8 @@ class _Loader(RoleLoading, PlayLoading):
                 "timeout",
                 "run_once",
                 "any_errors_fatal",
-            ):
+            ) and not (action == "import_tasks" and key in ("delegate_to", "notify")):
+                # import_tasks is static: Ansible applies these to each imported task
                 self.error(data.where(key), f"'{key}' is not valid on {action}")
         if action == "import_tasks":
             if isinstance(raw, Mapping) and "apply" in raw:
@@ -646,7 +671,13 @@ class _Loader(RoleLoading, PlayLoading):
         self.loop_fields(node, data)  # type: ignore[arg-type]
         if not is_template(file):
             path = self.find_tasks_file(file, base_dir, inherit.role, where)
-            node.static_children = self.load_tasks_file(path, child_inherit, where) if path else []
+            self.dynamic += 1  # Ansible loads it when the include runs: see task()
+            try:
+                node.static_children = (
+                    self.load_tasks_file(path, child_inherit, where) if path else []
+                )
+            finally:
+                self.dynamic -= 1
         return node
 
     def find_tasks_file(

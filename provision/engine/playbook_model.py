@@ -124,6 +124,7 @@ BLOCK_KEYWORDS = {
     "timeout",
     "delegate_to",
     "collections",
+    "notify",  # Ansible's Block is Notifiable: its tasks inherit it
 }
 SPECIAL_ACTIONS = {
     "import_tasks",
@@ -172,7 +173,8 @@ class Role:
         """`role_path`, `role_name` (a collection role's short name, as Ansible gives it)."""
         cached = self.__dict__.get("_magic")
         if cached is None:
-            short = self.name.rsplit(".", 1)[-1] if self.name.count(".") >= 2 else self.name
+            fqcn = self.name.count(".") >= 2 and "/" not in self.name  # not a path: ../../../
+            short = self.name.rsplit(".", 1)[-1] if fqcn else self.name
             cached = self.__dict__["_magic"] = {"role_path": str(self.path), "role_name": short}
         return cached
 
@@ -196,6 +198,7 @@ class Inherit:
     any_errors_fatal: Any = None
     timeout: Any = None
     delegate_to: Any = None
+    notify: tuple[str, ...] | None = None  # a block's/import's notify: its tasks' own wins
     role: Role | None = None
 
 

@@ -53,6 +53,9 @@ class RoleLoading:
             if extra:
                 candidates.append(Path(extra).expanduser() / name)
         candidates.append(base_dir / name)
+        # a relative path (`role: ../../../` from a molecule converge.yml) is joined to each
+        # search path and normalised lexically, as Ansible does, so `roles/..` need not exist
+        candidates = list(dict.fromkeys(Path(os.path.normpath(c)) for c in candidates))
         for candidate in candidates:
             if (
                 (candidate / "tasks").is_dir()
@@ -241,16 +244,21 @@ class RoleLoading:
             self.error(where, f"{action}: the role name can't use variables")
             return None
         params = self.vars_of(data)
-        return self.load_role(
-            raw["name"],
-            params,
-            data,
-            inherit,
-            base_dir,
-            where,
-            tasks_from=str(raw.get("tasks_from") or "main"),
-            when_once=action == "include_role",
-        )
+        dynamic = action == "include_role"  # loaded when it runs, in Ansible (playbook.task)
+        self.dynamic += dynamic
+        try:
+            return self.load_role(
+                raw["name"],
+                params,
+                data,
+                inherit,
+                base_dir,
+                where,
+                tasks_from=str(raw.get("tasks_from") or "main"),
+                when_once=dynamic,
+            )
+        finally:
+            self.dynamic -= dynamic
 
     def roles_section(
         self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False

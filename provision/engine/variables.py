@@ -154,6 +154,7 @@ class VariableManager:
             state.facts,
             state.host.vars,
             state.role_defaults,
+            _connection_default(state.host),
         )
 
     def task_vars(
@@ -183,4 +184,11 @@ class VariableManager:
             layers.append(node.role.defaults)
         if state.role_defaults:
             layers.append(state.role_defaults)
+        layers.append(_connection_default(state.host))
         return ChainMap(*layers)
+
+
+def _connection_default(host: Host) -> dict[str, str]:
+    """`ansible_connection` as Ansible defines it for every task when nothing sets it (roles test
+    it: `ansible_connection not in ['container', 'docker']`); the inventory's value wins."""
+    return {"ansible_connection": "local" if host.local else "ssh"}

@@ -145,6 +145,25 @@ def ansible_module(name: str, playbook_dir: Path) -> tuple[type[Module] | None, 
         return _classes[key], ""
 
 
+ACTION_PLUGIN = "works through its action plugin"  # build_payload.py's reason for reboot & co
+
+
+def unavailable_module(name: str, why: str) -> type[Module]:
+    """A stand-in for a module provision can't run (`reboot`, which needs Ansible's controller
+    side; or an unknown one in a dynamically included file): loading is no error, as in
+    ansible-playbook, where a task is only resolved when it runs; the task fails when it runs,
+    never when its `when` skips it or its handler is not notified."""
+
+    def run(self: Module, ctx: TaskContext) -> ModuleResult:
+        raise ModuleFailure(f"module {name!r} can't run in provision: {why}")
+
+    return type(
+        f"Unavailable_{name.replace('.', '_')}",
+        (Module,),
+        {"name": name, "any_args": True, "run": run, "__doc__": f"{name}: {why}"},
+    )
+
+
 def ansible_actions(keys: list[Any], playbook_dir: Path) -> tuple[list[Any], dict[str, str]]:
     """The loader's hook for a task none of whose keys is a provision module: the first key that
     is Ansible's module, else ([], why each is not)."""

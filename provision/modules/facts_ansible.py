@@ -408,12 +408,7 @@ def ansible_names(facts: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[st
     total = _get(memory, "total_bytes")
     if isinstance(total, (int, float)):
         out["ansible_memtotal_mb"] = int(total // mb)
-    available = _get(memory, "available_bytes")
-    if isinstance(available, (int, float)):
-        out["ansible_memfree_mb"] = int(available // mb)
-    swap = _get(memory, "swap_total_bytes")
-    if isinstance(swap, (int, float)):
-        out["ansible_swaptotal_mb"] = int(swap // mb)
+    _memory_mb(memory, out)
     _python(facts, out)
     mounts = _get(facts, "disks", "mounts")
     if isinstance(mounts, list):
@@ -479,3 +474,38 @@ def namespaced(facts: Mapping[str, Any]) -> dict[str, Any]:
             continue
         out[key[8:] if key.startswith("ansible_") else key] = value
     return out
+
+
+def _memory_mb(memory: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """memfree_mb, swaptotal_mb, swapfree_mb and memory_mb (real / nocache / swap) from
+    /proc/meminfo, each field in whole MiB as Ansible's Linux facts give them."""
+
+    def mib(key: str) -> int | None:
+        value = _get(memory, key)
+        return int(value // (1 << 20)) if isinstance(value, (int, float)) else None
+
+    total, free = mib("total_bytes"), mib("free_bytes")
+    if free is None:  # facts from an older agent: MemAvailable is the nearest
+        free = mib("available_bytes")
+    buffers, cached = mib("buffers_bytes") or 0, mib("cached_bytes") or 0
+    swap_total, swap_free = mib("swap_total_bytes"), mib("swap_free_bytes")
+    if free is not None:
+        out["ansible_memfree_mb"] = free
+    if swap_total is not None:
+        out["ansible_swaptotal_mb"] = swap_total
+    if swap_free is not None:
+        out["ansible_swapfree_mb"] = swap_free
+    if total is None or free is None:
+        return
+    memory_mb: dict[str, Any] = {
+        "real": {"total": total, "used": total - free, "free": free},
+        "nocache": {"free": free + buffers + cached, "used": total - (free + buffers + cached)},
+    }
+    if swap_total is not None and swap_free is not None:
+        memory_mb["swap"] = {
+            "total": swap_total,
+            "free": swap_free,
+            "used": swap_total - swap_free,
+            "cached": mib("swap_cached_bytes") or 0,
+        }
+    out["ansible_memory_mb"] = memory_mb

@@ -355,7 +355,12 @@ class Copy(Module):
                 + (
                     ""
                     if ctx.check_mode
-                    else temp_beside("t", "d") + ' && cp "$s" "$t" && mv -f "$t" "$d" || { rm -f "$t"; exit 1; }; '
+                    # Ansible's rule (without `mode:`): a new file gets the default mode
+                    # (0666 & ~umask: temp_beside gives it so); an existing one takes the
+                    # source's exact mode (its copystat, umask not applied)
+                    else temp_beside("t", "d") + ' && { cat "$s" > "$t" && { [ ! -e "$d" ] || '
+                    'chmod "$(stat -c %a "$s")" "$t"; } && mv -f "$t" "$d"; } '
+                    '|| { rm -f "$t"; exit 1; }; '
                 )
                 + "fi",
                 'if [ -e "$d" ]; then '

@@ -97,7 +97,8 @@ class Apt(Module):
     }
 
     def check_args(self, args: dict[str, Any]) -> list[str]:
-        if not args.get("name") and not args.get("update_cache"):
+        # `name: []` (a role's empty package list) is nothing to do (ok), as in Ansible
+        if args.get("name") is None and not args.get("update_cache"):
             return ["apt needs name (packages) or update_cache: yes"]
         bad = [n for n in args.get("name") or [] if not _APT_NAME.match(str(n))]
         return [f"{n!r} is not a Debian package name (name or name=version)" for n in bad]
@@ -145,9 +146,11 @@ class Apt(Module):
                 if "updated" in report.values
                 else "all packages already in the wanted state"
             )
-        # a cache refresh alone is no change to the system a later task could notice
+        # Ansible's rule: a task that only refreshes the lists is changed when it refreshed them
+        # (in check mode: would); with packages, only the packages count
+        changed = bool(packages) or (not names and data["cache_updated"])
         return ModuleResult(
-            changed=bool(packages), msg=msg, stdout=result.stdout if packages else None, data=data
+            changed=changed, msg=msg, stdout=result.stdout if packages else None, data=data
         )
 
 

@@ -130,8 +130,10 @@ class Yum(Dnf):
 class Package(Module):
     name = "package"
     args = {
-        "name": Arg("list", elements="str", required=True),
-        "state": Arg("str", required=True),
+        # Ansible's package action hands every argument to apt/dnf unchecked: `update_cache`
+        # alone (no name, no state) is a valid task there
+        "name": Arg("list", elements="str"),
+        "state": Arg("str", default="present"),
         "use": Arg("str", default="auto"),
     }
     forwards_args = True  # update_cache, enablerepo, … go to apt/dnf (Ansible's package)
@@ -159,7 +161,11 @@ class Package(Module):
 
         inner = normalize_args(
             module,
-            {"name": ctx.args["name"], "state": ctx.args["state"], **ctx.args.get("_forward", {})},
+            {
+                **({"name": ctx.args["name"]} if ctx.args.get("name") is not None else {}),
+                "state": ctx.args["state"],
+                **ctx.args.get("_forward", {}),
+            },
         )
         sub = TaskContext(**{**ctx.__dict__, "args": inner})
         return module.run(sub)

@@ -43,6 +43,12 @@ def gather(root: str = "/", mounts: Optional[List[Dict[str, object]]] = None) ->
         "total_bytes": total,
         "available_bytes": available,
         "swap_total_bytes": info.get("SwapTotal"),
+        # the raw fields Ansible's memory_mb fact is made of (facts_ansible.py)
+        "free_bytes": info.get("MemFree"),
+        "buffers_bytes": info.get("Buffers"),
+        "cached_bytes": info.get("Cached"),
+        "swap_free_bytes": info.get("SwapFree"),
+        "swap_cached_bytes": info.get("SwapCached"),
         "cgroup_limit_bytes": limit,
         "cgroup_usage_bytes": limits["usage_bytes"],
         "cgroup_version": limits["version"],
