@@ -14,6 +14,7 @@ from typing import TextIO
 
 from provision.cli.common import EXIT_INTERRUPTED, console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
+from provision.terminal import visible
 from provision.train.launch import HostTrainer
 from provision.train.options import with_exit_codes
 
@@ -32,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def line_writer(prefix: bool, stream: TextIO | None = None) -> Callable[[str, list[str]], None]:
-    """Writes log lines to stdout (`stream`), whole lines at a time across hosts' threads. A
-    closed pipe (`| head`) ends the output quietly."""
+    """Writes log lines to stdout (`stream`), whole lines at a time across hosts' threads, with
+    control characters made visible. A closed pipe (`| head`) ends the output quietly."""
     lock = threading.Lock()
     out = stream or sys.stdout
     closed = [False]
@@ -43,7 +44,10 @@ def line_writer(prefix: bool, stream: TextIO | None = None) -> Callable[[str, li
             if closed[0] or not lines:
                 return
             try:
-                out.write("".join(f"{host} | {line}\n" if prefix else f"{line}\n" for line in lines))
+                # the host's text as text: escapes and other controls shown, never executed by
+                # the terminal (provision/terminal.py), whether stdout is one or a pipe
+                text = "".join(f"{host} | {line}\n" if prefix else f"{line}\n" for line in lines)
+                out.write(visible(text))
                 out.flush()
             except BrokenPipeError:
                 closed[0] = True

@@ -98,6 +98,8 @@ ANY_ARG = "pv_canary_var"
 
 
 def named_value(module: str, name: str, arg: Arg, files: dict[str, str]) -> Any:
+    if arg.choices:  # a required choice (pam_limits' limit_type): the first one Ansible allows
+        return arg.choices[0]
     if (module, name) in (("fetch", "dest"), ("report", "out")):  # written on the controller
         return f"{files['controller']}/{module}-{name}"
     if name in ("dest", "path", "paths", "cron_file", "sysctl_file", "fstab", "out", "dir"):

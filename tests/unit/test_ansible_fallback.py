@@ -1,7 +1,7 @@
 """Ansible's own module for a module provision does not implement (docs/playbooks.md, "Ansible's
 own modules"), on the controller itself (a local host): the real ansible-core of the test
 environment builds the payload in its own process, the host's python runs it, the JSON comes
-back as the task's result. Over real SSH: tests/fleet/test_ansible_fallback.py."""
+back as the task's result. Over real SSH: tests/fleet/test_ansible_fallback_ssh.py."""
 
 from __future__ import annotations
 

@@ -62,7 +62,9 @@ def _shipped_site():
     import tempfile
     import zipfile
 
-    tmp = tempfile.mkdtemp(prefix=os.path.basename(site) + ".tmp-", dir=os.path.dirname(site))
+    if not os.path.isdir(base):  # the first shipment: only the .zip beside it so far
+        os.makedirs(base, mode=0o700)
+    tmp = tempfile.mkdtemp(prefix=os.path.basename(site) + ".tmp-", dir=base)
     with zipfile.ZipFile(zip_path) as zf:
         for name in zf.namelist():
             if name.startswith("/") or ".." in name.split("/"):
