@@ -30,6 +30,16 @@ if str(FLEET_DIR) not in sys.path:
     sys.path.insert(0, str(FLEET_DIR))  # `from fleet import Fleet` (tests/ is not a package)
 
 
+# ansible-core's module_utils replace sys.intern with an object of their own when imported, and
+# torch._dynamo, imported afterwards in the same process, refuses it (TypeError: substitute_in_graph
+# expects a function) — so `provision choose`'s graph tracing failed in whichever test process had
+# imported ansible first (the parity harness, test_engine_vs_ansible). provision never imports
+# ansible (tests/unit/test_ansible_fallback.py checks it); in the test process dynamo comes first.
+try:
+    import torch._dynamo  # noqa: F401
+except Exception:  # no torch here: nothing to order
+    pass
+
 REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
 _XDG = ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 
