@@ -405,9 +405,10 @@ def rank_failed(host: str, summary: dict[str, Any], others: dict[str, dict[str, 
                 k in line for line in (summary.get("tail") or [])[-40:] for k in BROKEN_LINK):
             what = (f"{who} exited with code {code} after {first} failed: its connection to the failed "
                     f"rank broke ({error or 'a collective lost its peer'}); fix {first} first")
+        elif error:  # its own error, not a lost peer (the first's error is not known here)
+            what = f"{who} exited with code {code}: it failed on its own ({error}), after {first} failed"
         else:
-            what = f"{who} exited with code {code}" + (f" ({error})" if error else "") + \
-                f", after {first} failed: look at both"
+            what = f"{who} exited with code {code}, after {first} failed: look at both"
     return Finding(
         "rank_failed", "critical", f"{who} failed (exit code {code})",
         what + ". Last lines" + (f" of rank {rank}" if own else "") + ":\n" + "\n".join(shown),

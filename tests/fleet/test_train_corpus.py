@@ -182,7 +182,7 @@ def test_torchrun_job_cuda_only_on_two_cpu_hosts(cf: CorpusFleet) -> None:
     if stopped:
         assert f"provision stopped the run on {', '.join(sorted(stopped))}" in ranks[0]["evidence"], ranks
     for later in ranks[1:]:  # each other host: on its own (the same error), or its link to the first broke
-        assert ("failed on its own, with the same error" in later["evidence"]
+        assert ("failed on its own" in later["evidence"]
                 or "its connection to the failed rank broke" in later["evidence"]), later
     assert not any("the others" in why for why in doc["distributed"]["layout"]["differs"].values())
 
