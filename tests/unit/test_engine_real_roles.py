@@ -5,10 +5,7 @@ FQCN roles/modules from the collections paths, and Ansible's argument rules."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,8 @@ import pytest
 from provision.engine.lookups import run_lookup
 from provision.engine.runner import run_playbook
 from provision.inventory.model import Host
-from tests.unit.test_engine_vs_ansible import ANSIBLE, KEYS
+from tests.unit.test_engine_vs_ansible import ANSIBLE
+from tests.unit.test_engine_vs_ansible import ansible as run_ansible
 
 # messages of `show*` tasks, loop items one by one, and the failed tasks' names
 _CALLBACK = """
@@ -49,35 +47,7 @@ class CallbackModule(CallbackBase):
 
 
 def ansible(playbook: Path, workdir: Path, *args: str) -> tuple[dict[str, int], list[Any]]:
-    plugins = workdir / ".callbacks"
-    plugins.mkdir(exist_ok=True)
-    (plugins / "pvitems.py").write_text(_CALLBACK)
-    env = dict(
-        os.environ,
-        ANSIBLE_STDOUT_CALLBACK="pvitems",
-        ANSIBLE_CALLBACK_PLUGINS=str(plugins),
-        ANSIBLE_LOCALHOST_WARNING="false",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-        ANSIBLE_LOCAL_TEMP=str(workdir / ".ansible-tmp"),
-        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-        ANSIBLE_RETRY_FILES_ENABLED="false",
-        ANSIBLE_DEPRECATION_WARNINGS="false",
-        ANSIBLE_NOCOLOR="1",
-    )
-    proc = subprocess.run(
-        [ANSIBLE, "-i", "localhost,", "-c", "local", str(playbook), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=workdir,
-        timeout=300,
-    )
-    marker = proc.stdout.find("PVITEMS")
-    assert marker >= 0, (
-        f"ansible-playbook gave no result: {proc.stdout[-3000:]} {proc.stderr[-2000:]}"
-    )
-    doc = json.loads(proc.stdout[marker + len("PVITEMS") :].splitlines()[0])
-    return {KEYS[k]: v for k, v in doc["stats"].items() if k in KEYS}, doc["msgs"]
+    return run_ansible(playbook, workdir, *args, callback=_CALLBACK, name="pvitems")
 
 
 def ours(playbook: Path) -> tuple[dict[str, int], list[Any]]:

@@ -62,13 +62,17 @@ class CallbackModule(CallbackBase):
 """
 
 
-def ansible(playbook: Path, workdir: Path, *args: str) -> tuple[dict[str, int], list[Any]]:
+def ansible(
+    playbook: Path, workdir: Path, *args: str, callback: str = _CALLBACK, name: str = "pvcompare"
+) -> tuple[dict[str, int], list[Any]]:
+    """ansible-playbook on localhost with the stdout callback `callback` (plugin `name`, which
+    prints NAME-uppercased + JSON {stats, msgs}): (recap counts, messages)."""
     plugins = workdir / ".callbacks"
     plugins.mkdir(exist_ok=True)
-    (plugins / "pvcompare.py").write_text(_CALLBACK)
+    (plugins / f"{name}.py").write_text(callback)
     env = dict(
         os.environ,
-        ANSIBLE_STDOUT_CALLBACK="pvcompare",
+        ANSIBLE_STDOUT_CALLBACK=name,
         ANSIBLE_CALLBACK_PLUGINS=str(plugins),
         ANSIBLE_LOCALHOST_WARNING="false",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
@@ -86,11 +90,12 @@ def ansible(playbook: Path, workdir: Path, *args: str) -> tuple[dict[str, int], 
         cwd=workdir,
         timeout=300,
     )
-    marker = proc.stdout.find("PVCOMPARE")
+    tag = name.upper()
+    marker = proc.stdout.find(tag)
     assert marker >= 0, (
         f"ansible-playbook gave no result: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
     )
-    doc = json.loads(proc.stdout[marker + len("PVCOMPARE") :].splitlines()[0])
+    doc = json.loads(proc.stdout[marker + len(tag) :].splitlines()[0])
     return {KEYS[k]: v for k, v in doc["stats"].items() if k in KEYS}, doc["msgs"]
 
 
