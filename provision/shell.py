@@ -160,7 +160,9 @@ def as_root(command: str) -> Raw:
 def become_command(command: str, *, user: str = "root", password_on_stdin: bool = False) -> Raw:
     """Shell text that runs `command` as `user`. With `password_on_stdin` sudo reads the password
     as the first line of stdin (`-S`, empty prompt); the caller sends it, then the real stdin."""
-    inner = quote(command)
+    # `command` is shell text (often a Raw): it is one word of `sh -c` here, so quoted whatever
+    # its type; quote() alone would pass a Raw through as is
+    inner = quote(str(command))
     if password_on_stdin:
         sudo = sh("sudo -S -p '' -H -u {user} -- sh -c", user=user)
     else:

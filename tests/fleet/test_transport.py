@@ -398,6 +398,9 @@ def test_password_auth_from_env_var_leaks_nowhere(make_fleet, ssh_config_file, m
     )
     target = host.as_host(key_file=None)
     caplog.set_level(logging.DEBUG)  # paramiko's and ours, at their chattiest
+    # the CLI sets paramiko's own logger to WARNING (cli/common.py): a CLI test run earlier in
+    # this worker process left it there, so it is set here too
+    caplog.set_level(logging.DEBUG, logger="paramiko")
     snapshots: list[str] = []
     outcome: dict = {}
 

@@ -112,3 +112,16 @@ def test_as_root_and_become_quote_the_command() -> None:
         assert out.stdout.split(b"\0")[1] == b"a b"
     assert "sudo -S -p ''" in become_command("true", user="bob", password_on_stdin=True)
     assert "-u 'bob;id'" in become_command("true", user="bob;id")
+
+
+def test_as_root_runs_raw_shell_text_with_its_control_flow_intact() -> None:
+    """A module's own script is a Raw (loops, `;`, `$var`): as root it is still one `sh -c` word
+    (it once went in unquoted: `if …; then sh -c for m in …` was a syntax error, so `package`
+    under become found no package manager)."""
+    script = Raw('for m in a b; do if [ "$m" = b ]; then echo "got $m"; exit 0; fi; done; echo none')
+    text = as_root(script)
+    assert str(text).count(str(script)) == 2  # in both branches, root or sudo
+    out = subprocess.run(["/bin/sh", "-c", text], capture_output=True, text=True, check=False)
+    if out.returncode == 0 or "sudo" not in out.stderr:
+        assert out.stdout == "got b\n", out.stderr
+    assert "'for m in a b;" in text
