@@ -70,6 +70,11 @@ NAMED_IN: dict[tuple[str, str], str] = {
     ("script", "cmd"): "the controller script's path and its arguments: the script's own argv",
     **{(m, "env"): "the managed Python environment's folder: its interpreter's path is the argv"
        for m in ("compat_check", "bench", "install_torch")},
+    **{("getent", n): "a database, a key in it, an NSS service: what `getent` looks up, its own argv"
+       " (Ansible's getent too)" for n in ("database", "key", "service")},
+    ("user", "ssh_key_file"): _PATH,
+    **{("user", n): "ssh-keygen's -t / -C words (Ansible's user too); the passphrase goes on stdin"
+       for n in ("ssh_key_type", "ssh_key_comment")},
     ("pip", "extra_args"): "pip's own options, as words of pip's argv (Ansible's too); index credentials"
     " go in index_url / extra_index_url, which travel on stdin",
 }
