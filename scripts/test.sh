@@ -145,6 +145,9 @@ if [ -z "$WORKERS" ] && { [ "$#" = 0 ] || [ "$QUICK" = 1 ]; }; then
   cores="$(nproc 2>/dev/null || echo 2)"
   WORKERS=$(( cores * 2 > 2 ? cores * 2 : 2 ))
 fi
+if [ "$#" = 0 ]; then
+  ARGS=(--durations=15 "${ARGS[@]}")  # the whole suite: its slowest tests named (the 30-min budget)
+fi
 if [ -n "$WORKERS" ] && [ "$WORKERS" != 0 ] && [ "$WORKERS" != 1 ]; then
   ARGS=(-n "$WORKERS" --dist loadfile "${ARGS[@]}")
 fi
