@@ -176,10 +176,16 @@ def test_llama2c_iterable_dataset_train_and_eval_loaders(cf: CorpusFleet) -> Non
     assert loader["site"].endswith("/tinystories.py:244") and loader["role"] == "train", loader
     assert (loader["batch_size"], loader["num_workers"], loader["pin_memory"]) == (4, 0, True), loader
     assert loader["dataset"] == "PretokDataset" and loader["iterable"] is True and loader["dataset_len"] is None
-    assert loader["train_batches"] == 5 and loader["epochs"] == 1, loader
-    evals = [x for x in summary["loaders"] if x["role"] == "eval"]
-    # evaluations at iterations 0, 2, 4; each reads eval_iters=2 batches of the train and the val split
-    assert evals and all(x["site"] == loader["site"] and x["iterable"] for x in evals), summary["loaders"]
+    # one iterator, 6 batches: the first (its wait is start-up, not timed) went to the evaluation
+    # at iteration 0 before any step; the 5 others each fed a step
+    assert (loader["epochs"], loader["batches"], loader["train_batches"]) == (1, 5, 5), loader
+    assert prof["data_wait_fraction"] is not None and 0 <= prof["data_wait_fraction"] <= 1, prof
+    # evaluations at iterations 0, 2 and 4, each reading eval_iters=2 batches of the train and the
+    # val split: 6 loaders made at the same line, one evaluation loader; none fed a step
+    [ev] = [x for x in summary["loaders"] if x["role"] == "eval"]
+    assert ev["site"] == loader["site"] and ev["iterable"] is True and ev["dataset_len"] is None, ev
+    assert (ev["epochs"], ev["batches"], ev["train_batches"]) == (6, 6, 0), ev
+    assert len(summary["loaders"]) == 2, summary["loaders"]
     ids = _ids(entry)
     assert not {"epoch_slowing", "failed", "data_wait_unknown", "straggler", "network_bound"} & set(ids), ids
     for f in entry["findings"]:
