@@ -139,13 +139,17 @@ def test_train_and_eval_loaders_are_told_apart(tmp_path: Path) -> None:
 # One function makes every loader (llama2.c's Task.iter_batches): the training iterator stays
 # open while each evaluation makes two more at the same line and reads 3 batches of each.
 ONE_SITE = """
-    import torch
+    import time, torch
     from torch.utils.data import DataLoader, IterableDataset
 
     class Stream(IterableDataset):  # endless, no __len__
+        opened = 0
         def __init__(self, split):
             self.split = split
         def __iter__(self):
+            Stream.opened += 1
+            if Stream.opened == 1:  # the training loader's first batch is slow (start-up)
+                time.sleep(0.2)
             while True:
                 yield torch.randn(8), 1
 
@@ -191,4 +195,5 @@ def test_loaders_made_at_one_line_for_training_and_evaluation_are_told_apart(tmp
     # 3 evaluations x 2 splits, 3 batches each (2 timed): none fed a step
     assert (ev["epochs"], ev["train_batches"], ev["batches"]) == (6, 0, 12), ev
     assert inst["train_loader"] is train and inst["batches"] == 6 and inst["opt_steps"] == 6
-    assert inst["first_batch_wait_s"] is not None
+    # each loader's own first batch: the training one's start-up is not the evaluation one's
+    assert inst["first_batch_wait_s"] == train["first_batch_wait_s"] >= 0.2 > ev["first_batch_wait_s"], inst["loaders"]

@@ -92,7 +92,7 @@ def instrumentation(path: str) -> Dict[str, Any]:
         elif kind == "dist":
             out["dist"] = {k: doc.get(k) for k in ("backend", "world_size", "rank")}
         elif kind == "first_batch":
-            firsts.setdefault((pid, doc.get("loader")), doc)
+            firsts[(pid, doc.get("loader"))] = doc  # a later one: the first of that loader's own batches
         elif kind == "error":
             out["errors"].append(doc)
     for pid, doc in last.items():

@@ -210,6 +210,8 @@ def _promote(inst):
     for name in ("batches", "wait", "step", "epochs"):
         old[name] -= inst[name]
         rec[name] += inst[name]
+    if old.get("first_of") is inst:  # its first batch was this loader's: the next one says it
+        old["first"], old["first_of"] = True, None
     if rec["first"] and inst["first"] is not None:
         rec["first"] = False
         _write({"kind": "first_batch", "loader": rec["id"], "wait_s": inst["first"][0], "batch_bytes": inst["first"][1]})
@@ -246,12 +248,18 @@ def _patch_dataloader(module):
 
     def __init__(self, loader, *args, **kwargs):  # a new iterator: an epoch starts
         orig_init(self, loader, *args, **kwargs)
-        _epoch(self, loader)
+        try:
+            _epoch(self, loader)
+        except Exception:  # instrumentation must never break the user's job
+            pass
 
     def _reset(self, loader, first_iter=False, *args, **kwargs):  # persistent workers' next epochs
         orig_reset(self, loader, first_iter, *args, **kwargs)
         if not first_iter:
-            _epoch(self, loader)
+            try:
+                _epoch(self, loader)
+            except Exception:
+                pass
 
     def __next__(self):
         start = time.perf_counter()
@@ -286,7 +294,7 @@ def _patch_dataloader(module):
             inst["first"] = (wait, size)
             _state["device"] = _state["device"] or _device_guess(batch)
             if rec["first"]:
-                rec["first"] = False
+                rec["first"], rec["first_of"] = False, inst
                 _write({"kind": "first_batch", "loader": rec["id"], "wait_s": wait, "batch_bytes": size})
         it["prev"] = end
         it["batches"] += 1
@@ -304,10 +312,13 @@ def _trained():
     """A backward or an optimizer step: the loader that yielded the last batch is training."""
     inst = _state["pending"]
     if inst is not None:
-        if not inst["trained"]:
-            _promote(inst)
-        inst["rec"]["train"] += 1
         _state["pending"] = None
+        try:
+            if not inst["trained"]:
+                _promote(inst)
+            inst["rec"]["train"] += 1
+        except Exception:  # never break the user's backward
+            pass
 
 
 def _patch_autograd(module):
