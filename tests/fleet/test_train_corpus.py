@@ -14,9 +14,11 @@ process gets OMP_NUM_THREADS=1: the cost is torch starting, a few seconds a run 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pickle
+import random
 import re
 import shutil
 import subprocess
@@ -113,14 +115,94 @@ def test_mingpt_adder_train_and_eval_loaders_told_apart(cf: CorpusFleet) -> None
         assert "num_workers=2," not in f["recommendation"] and "pin_memory=True" not in f["recommendation"]
 
 
+def test_mingpt_chargpt_single_loader(cf: CorpusFleet) -> None:
+    """minGPT's chargpt: one DataLoader (mingpt/trainer.py: 2 workers here, pin_memory, a
+    RandomSampler of 1e10 samples), no evaluation loader. Its callback samples 500 characters
+    and saves the model at iteration 0: no loader in that, so nothing but the training loader."""
+    code = cf.copy("minGPT")
+    rng = random.Random(0)  # chargpt reads input.txt; the callback's prompt "O God, O God!" must be in its vocabulary
+    words = ["O God,", "O God!", "to be", "or not", "the king", "my lord", "what is", "thy name"]
+    (code / "input.txt").write_text(" ".join(rng.choice(words) for _ in range(300)))
+    rc, doc, err = cf.train(["gpu1"], code, "-e", "PYTHONPATH=.", command=[
+        "python", "projects/chargpt/chargpt.py", "--trainer.max_iters=6", "--trainer.num_workers=2",
+        "--trainer.batch_size=8", "--trainer.device=cpu", "--data.block_size=16",
+        "--model.model_type=gpt-nano", "--system.work_dir=out"])
+    assert rc == 0, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    assert entry["state"] == "finished" and entry["exit_code"] == 0
+    prof = entry["profile"]
+    assert prof["num_workers"] == 2 and prof["steps"] == 6, prof
+    assert prof["data_wait_fraction"] is not None and 0 <= prof["data_wait_fraction"] <= 1, prof
+    summary = _report(entry)["train"]["summary"]
+    loader = summary["loader"]
+    assert re.search(r"/mingpt/trainer\.py:6[78]$", loader["site"]), loader
+    assert (loader["batch_size"], loader["num_workers"], loader["pin_memory"]) == (8, 2, True), loader
+    assert loader["dataset"] == "CharDataset" and loader["iterable"] is False
+    assert loader["dataset_len"] == 2284 - 16, loader  # len(text) - block_size
+    assert [x["role"] for x in summary["loaders"]] == ["train"], summary["loaders"]
+    assert summary["optimizer_steps"] == 6 and summary["backward_calls"] == 6
+    ids = _ids(entry)
+    assert not {"epoch_slowing", "failed", "data_wait_unknown", "straggler", "network_bound"} & set(ids), ids
+    for f in entry["findings"]:  # advice never asks for what is already set
+        assert "num_workers=2," not in f["recommendation"] and "pin_memory=True" not in f["recommendation"], f
+
+
+def test_llama2c_iterable_dataset_train_and_eval_loaders(cf: CorpusFleet) -> None:
+    """llama2.c: PretokDataset is an IterableDataset without __len__, endless; Task.iter_batches
+    builds a DataLoader for training and again for each split at each evaluation -- every one at
+    the same line (tinystories.py:244). The training loader is told apart from the evaluation
+    ones (no step ever followed their batches); steps are the optimizer steps; no length is invented."""
+    # its tinystories.py imports these at the top (never called here); the conda hosts' python
+    # imports what this one's torch sits beside
+    missing = [m for m in ("requests", "sentencepiece", "tqdm") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"llama2.c's tinystories.py imports {', '.join(missing)}: pip install -e '.[test]'")
+    code = cf.copy("llama2.c")
+    shards = code / "data" / "tok64"  # vocab_source=custom, vocab_size=64: pretokenized uint16 shards
+    shards.mkdir(parents=True)
+    rng = random.Random(0)
+    for n in range(3):  # shard 0 is the val split, the rest train
+        (shards / f"data{n:02d}.bin").write_bytes(
+            b"".join(rng.randrange(64).to_bytes(2, "little") for _ in range(32 * 12)))
+    rc, doc, err = cf.train(["gpu1"], code, command=[
+        "python", "train.py", "--vocab_source=custom", "--vocab_size=64", "--device=cpu", "--compile=False",
+        "--dtype=float32", "--dim=16", "--n_layers=1", "--n_heads=2", "--n_kv_heads=2", "--multiple_of=16",
+        "--max_seq_len=32", "--batch_size=4", "--gradient_accumulation_steps=1", "--eval_interval=2",
+        "--eval_iters=2", "--max_iters=4", "--out_dir=out"])
+    assert rc == 0, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    assert entry["state"] == "finished" and entry["exit_code"] == 0
+    prof = entry["profile"]
+    # iterations 0..max_iters: 5 optimizer steps, one batch each (no gradient accumulation)
+    assert prof["steps"] == 5 and prof["num_workers"] == 0, prof
+    summary = _report(entry)["train"]["summary"]
+    assert summary["optimizer_steps"] == 5 and summary["backward_calls"] == 5, summary
+    loader = summary["loader"]
+    assert loader["site"].endswith("/tinystories.py:244") and loader["role"] == "train", loader
+    assert (loader["batch_size"], loader["num_workers"], loader["pin_memory"]) == (4, 0, True), loader
+    assert loader["dataset"] == "PretokDataset" and loader["iterable"] is True and loader["dataset_len"] is None
+    # one iterator, 6 batches: the first (its wait is start-up, not timed) went to the evaluation
+    # at iteration 0 before any step; the 5 others each fed a step
+    assert (loader["epochs"], loader["batches"], loader["train_batches"]) == (1, 5, 5), loader
+    assert prof["data_wait_fraction"] is not None and 0 <= prof["data_wait_fraction"] <= 1, prof
+    # evaluations at iterations 0, 2 and 4, each reading eval_iters=2 batches of the train and the
+    # val split: 6 loaders made at the same line, one evaluation loader; none fed a step
+    [ev] = [x for x in summary["loaders"] if x["role"] == "eval"]
+    assert ev["site"] == loader["site"] and ev["iterable"] is True and ev["dataset_len"] is None, ev
+    assert (ev["epochs"], ev["batches"], ev["train_batches"]) == (6, 6, 0), ev
+    assert len(summary["loaders"]) == 2, summary["loaders"]
+    ids = _ids(entry)
+    assert not {"epoch_slowing", "failed", "data_wait_unknown", "straggler", "network_bound"} & set(ids), ids
+    for f in entry["findings"]:
+        assert "pin_memory=True" not in f["recommendation"], f
+
+
 def test_nanogpt_without_a_dataloader(cf: CorpusFleet) -> None:
     """nanoGPT makes its batches from np.memmap: no DataLoader, so no data-wait share; its
     optimizer steps are counted; no advice about --no-instrument, which was not given."""
     code = cf.copy("nanoGPT")
     data = code / "data" / "tiny"
     data.mkdir(parents=True)
-    import random
-
     rng = random.Random(0)
     for split, n in (("train", 4000), ("val", 1000)):  # uint16 tokens, nanoGPT's .bin format
         (data / f"{split}.bin").write_bytes(b"".join(rng.randrange(65).to_bytes(2, "little") for _ in range(n)))

@@ -134,3 +134,66 @@ def test_train_and_eval_loaders_are_told_apart(tmp_path: Path) -> None:
     assert inst["batches"] == 24 and inst["opt_steps"] == 24 and inst["backward"] == 24
     assert [e["batches"] for e in inst["epochs"]] == [8, 8, 8]  # the training loader's epochs only
     assert inst["dist"] is None and inst["collectives"] == 0
+
+
+# One function makes every loader (llama2.c's Task.iter_batches): the training iterator stays
+# open while each evaluation makes two more at the same line and reads 3 batches of each.
+ONE_SITE = """
+    import time, torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+    class Stream(IterableDataset):  # endless, no __len__
+        opened = 0
+        def __init__(self, split):
+            self.split = split
+        def __iter__(self):
+            Stream.opened += 1
+            if Stream.opened == 1:  # the training loader's first batch is slow (start-up)
+                time.sleep(0.2)
+            while True:
+                yield torch.randn(8), 1
+
+    def batches(split):
+        for x, y in DataLoader(Stream(split), batch_size=4, pin_memory=True):
+            yield x, y
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def evaluate():
+        with torch.no_grad():
+            for split in ("train", "val"):
+                it = batches(split)
+                for _ in range(3):
+                    model(next(it)[0])
+
+    train = batches("train")
+    x, y = next(train)
+    for step in range(6):
+        if step % 2 == 0:
+            evaluate()
+        loss = model(x).sum()
+        x, y = next(train)  # prefetched before backward, as llama2.c does
+        opt.zero_grad(); loss.backward(); opt.step()
+    print("done")
+"""
+
+
+def test_loaders_made_at_one_line_for_training_and_evaluation_are_told_apart(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    proc, out = _run(tmp_path, ONE_SITE)
+    assert proc.stdout.strip() == "done"
+    inst = instrumentation(str(out))
+    by_role = {r["role"]: r for r in inst["loaders"]}
+    assert len(inst["loaders"]) == 2 and set(by_role) == {"train", "eval"}, inst["loaders"]
+    train, ev = by_role["train"], by_role["eval"]
+    made = [n for n, line in enumerate(textwrap.dedent(ONE_SITE).splitlines(), 1) if "DataLoader(Stream" in line]
+    assert train["site"] == ev["site"] and train["site"].endswith(f"job.py:{made[0]}")
+    assert train["dataset"] == "Stream" and train["iterable"] is True and train["dataset_len"] is None
+    # the training iterator: one epoch, 7 batches (the first one's wait is start-up, not timed)
+    assert (train["epochs"], train["train_batches"], train["batches"]) == (1, 6, 6), train
+    # 3 evaluations x 2 splits, 3 batches each (2 timed): none fed a step
+    assert (ev["epochs"], ev["train_batches"], ev["batches"]) == (6, 0, 12), ev
+    assert inst["train_loader"] is train and inst["batches"] == 6 and inst["opt_steps"] == 6
+    # each loader's own first batch: the training one's start-up is not the evaluation one's
+    assert inst["first_batch_wait_s"] == train["first_batch_wait_s"] >= 0.2 > ev["first_batch_wait_s"], inst["loaders"]

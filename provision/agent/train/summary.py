@@ -92,7 +92,7 @@ def instrumentation(path: str) -> Dict[str, Any]:
         elif kind == "dist":
             out["dist"] = {k: doc.get(k) for k in ("backend", "world_size", "rank")}
         elif kind == "first_batch":
-            firsts.setdefault((pid, doc.get("loader")), doc)
+            firsts[(pid, doc.get("loader"))] = doc  # a later one: the first of that loader's own batches
         elif kind == "error":
             out["errors"].append(doc)
     for pid, doc in last.items():
@@ -105,6 +105,10 @@ def instrumentation(path: str) -> Dict[str, Any]:
                 continue
             rec.update(batches=int(row[0]), wait_s=float(row[1]), step_s=float(row[2]),
                        train_batches=int(row[3]), epochs=int(row[4]))
+    # a record emptied when its loader's batches turned out to be training ones (moved to the
+    # training record of the same site): not a loader of its own
+    loaders = {k: r for k, r in loaders.items()
+               if not ("epochs" in r and r["epochs"] == 0 and not r["batches"] and not r["train_batches"])}
     for key, rec in loaders.items():
         first = firsts.get(key) or {}
         rec.setdefault("batches", 0)
@@ -117,9 +121,11 @@ def instrumentation(path: str) -> Dict[str, Any]:
     ranked = sorted(loaders.values(), key=lambda r: (r["train_batches"], r["batches"]), reverse=True)
     train = [r for r in ranked if r["train_batches"]] or ranked[:1]
     train_keys = set()
-    if train:  # the same loader in every rank's process of this host (same creation site)
+    if train:  # the same loader in every rank's process of this host (same creation site); a
+        # loader made at that line too whose batches never fed a step is an evaluation one
         site = train[0].get("site")
-        train_keys = {k for k, r in loaders.items() if r is train[0] or (site and r.get("site") == site)}
+        train_keys = {k for k, r in loaders.items()
+                      if r is train[0] or (site and r.get("site") == site and r["train_batches"])}
     for key, rec in loaders.items():
         rec["role"] = "train" if key in train_keys else "eval"
     out["loaders"] = [loaders[k] for k in sorted(loaders, key=lambda k: (str(k[0]), k[1]))]

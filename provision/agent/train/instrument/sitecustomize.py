@@ -142,16 +142,8 @@ def _creation_site(loader):
     return None
 
 
-def _loader_record(loader):
-    """The one record of a loader, keyed by where it was created: a loader rebuilt at the same
-    line each epoch (or each evaluation) is the same loader."""
-    key = getattr(loader, "_provision_site", None) or ("id", id(loader))
-    rec = _state["loaders"].get(key)
-    if rec is not None:
-        return rec
-    rec = {"id": len(_state["loaders"]), "batches": 0, "wait": 0.0, "step": 0.0, "train": 0, "epochs": 0,
-           "prev": None, "first": True}
-    _state["loaders"][key] = rec
+def _loader_doc(loader):
+    """A loader's settings, as its `loader` line says them."""
     dataset = getattr(loader, "dataset", None)
     iterable = False
     try:
@@ -160,7 +152,7 @@ def _loader_record(loader):
         iterable = isinstance(dataset, IterableDataset)
     except Exception:
         pass
-    _write({"kind": "loader", "id": rec["id"], "site": getattr(loader, "_provision_site", None),
+    return {"site": getattr(loader, "_provision_site", None),
             "num_workers": getattr(loader, "num_workers", None),
             "pin_memory": bool(getattr(loader, "pin_memory", False)),
             "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
@@ -168,8 +160,62 @@ def _loader_record(loader):
             "batch_size": getattr(loader, "batch_size", None),
             "dataset": type(dataset).__name__ if dataset is not None else None, "iterable": iterable,
             "dataset_len": _safe_len(dataset), "paths": _paths_of(dataset) if dataset is not None else [],
-            "cpus": os.cpu_count()})
+            "cpus": os.cpu_count()}
+
+
+def _record(inst, role):
+    """The record of a loader's creation site and role: loaders rebuilt at the same line each
+    epoch (or each evaluation) are one loader; a loader made at the same line for training and
+    for evaluation (llama2.c's Task.iter_batches) is two, told apart by whether a backward or
+    optimizer step ever followed one of its batches."""
+    key = (inst["key"], role)
+    rec = _state["loaders"].get(key)
+    if rec is None:
+        rec = {"id": len(_state["loaders"]), "batches": 0, "wait": 0.0, "step": 0.0, "train": 0, "epochs": 0,
+               "first": True, "untrained": 0}
+        _state["loaders"][key] = rec
+        doc = dict(inst["doc"], kind="loader", id=rec["id"])
+        _write(doc)
     return rec
+
+
+def _instance(loader):
+    """A loader object's own counts while none of its batches has been trained on yet."""
+    inst = getattr(loader, "_provision_inst", None)
+    if inst is None:
+        site = getattr(loader, "_provision_site", None)
+        inst = {"key": site or ("id", id(loader)), "doc": _loader_doc(loader), "trained": False,
+                "batches": 0, "wait": 0.0, "step": 0.0, "epochs": 0, "first": None}
+        inst["rec"] = _record(inst, "other")
+        inst["rec"]["untrained"] += 1
+        try:
+            object.__setattr__(loader, "_provision_inst", inst)
+        except Exception:
+            pass
+    return inst
+
+
+def _promote(inst):
+    """A loader's batch was trained on: its counts move to its site's training record (the
+    record itself when no other loader of that site shares it)."""
+    inst["trained"] = True
+    old = inst["rec"]
+    old["untrained"] -= 1
+    train_key = (inst["key"], "train")
+    if old["untrained"] == 0 and train_key not in _state["loaders"]:
+        del _state["loaders"][(inst["key"], "other")]
+        _state["loaders"][train_key] = old
+        return
+    rec = _record(inst, "train")
+    for name in ("batches", "wait", "step", "epochs"):
+        old[name] -= inst[name]
+        rec[name] += inst[name]
+    if old.get("first_of") is inst:  # its first batch was this loader's: the next one says it
+        old["first"], old["first_of"] = True, None
+    if rec["first"] and inst["first"] is not None:
+        rec["first"] = False
+        _write({"kind": "first_batch", "loader": rec["id"], "wait_s": inst["first"][0], "batch_bytes": inst["first"][1]})
+    inst["rec"] = rec
 
 
 def _patch_dataloader(module):
@@ -193,51 +239,66 @@ def _patch_dataloader(module):
         loader_cls.__init__ = loader_init
 
     def _epoch(self, loader):
-        rec = _loader_record(loader)
-        rec["epochs"] += 1
-        rec["prev"] = None
-        rec["epoch_start"] = time.perf_counter()
-        rec["epoch_batches"] = 0
-        self._provision_rec = rec
+        inst = _instance(loader)
+        inst["rec"]["epochs"] += 1
+        if not inst["trained"]:
+            inst["epochs"] += 1
+        # per iterator: a training iterator stays open while evaluation ones run (llama2.c)
+        self._provision_it = {"inst": inst, "prev": None, "start": time.perf_counter(), "batches": 0}
 
     def __init__(self, loader, *args, **kwargs):  # a new iterator: an epoch starts
         orig_init(self, loader, *args, **kwargs)
-        _epoch(self, loader)
+        try:
+            _epoch(self, loader)
+        except Exception:  # instrumentation must never break the user's job
+            pass
 
     def _reset(self, loader, first_iter=False, *args, **kwargs):  # persistent workers' next epochs
         orig_reset(self, loader, first_iter, *args, **kwargs)
         if not first_iter:
-            _epoch(self, loader)
+            try:
+                _epoch(self, loader)
+            except Exception:
+                pass
 
     def __next__(self):
         start = time.perf_counter()
-        rec = getattr(self, "_provision_rec", None)
+        it = getattr(self, "_provision_it", None)
         try:
             batch = orig_next(self)
         except StopIteration:
-            if rec is not None and rec["prev"] is not None:
-                _write({"kind": "epoch", "loader": rec["id"], "epoch": rec["epochs"], "batches": rec["epoch_batches"],
-                        "seconds": round(time.perf_counter() - rec["epoch_start"], 4)})
-                rec["prev"] = None
+            if it is not None and it["prev"] is not None:
+                rec = it["inst"]["rec"]
+                _write({"kind": "epoch", "loader": rec["id"], "epoch": rec["epochs"], "batches": it["batches"],
+                        "seconds": round(time.perf_counter() - it["start"], 4)})
+                it["prev"] = None
             raise
-        if rec is None:
+        if it is None:
             return batch
         end = time.perf_counter()
-        prev = rec["prev"]
+        inst = it["inst"]
+        rec = inst["rec"]
+        prev = it["prev"]
         if prev is not None:  # the first batch's wait includes worker start-up: counted apart
             rec["step"] += start - prev
             rec["wait"] += end - start
             rec["batches"] += 1
+            if not inst["trained"]:
+                inst["step"] += start - prev
+                inst["wait"] += end - start
+                inst["batches"] += 1
             if _state["device"] != "cuda" and rec["batches"] % 256 == 0:  # cheap, but not per batch
                 _state["device"] = _device_guess(batch)
-        elif rec["first"]:
-            rec["first"] = False
+        elif inst["first"] is None:
+            wait, size = round(end - start, 4), _bytes_of(batch)
+            inst["first"] = (wait, size)
             _state["device"] = _state["device"] or _device_guess(batch)
-            _write({"kind": "first_batch", "loader": rec["id"], "wait_s": round(end - start, 4),
-                    "batch_bytes": _bytes_of(batch)})
-        rec["prev"] = end
-        rec["epoch_batches"] += 1
-        _state["pending"] = rec  # the next backward/optimizer step trained on this batch
+            if rec["first"]:
+                rec["first"], rec["first_of"] = False, inst
+                _write({"kind": "first_batch", "loader": rec["id"], "wait_s": wait, "batch_bytes": size})
+        it["prev"] = end
+        it["batches"] += 1
+        _state["pending"] = inst  # the next backward/optimizer step trained on this batch
         _progress()
         return batch
 
@@ -249,10 +310,15 @@ def _patch_dataloader(module):
 
 def _trained():
     """A backward or an optimizer step: the loader that yielded the last batch is training."""
-    rec = _state["pending"]
-    if rec is not None:
-        rec["train"] += 1
+    inst = _state["pending"]
+    if inst is not None:
         _state["pending"] = None
+        try:
+            if not inst["trained"]:
+                _promote(inst)
+            inst["rec"]["train"] += 1
+        except Exception:  # never break the user's backward
+            pass
 
 
 def _patch_autograd(module):
