@@ -184,6 +184,38 @@ def test_with_lookup_loops_like_ansible(tmp_path: Path) -> None:
     assert "alice=k2" in msgs and "h07" in msgs and "debian" in msgs and stats["ignored"] == 1
 
 
+VARNAMES = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    pv_alpha: 1
+    pv_beta: 2
+    os_vars: {pv_alpha: 10, pv_gamma: 30}
+  tasks:
+    - name: show names
+      debug: {msg: "{{ lookup('varnames', '^pv_.+$') }}"}
+    - name: show query of two terms
+      debug: {msg: "{{ query('varnames', '^pv_a', 'beta$') }}"}
+    - name: show none
+      debug: {msg: "{{ lookup('varnames', '^nothing_here$') | length }}"}
+    # devsec.hardening's roles: set a default only where the user has not
+    - name: set OS dependent variables
+      set_fact: {"{{ item.key }}": "{{ item.value }}"}
+      when: not lookup('varnames', '^' + item.key + '$')
+      with_dict: "{{ os_vars }}"
+    - name: show after
+      debug: {msg: "{{ pv_alpha }} {{ pv_gamma }}"}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_varnames_lookup_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": VARNAMES})
+    assert msgs == ["pv_alpha,pv_beta", ["pv_alpha", "pv_beta"], 0, "1 30"], msgs
+    assert stats["skipped"] == 0 and stats["ok"] == 5
+
+
 def test_lookups_of_with_loops() -> None:
     ctx = None
     assert run_lookup(ctx, "community.general.flattened", ([1, [2, [3]]], 4), {}) == [1, 2, 3, 4]
