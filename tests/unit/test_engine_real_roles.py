@@ -216,6 +216,32 @@ def test_varnames_lookup_like_ansible(tmp_path: Path) -> None:
     assert stats["skipped"] == 0 and stats["ok"] == 5
 
 
+MKDIRS = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - file: {path: WORK/out/a/b/c, state: directory, mode: "0700"}
+    - file: {path: WORK/out/x/y/z, state: directory, owner: pv-no-such-user}
+      ignore_errors: true
+"""
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): oct(p.stat().st_mode & 0o7777) for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_file_directory_creates_each_parent_like_ansible(tmp_path: Path) -> None:
+    """state=directory gives every directory it creates the task's mode, and stops at the first
+    one whose owner can't be set (oefenweb.htop/ssh-client: only the top new one is left)."""
+    stats, _ = same(tmp_path, {"site.yml": MKDIRS})
+    assert stats["ignored"] == 1
+    ours, theirs = _tree(tmp_path / "provision" / "out"), _tree(tmp_path / "ansible" / "out")
+    assert ours == theirs
+    assert theirs["a"] == theirs["a/b"] == "0o700" and "x" in theirs and "x/y" not in theirs
+
+
 def test_lookups_of_with_loops() -> None:
     ctx = None
     assert run_lookup(ctx, "community.general.flattened", ([1, [2, [3]]], 4), {}) == [1, 2, 3, 4]
