@@ -320,11 +320,11 @@ TEAM = {
     "collections/ansible_collections/acme/tools/roles/greet/defaults/main.yml": "greeting: hello\n",
     "collections/ansible_collections/acme/tools/roles/greet/tasks/main.yml": """
         - name: show greeting from a collection role
-          debug: {msg: "{{ greeting }} from {{ role_name }}"}
+          debug: {msg: "{{ greeting }} from {{ role_name }} ({{ ansible_role_name }})"}
     """,
     "collections/ansible_collections/acme/tools/roles/greeter/tasks/main.yml": """
         - name: show short name found through collections
-          debug: {msg: "greeter"}
+          debug: {msg: "greeter {{ ansible_role_name }} {{ role_name }}"}
     """,
 }
 
@@ -334,6 +334,7 @@ TEAM = {
 def test_team_project_scope_failed_task_collections_like_ansible(tmp_path: Path) -> None:
     stats, msgs = same(tmp_path, TEAM)
     assert "fails|command" in msgs and "8080 /srv/web hello private public" in msgs
+    assert "greeter acme.tools.greeter greeter" in msgs
     assert stats["rescued"] == 3
 
 
