@@ -77,15 +77,31 @@ def quote(value: Any) -> str:
     return shlex.quote(text)
 
 
-def path(value: str | PurePath) -> Raw:
-    """A host path as one word; a leading `~` / `~/` stays the remote user's home."""
-    text = value.as_posix() if isinstance(value, PurePath) else str(value)
+# `~name` expands (to that user's home, as Python's expanduser on the host) only for a portable
+# user name, left unquoted for the shell's own tilde expansion (up to an unquoted `/`): nothing
+# else in it can be code.
+_TILDE_USER = re.compile(r"~([A-Za-z_][A-Za-z0-9_.-]*)(/|\Z)")
+
+
+def _tilde(text: str) -> tuple[str, int]:
+    """The shell text of a leading `~`, `~/`, `~name` or `~name/` of a path (its slash
+    unquoted), and where the rest starts."""
     if text == "~":
-        return Raw('"$HOME"')
+        return '"$HOME"', 1
     if text.startswith("~/"):
-        rest = text[2:]
-        return Raw('"$HOME"/' + quote(rest)) if rest else Raw('"$HOME"/')
-    return Raw(quote(text))
+        return '"$HOME"/', 2
+    match = _TILDE_USER.match(text)
+    return ("~" + match.group(1) + match.group(2), match.end()) if match else ("", 0)
+
+
+def path(value: str | PurePath) -> Raw:
+    """A host path as one word; a leading `~` / `~/` stays the remote user's home and `~name` /
+    `~name/` that user's home (Ansible's `path` arguments, expanded on the host)."""
+    text = value.as_posix() if isinstance(value, PurePath) else str(value)
+    home, pos = _tilde(text)
+    if not home:
+        return Raw(quote(text))
+    return Raw(home + quote(text[pos:])) if text[pos:] else Raw(home)
 
 
 def argv(words: Iterable[Any]) -> Raw:
@@ -98,12 +114,9 @@ _VAR_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
 def expanding_word(word: str) -> Raw:
     """One word where only `$NAME` / `${NAME}` (parameter expansion, no splitting) and a leading
-    `~` expand, like Ansible's `expand_argument_vars` for `command:`; the rest is quoted."""
-    parts = []
-    pos = 0
-    if word == "~" or word.startswith("~/"):
-        parts.append('"$HOME"')
-        pos = 1
+    `~` / `~name` expand, like Ansible's `expand_argument_vars` for `command:`; the rest is quoted."""
+    home, pos = _tilde(word)
+    parts = [home] if home else []
     for match in _VAR_REF.finditer(word):
         if match.start() > pos:
             parts.append(quote(word[pos : match.start()]))

@@ -34,6 +34,7 @@ SUPPORTED = (
     "items",
     "list",
     "vars",
+    "varnames",
     "subelements",
     "together",
     "nested",
@@ -189,12 +190,29 @@ class VarsContext:
 
     def __init__(self, variables: Mapping[str, Any]) -> None:
         self._vars = variables
+        self.parent = variables  # a Jinja context's variables are its parent (names: varnames)
 
     def resolve_or_missing(self, key: str) -> Any:
         try:
             return self._vars[key]
         except KeyError:
             return jinja2.utils.missing
+
+
+def _varnames(ctx: Any, term: Any) -> list[str]:
+    """Ansible's `varnames`: the names of the variables the task sees that the regular expression
+    `term` matches (`re.search`, so `^x$` for one exact name), in the variables' order."""
+    if not isinstance(term, str):
+        raise _fail(f'varnames: invalid setting identifier, "{term}" is not a string, it is a {type(term).__name__}')
+    try:
+        search = re.compile(term)
+    except re.error as exc:
+        raise _fail(f'varnames: unable to use "{term}" as a search parameter: {exc}') from None
+    names: dict[str, None] = {}
+    for source in (getattr(ctx, "parent", None), getattr(ctx, "vars", None)):
+        if isinstance(source, Mapping):
+            names.update(dict.fromkeys(k for k in source if isinstance(k, str)))
+    return [name for name in names if search.search(name)]
 
 
 def find_file(ctx: Any, name: str, subdir: str = "files") -> Path | None:
@@ -329,6 +347,8 @@ def run_lookup(ctx: Any, kind: str, terms: tuple[Any, ...], kwargs: dict[str, An
             values.extend({"key": k, "value": v} for k, v in term.items())
         elif kind == "sequence":
             values.extend(_sequence(term))
+        elif kind == "varnames":
+            values.extend(_varnames(ctx, term))
         elif kind == "vars":
             value = _ctx_get(ctx, str(term))
             if value is None and "default" not in kwargs:

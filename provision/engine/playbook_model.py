@@ -170,12 +170,21 @@ class Role:
 
     @property
     def magic(self) -> dict[str, str]:
-        """`role_path`, `role_name` (a collection role's short name, as Ansible gives it)."""
+        """`role_path`, `role_name` (a collection role's short name, as Ansible gives it) and
+        `ansible_role_name` (a collection role's FQCN, however the play named it)."""
         cached = self.__dict__.get("_magic")
         if cached is None:
             fqcn = self.name.count(".") >= 2 and "/" not in self.name  # not a path: ../../../
             short = self.name.rsplit(".", 1)[-1] if fqcn else self.name
-            cached = self.__dict__["_magic"] = {"role_path": str(self.path), "role_name": short}
+            full = self.name
+            parts = self.path.parts
+            if len(parts) >= 5 and parts[-5] == "ansible_collections" and parts[-2] == "roles":
+                full = f"{parts[-4]}.{parts[-3]}.{parts[-1]}"  # found through `collections:`
+            cached = self.__dict__["_magic"] = {
+                "role_path": str(self.path),
+                "role_name": short,
+                "ansible_role_name": full,
+            }
         return cached
 
 

@@ -25,6 +25,7 @@ from provision.engine.templating import (
     OMIT,
     TemplateError,
     UndefinedVariableError,
+    is_template,
     to_bool,
 )
 from provision.errors import (
@@ -379,6 +380,8 @@ class TaskExecution:
         lazy = self.templar.vars(variables)
         args: dict[str, Any] = {}
         for key, value in task.args.items():
+            if is_template(key):  # Ansible renders names too: set_fact: {"{{ item.key }}": …}
+                key = str(self.templar.render(key, lazy))
             if key in module.raw_args:
                 args[key] = value
             elif key in module.shell_args or (

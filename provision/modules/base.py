@@ -76,7 +76,7 @@ class ModuleResult:
         out: dict[str, Any] = {"changed": self.changed, "failed": self.failed}
         if self.skipped:
             out["skipped"] = True
-        if self.msg:
+        if self.msg is not None and self.msg != "":  # `debug: msg: 0` shows 0 (Ansible)
             out["msg"] = self.msg
         if self.rc is not None:
             out["rc"] = self.rc

@@ -7,6 +7,9 @@ Values from variables are data, never code:
   `$(touch /root/PWNED)`); a string that is only `{{ var }}` is split like a command line, and a
   list (`argv`) is used as is. `$NAME`/`${NAME}` in the text expand like Ansible's
   `expand_argument_vars`, as parameter expansion only.
+- A task whose whole text is one `{{ var }}` takes that value as its command line
+  (`whole_template_value`, Ansible's behaviour): `command` splits it, `shell` runs it as code
+  only when it is the play's own text, never host data (taint.py), which stays one word.
 - `shell` runs the text with `sh -c`. Each `{{ }}` value travels in an environment variable and
   the text refers to it with the quoting its position needs (unquoted, inside "…", inside '…',
   inside a here-document), so the shell only ever *expands* it — never parses it. A quoted
@@ -46,13 +49,30 @@ _COMMON_ARGS = {
 _FREE_FORM_KEYS = ("chdir", "creates", "removes", "stdin", "stdin_add_newline", "strip_empty_ends")
 
 
+_NOT_WHOLE = object()
+
+
+def whole_template_value(cmd: Any) -> Any:
+    """The one rule for a task whose whole text is one `{{ expr }}` (`command: "{{ cmdline }}"`,
+    `shell: "{{ create_command }}"`): that value IS the command line, as in Ansible. `command`
+    splits it into words (still no shell); `shell` runs it as shell text only when it is a plain
+    `str` from the play's own vars and files — host data (`taint.DataStr`: facts, registered
+    output, set_fact/loop values), `Markup` and other values stay one quoted word. `_NOT_WHOLE`
+    when the text is anything more."""
+    if isinstance(cmd, ShellTemplate):
+        whole = cmd.placeholder_re.fullmatch(cmd.text.strip())
+        if whole:
+            return cmd.values[int(whole.group(1))]
+    return _NOT_WHOLE
+
+
 def command_argv(cmd: Any) -> tuple[list[str], set[int]]:
     """argv words for `command`, plus the indexes of words that came (wholly or partly) from
     variables — those get no `$VAR` expansion."""
+    whole = whole_template_value(cmd)
+    if whole is not _NOT_WHOLE:
+        return command_argv(whole)
     if isinstance(cmd, ShellTemplate):
-        whole = cmd.placeholder_re.fullmatch(cmd.text.strip())
-        if whole:  # `command: "{{ cmdline }}"`: the variable IS the command line
-            return command_argv(cmd.values[int(whole.group(1))])
         try:
             words = shlex.split(cmd.text)
         except ValueError as exc:
@@ -380,6 +400,9 @@ class Shell(_CommandBase):
 
     def build(self, ctx: TaskContext) -> tuple[str, dict[str, str]]:
         cmd = ctx.args.get("cmd")
+        whole = whole_template_value(cmd)
+        if type(whole) is str:  # the play's own text, no host data: code (whole_template_value)
+            cmd = ShellTemplate(whole)
         tpl = cmd if isinstance(cmd, ShellTemplate) else ShellTemplate(str(cmd))
         text, env = shell_command(tpl)
         executable = ctx.args.get("executable")

@@ -60,9 +60,18 @@ class File(Module):
             lines.append(
                 'if [ -e "$p" ] && [ ! -d "$p" ]; then echo "@@error $p exists and is not a directory"; exit 1; fi'
             )
+            # Ansible creates the missing directories one by one, giving each new one the
+            # task's mode/owner/group and stopping at the first that fails (an unknown owner
+            # leaves just the top new directory behind, as Ansible's does)
+            attrs = attrs_call("$1", args, check).strip().replace("|| exit 1", "|| return 1")
+            lines.append(
+                "pv_mkdirs() { [ -d \"$1\" ] && return 0; "
+                'd=$(dirname -- "$1"; echo x); pv_mkdirs "${d%??}" || return 1; '
+                'mkdir -- "$1" || return 1; ' + (attrs + "; " if attrs else "") + "}"
+            )
             lines.append(
                 'if [ ! -d "$p" ]; then echo "@@changed created"; '
-                + act('mkdir -p -- "$p"')
+                + act('pv_mkdirs "$p"')
                 + "; fi"
             )
         elif state == "absent":

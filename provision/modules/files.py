@@ -35,6 +35,18 @@ _DIFF_LIMIT = 256 * 1024  # larger or binary files: "diff suppressed", like Ansi
 # Symbolic modes are resolved on a scratch file so check mode can tell what would change.
 ATTRS_FN = r"""
 pv_attrs() {
+  if [ -n "$3" ]; then
+    if [ "$(stat -c %U "$1")" != "$3" ] && [ "$(stat -c %u "$1")" != "$3" ]; then
+      echo "@@changed owner $(stat -c %U "$1") -> $3"
+      [ "$5" = 1 ] || chown -h "$3" "$1" || return 1
+    fi
+  fi
+  if [ -n "$4" ]; then
+    if [ "$(stat -c %G "$1")" != "$4" ] && [ "$(stat -c %g "$1")" != "$4" ]; then
+      echo "@@changed group $(stat -c %G "$1") -> $4"
+      [ "$5" = 1 ] || chgrp -h "$4" "$1" || return 1
+    fi
+  fi
   if [ -n "$2" ]; then
     cur=$(stat -c %a "$1") || return 1
     case "$2" in
@@ -47,18 +59,6 @@ pv_attrs() {
     if [ "$cur" != "$want" ]; then
       echo "@@changed mode $cur -> $want"
       [ "$5" = 1 ] || chmod "$2" "$1" || return 1
-    fi
-  fi
-  if [ -n "$3" ]; then
-    if [ "$(stat -c %U "$1")" != "$3" ] && [ "$(stat -c %u "$1")" != "$3" ]; then
-      echo "@@changed owner $(stat -c %U "$1") -> $3"
-      [ "$5" = 1 ] || chown -h "$3" "$1" || return 1
-    fi
-  fi
-  if [ -n "$4" ]; then
-    if [ "$(stat -c %G "$1")" != "$4" ] && [ "$(stat -c %g "$1")" != "$4" ]; then
-      echo "@@changed group $(stat -c %G "$1") -> $4"
-      [ "$5" = 1 ] || chgrp -h "$4" "$1" || return 1
     fi
   fi
   return 0

@@ -74,15 +74,21 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
 
 
 def run_module(
-    arena: Arena, name: str, args: dict[str, Any], value: str, check: bool = False, env: dict[str, str] | None = None
+    arena: Arena,
+    name: str,
+    args: dict[str, Any],
+    value: str,
+    check: bool = False,
+    env: dict[str, str] | None = None,
+    data: bool = False,
 ) -> Any:
     """One task the way the runner runs it: templates rendered (shell arguments keep values
     apart), arguments checked, the module run with the canary variable in its environment
-    (plus `env`; in check mode when `check`)."""
+    (plus `env`; in check mode when `check`; `v` marked as host data when `data`)."""
     cls = get_module(name)
     assert cls is not None, name
     module = cls()
-    variables = {"v": value}
+    variables = {"v": as_data(value) if data else value}
     rendered = {}
     try:
         for key, raw in args.items():
@@ -224,6 +230,22 @@ def test_markup_filters_are_data_and_shell_code_is_the_one_raw_marker(arena: Are
         arena.check(source)
     proc = run_shell(arena, "printf %s {{ v | shell_code }}", "$(printf raw)")
     assert proc is not None and proc.stdout == b"raw"  # explicit, documented: code on purpose
+
+
+def test_a_whole_template_shell_task_is_the_plays_code_never_host_data(arena: Arena) -> None:
+    """`shell: "{{ create_command }}"` runs the play's own text as the script (Ansible's
+    behaviour, geerlingguy.swap), but the same task given host data (a fact, a registered
+    stdout: taint.py) keeps it one quoted word: it is never parsed as code."""
+    arena.reset()
+    ran = run_module(arena, "shell", {"cmd": "{{ v }}"}, "printf '%s-%s' a b")
+    assert ran.rc == 0 and ran.stdout == "a-b", ran
+    value = 'touch "$PV_CANARY"; printf ran'
+    for cmd in ("{{ v }}", " {{ v }} "):
+        result = run_module(arena, "shell", {"cmd": cmd}, value, data=True)
+        arena.check(value)
+        assert result.rc == 127 and "ran" not in result.stdout, result  # one word: no such command
+    result = run_module(arena, "command", {"cmd": "{{ v }}"}, "printf '%s|' a 'b c'", data=True)
+    assert result.stdout == "a|b c|"  # command splits it into words, still no shell
 
 
 def test_a_value_equal_to_the_heredoc_delimiter_cannot_end_it(arena: Arena) -> None:

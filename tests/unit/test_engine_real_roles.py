@@ -184,6 +184,65 @@ def test_with_lookup_loops_like_ansible(tmp_path: Path) -> None:
     assert "alice=k2" in msgs and "h07" in msgs and "debian" in msgs and stats["ignored"] == 1
 
 
+VARNAMES = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    pv_alpha: 1
+    pv_beta: 2
+    os_vars: {pv_alpha: 10, pv_gamma: 30}
+  tasks:
+    - name: show names
+      debug: {msg: "{{ lookup('varnames', '^pv_.+$') }}"}
+    - name: show query of two terms
+      debug: {msg: "{{ query('varnames', '^pv_a', 'beta$') }}"}
+    - name: show none
+      debug: {msg: "{{ lookup('varnames', '^nothing_here$') | length }}"}
+    # devsec.hardening's roles: set a default only where the user has not
+    - name: set OS dependent variables
+      set_fact: {"{{ item.key }}": "{{ item.value }}"}
+      when: not lookup('varnames', '^' + item.key + '$')
+      with_dict: "{{ os_vars }}"
+    - name: show after
+      debug: {msg: "{{ pv_alpha }} {{ pv_gamma }}"}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_varnames_lookup_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": VARNAMES})
+    assert msgs == ["pv_alpha,pv_beta", ["pv_alpha", "pv_beta"], 0, "1 30"], msgs
+    assert stats["skipped"] == 0 and stats["ok"] == 5
+
+
+MKDIRS = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - file: {path: WORK/out/a/b/c, state: directory, mode: "0700"}
+    - file: {path: WORK/out/x/y/z, state: directory, owner: pv-no-such-user, mode: "0700"}
+      ignore_errors: true
+"""
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): oct(p.stat().st_mode & 0o7777) for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_file_directory_creates_each_parent_like_ansible(tmp_path: Path) -> None:
+    """state=directory gives every directory it creates the task's mode, and stops at the first
+    one whose owner can't be set (oefenweb.htop/ssh-client: only the top new one is left, with
+    the default mode: Ansible sets owner, group, then mode)."""
+    stats, _ = same(tmp_path, {"site.yml": MKDIRS})
+    assert stats["ignored"] == 1
+    ours, theirs = _tree(tmp_path / "provision" / "out"), _tree(tmp_path / "ansible" / "out")
+    assert ours == theirs
+    assert theirs["a"] == theirs["a/b"] == "0o700" and "x/y" not in theirs and theirs["x"] != "0o700"
+
+
 def test_lookups_of_with_loops() -> None:
     ctx = None
     assert run_lookup(ctx, "community.general.flattened", ([1, [2, [3]]], 4), {}) == [1, 2, 3, 4]
@@ -262,11 +321,11 @@ TEAM = {
     "collections/ansible_collections/acme/tools/roles/greet/defaults/main.yml": "greeting: hello\n",
     "collections/ansible_collections/acme/tools/roles/greet/tasks/main.yml": """
         - name: show greeting from a collection role
-          debug: {msg: "{{ greeting }} from {{ role_name }}"}
+          debug: {msg: "{{ greeting }} from {{ role_name }} ({{ ansible_role_name }})"}
     """,
     "collections/ansible_collections/acme/tools/roles/greeter/tasks/main.yml": """
         - name: show short name found through collections
-          debug: {msg: "greeter"}
+          debug: {msg: "greeter {{ ansible_role_name }} {{ role_name }}"}
     """,
 }
 
@@ -276,6 +335,7 @@ TEAM = {
 def test_team_project_scope_failed_task_collections_like_ansible(tmp_path: Path) -> None:
     stats, msgs = same(tmp_path, TEAM)
     assert "fails|command" in msgs and "8080 /srv/web hello private public" in msgs
+    assert "greeter acme.tools.greeter greeter" in msgs
     assert stats["rescued"] == 3
 
 

@@ -3,6 +3,7 @@ real /bin/sh and read back exactly."""
 
 from __future__ import annotations
 
+import pwd
 import subprocess
 
 import pytest
@@ -75,6 +76,18 @@ def test_path_keeps_the_remote_home() -> None:
     assert printed(path("~/a b/$(id)")) == ["/home/h/a b/$(id)"]
     assert printed(path("/x/~/y")) == ["/x/~/y"]
     assert printed(quote("~/x")) == ["~/x"]
+
+
+def test_path_expands_a_named_users_home_as_expanduser() -> None:
+    """`~root/...` is root's home on the host (Ansible's `path` arguments); a name that is not a
+    plain user name stays literal text, never code."""
+    root = pwd.getpwnam("root").pw_dir
+    assert printed(path("~root")) == [root]
+    assert printed(path("~root/.ssh/a b")) == [root + "/.ssh/a b"]
+    assert printed(expanding_word("~root/$HOME")) == [root + "//home/h"]
+    assert printed(path("~no-such-user-x/y")) == ["~no-such-user-x/y"]
+    for literal in ["~r;id/x", "~$(id)/x", "~root'x", "/x/~root", "~`id`"]:
+        assert printed(path(literal)) == [literal]
 
 
 def test_expanding_word_expands_variables_only() -> None:
