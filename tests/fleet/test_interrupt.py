@@ -125,7 +125,9 @@ def test_ctrl_c_during_stage_leaves_the_dataset_partial(duo, tmp_path: Path) -> 
     fleet, inventory = duo
     good, hung = fleet.hosts
     images = make_image_folder(tmp_path / "big", 3000, classes=3, size=48)
-    fleet.shape(good, rate="8mbit", delay=None)
+    # ~4.5 MB at 2 Mbit/s: the stream takes ~18 s, so Ctrl-C (sent once 200 KB are committed)
+    # lands mid-stream even on a loaded machine (at 8 Mbit/s a slow poll saw it finish first)
+    fleet.shape(good, rate="2mbit", delay=None)
     fleet.link_down(hung)
 
     def committed() -> bool:
