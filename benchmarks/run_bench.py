@@ -213,6 +213,7 @@ def main() -> int:
     parser.add_argument(
         "--no-30", dest="thirty", action="store_false", help="skip (b), the 30-task playbook"
     )
+    parser.add_argument("--only-30", action="store_true", help="only (b): the 30-task playbook on 8 hosts")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print(
@@ -245,7 +246,7 @@ def main() -> int:
     rows: list[tuple[int, str, float, float, int]] = []
     rows30: list[tuple[int, str, float, float, int]] = []
     base = Path(tempfile.mkdtemp(prefix="provision-bench-"))
-    sizes = [int(s) for s in args.sizes.split(",") if s]
+    sizes = [8] if args.only_30 else [int(s) for s in args.sizes.split(",") if s]
     if args.thirty and 8 not in sizes:
         sizes.insert(0, 8)  # (b) runs on the 8-host fleet
     for n in sizes:
@@ -254,7 +255,7 @@ def main() -> int:
             work = base / f"n{n}"
             work.mkdir()
             write_files(work, fleet, n)
-            for tool in tools:
+            for tool in [] if args.only_30 else tools:
                 cmd, env = command_for(tool, work, n, paths)
                 log = work / f"{tool}.log"
                 firsts, seconds, codes = [], [], []
@@ -288,34 +289,63 @@ def main() -> int:
     return 0 if all(r[4] == 0 for r in rows) else 1
 
 
+def timed_cpu(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[float, float, int]:
+    """(wall seconds, controller CPU seconds of the command and its children, exit code)."""
+    before = os.times()
+    wall, code = timed(cmd, env, cwd, log)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return wall, cpu, code
+
+
 def run_thirty(
     work: Path, fleet: object, n: int, paths: dict[str, str | None], repeat: int
 ) -> list[tuple[int, str, float, float, int]]:
-    """(b): the 30-task playbook, provision vs ansible-playbook, first and no-change runs."""
+    """(b): the 30-task playbook, provision vs ansible-playbook, first and no-change runs.
+    The tools alternate in pairs (provision's first + no-change run, then Ansible's, `repeat`
+    times), so drifting load hits both alike; medians, their min-max and each pair's ratio."""
     playbook = write_playbook30(work)
-    out = []
-    for tool in ("provision", "ansible"):
-        if tool == "ansible" and not paths["ansible-playbook"]:
-            continue
+    tools = [t for t in ("provision", "ansible") if t != "ansible" or paths["ansible-playbook"]]
+    runs: dict[str, dict[str, list[float]]] = {t: {"first": [], "second": [], "cpu": []} for t in tools}
+    codes: dict[str, list[int]] = {t: [] for t in tools}
+    commands = {}
+    for tool in tools:
         cmd, env = command_for(tool, work, n, paths)  # type: ignore[arg-type]
-        cmd = [playbook.as_posix() if c.endswith("bench.yml") else c for c in cmd]
-        log = work / f"thirty-{tool}.log"
-        firsts, seconds, codes = [], [], []
-        for _ in range(repeat):
+        commands[tool] = ([playbook.as_posix() if c.endswith("bench.yml") else c for c in cmd], env)
+    for _ in range(repeat):
+        for tool in tools:
+            cmd, env = commands[tool]
+            log = work / f"thirty-{tool}.log"
             for host in fleet.hosts:  # type: ignore[attr-defined]
                 fleet.ns_exec(host, "rm -rf /tmp/b30")  # type: ignore[attr-defined]
-            t1, c1 = timed(cmd, env, work, log)
-            t2, c2 = timed(cmd, env, work, log)
-            firsts.append(t1)
-            seconds.append(t2)
-            codes.append(c1 or c2)
-        out.append((n, tool, statistics.median(firsts), statistics.median(seconds), max(codes)))
+            t1, cpu1, c1 = timed_cpu(cmd, env, work, log)
+            t2, cpu2, c2 = timed_cpu(cmd, env, work, log)
+            runs[tool]["first"].append(t1)
+            runs[tool]["second"].append(t2)
+            runs[tool]["cpu"].append(cpu1 + cpu2)
+            codes[tool].append(c1 or c2)
+    out = []
+    for tool in tools:
+        r = runs[tool]
+        out.append((n, tool, statistics.median(r["first"]), statistics.median(r["second"]), max(codes[tool])))
         print(
-            f"{n:>3} hosts  30 tasks {tool:<10} first {out[-1][2]:6.2f}s  no-change {out[-1][3]:6.2f}s"
-            + ("" if out[-1][4] == 0 else f"  FAILED (see {log})"),
+            f"{n:>3} hosts  30 tasks {tool:<10} first {out[-1][2]:6.2f}s ({min(r['first']):.2f}-{max(r['first']):.2f})"
+            f"  no-change {out[-1][3]:6.2f}s ({min(r['second']):.2f}-{max(r['second']):.2f})"
+            f"  controller CPU {statistics.median(r['cpu']):.2f}s per pair of runs"
+            + ("" if out[-1][4] == 0 else f"  FAILED (see {work / f'thirty-{tool}.log'})"),
             file=sys.stderr,
             flush=True,
         )
+    if "ansible" in runs and len(tools) == 2:
+        p, a = runs["provision"], runs["ansible"]
+        for key in ("first", "second"):
+            ratios = [x / y for x, y in zip(p[key], a[key], strict=True)]
+            print(
+                f"  30 tasks, {key} run, per-pair ratio provision/ansible: median {statistics.median(ratios):.3f}x"
+                f" (min {min(ratios):.3f}, max {max(ratios):.3f}, {len(ratios)} pairs)",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
