@@ -57,6 +57,7 @@ _SECRET_ENDINGS = ("password", "passwd", "token", "secret", "apikey", "passphras
 # Names that match but hold no secret (`password_env` names an env var, the value is the
 # variable's *name*, and hiding it would only hide useful context).
 _NOT_SECRET = re.compile(r"(_env|_file|_path|_length|_min|_max|_var)$", re.IGNORECASE)
+_PUBLIC_PARTS = frozenset({"public", "pub", "pubkey"})
 _MIN_LEN = 4  # masking "1" or "yes" everywhere would garble output without protecting anything
 # scheme://user:PASSWORD@ — the password part of a URL's userinfo, in any text
 _URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*:)(?P<secret>[^\s/@]+)@")
@@ -70,6 +71,10 @@ def is_secret_name(name: str) -> bool:
     if _NOT_SECRET.search(lowered):
         return False
     parts = [p for p in _NAME_PARTS.split(lowered) if p]
+    if parts == ["key"] or _PUBLIC_PARTS.intersection(parts):
+        # a bare `key` is a mapping's key (`dict2items`, `with_dict`: item.key is a sysctl or a
+        # user name) or authorized_key's public key; `ssh_public_key` is public by name
+        return False
     return bool(parts) and (
         "password" in lowered
         or any(p in _SECRET_PARTS for p in parts)

@@ -36,6 +36,9 @@ SECRET_NAMES = [
     "OPENAI_API_KEY",
     "passphrase",
     "registry_credentials",
+    "private_key",
+    "ssh_private_key",
+    "KEY_PASSPHRASE",
 ]
 NOT_SECRET = [
     "password_env",
@@ -50,6 +53,10 @@ NOT_SECRET = [
     "keyboard",
     "bypass",
     "passage",
+    "key",  # a mapping's key (dict2items / with_dict's item.key), authorized_key's public key
+    "ssh_public_key",
+    "public_key",
+    "ssh_key_pub",
 ]
 
 
