@@ -53,6 +53,11 @@ def test_a_slow_listing_gets_keepalives_then_the_request(
     monkeypatch.setattr(Agent, "call", call)
 
     def slow() -> object:
+        # 1.5 s counted from when the agent call began (bounded wait): on a loaded machine the
+        # call may start late, and the keep-alives are what is asserted, not the start-up
+        deadline = time.monotonic() + 30
+        while not began and time.monotonic() < deadline:
+            time.sleep(0.01)
         time.sleep(1.5)
         return plan_local(str(images))
 
