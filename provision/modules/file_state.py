@@ -63,7 +63,7 @@ class File(Module):
             # Ansible creates the missing directories one by one, giving each new one the
             # task's mode/owner/group and stopping at the first that fails (an unknown owner
             # leaves just the top new directory behind, as Ansible's does)
-            attrs = attrs_call("$1", args, check).strip().replace("|| exit 1", "|| return 1")
+            attrs = attrs_call("$1", args, check, in_function=True).strip()
             lines.append(
                 "pv_mkdirs() { [ -d \"$1\" ] && return 0; "
                 'd=$(dirname -- "$1"; echo x); pv_mkdirs "${d%??}" || return 1; '

@@ -102,12 +102,14 @@ def parse_report(stdout: str) -> Report:
     return report
 
 
-def attrs_call(path_var: str, args: dict[str, Any], check: bool) -> str:
+def attrs_call(path_var: str, args: dict[str, Any], check: bool, *, in_function: bool = False) -> str:
+    """The `pv_attrs` call for `$path_var`; a failure ends the script (`exit 1`), or, inside a
+    shell function, returns from it (`return 1`)."""
     mode, owner, group = args.get("mode") or "", args.get("owner") or "", args.get("group") or ""
     if not (mode or owner or group):
         return ""
     return sh(
-        "pv_attrs {path} {mode} {owner} {group} {check} || exit 1\n",
+        "pv_attrs {path} {mode} {owner} {group} {check} || " + ("return 1" if in_function else "exit 1") + "\n",
         path=Raw(f'"{path_var}"'),
         mode=mode,
         owner=owner,
