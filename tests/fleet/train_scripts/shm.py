@@ -3,6 +3,7 @@ Docker's default): 2 workers x prefetch_factor 2 x 32 MiB float32 batches. On a 
 trains --steps steps; on the small one the workers die of "Bus error"."""
 
 import argparse
+import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -13,6 +14,10 @@ class Big(Dataset):
         return 64
 
     def __getitem__(self, i):
+        if i >= 8:
+            # the first batch reaches the main process before any other is made, so its size is
+            # known (what `shm_too_small` is computed from) whichever worker then runs out
+            time.sleep(0.2)
         return torch.ones(1024, 1024)  # 4 MiB a sample, 32 MiB a batch of 8
 
 
