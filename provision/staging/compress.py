@@ -13,6 +13,12 @@ mode now and then (often while the two are close, rarely when one is far ahead),
 data or link changes switches over. Sending raw is never slower than a plain `tar | ssh` copy,
 so the raw windows cost nothing against that baseline.
 
+On a link far slower than the compressor (LINK_BOUND: level 1 compresses at 8x the raw pace or
+more) compressing costs no time on the stream: the sender compresses the next frame while the
+kernel drains the socket. There even a few percent fewer bytes are that much sooner (JPEG sets:
+~4 %, their headers and markers), so the model proposes a trial down to TRIAL_RATIO and a
+measured gain of half the bytes saved keeps it.
+
 The ratio is sampled on the first two frames and, while sending raw, one frame in PROBE_EVERY (a
 sample spread over the stream); a sampled frame that shrank is sent compressed. JPEGs and other
 compressed files stay raw (r ~ 0.99). `zstandard` is optional on both ends: without it here, or
@@ -37,6 +43,8 @@ FAR = 1.5  # a mode this much slower than the other is re-measured only every RE
 REMEASURE = 8  # windows between re-measurements of the slower mode while the two are close
 REMEASURE_FAR = 32
 USELESS_RATIO = 0.95  # a compressed frame bigger than this share of the raw one goes raw
+LINK_BOUND = 8  # compressing this many times faster than the link hides behind the link
+TRIAL_RATIO = 0.985  # on such a link, frames this much smaller are worth sending compressed
 SLOW_LINK = 50e6  # bytes/s: below this the better ratio of level 3 is worth its CPU
 
 
@@ -48,12 +56,34 @@ def zstandard_module() -> Any:
     return zstandard
 
 
+def link_bound(compress_bps: float, link_bps: float) -> bool:
+    """The link, not the CPU, sets the pace: compressing a frame takes a small part of the time
+    the link takes to carry the one before it, so it overlaps."""
+    return compress_bps > 0 and link_bps > 0 and compress_bps >= LINK_BOUND * link_bps
+
+
+def useful_ratio(compress_bps: float, link_bps: float) -> float:
+    """The compressed share of a frame below which sending it compressed pays."""
+    return TRIAL_RATIO if link_bound(compress_bps, link_bps) else USELESS_RATIO
+
+
 def worth_compressing(ratio: float, compress_bps: float, link_bps: float) -> bool:
-    """True when compressing then sending beats sending raw, by MARGIN (serial model: the same
-    thread compresses and sends). Unknown figures (0) say no."""
-    if ratio <= 0 or compress_bps <= 0 or link_bps <= 0 or ratio >= USELESS_RATIO:
+    """True when compressing then sending beats sending raw: on a link-bound stream whenever the
+    ratio is under TRIAL_RATIO (the compressing overlaps the sending); elsewhere by MARGIN in a
+    serial model (the same thread compresses and sends). Unknown figures (0) say no."""
+    if ratio <= 0 or compress_bps <= 0 or link_bps <= 0 or ratio >= useful_ratio(compress_bps, link_bps):
         return False
+    if link_bound(compress_bps, link_bps):
+        return True
     return 1.0 / compress_bps + ratio / link_bps < MARGIN / link_bps
+
+
+def keep_gain(ratio: float) -> float:
+    """How much faster a zstd window must measure to be kept: GAIN, or half the bytes it saves
+    when that is less (4 % fewer bytes can give at most ~4 %)."""
+    if ratio <= 0:
+        return GAIN
+    return min(GAIN, 1.0 + (1.0 / ratio - 1.0) / 2)
 
 
 def _ema(old: float, new: float, weight: float = 0.3) -> float:
@@ -85,17 +115,17 @@ class Chooser:
         self.since[not compressed] += 1
 
     def compress_next(self, ratio: float, compress_bps: float) -> bool:
-        if ratio <= 0 or ratio >= USELESS_RATIO:
-            return False  # not sampled yet, or nothing to gain
         if self.raw_pace <= 0:
             return False  # the baseline first: raw is what tar | ssh does
+        if ratio <= 0 or ratio >= useful_ratio(compress_bps, self.raw_pace):
+            return False  # not sampled yet, or nothing to gain
         if self.zstd_pace <= 0:
             # never tried: only where the model says it may pay (data that compresses well on a
             # link slow enough); while it says no, the ratio samples keep asking. The link is
             # the raw windows' pace: the sender's per-frame pace is fooled while the socket and
             # channel buffers absorb the first megabytes.
             return worth_compressing(ratio, compress_bps, self.raw_pace)
-        best = self.zstd_pace > GAIN * self.raw_pace
+        best = self.zstd_pace > keep_gain(ratio) * self.raw_pace
         fast, slow = (self.zstd_pace, self.raw_pace) if best else (self.raw_pace, self.zstd_pace)
         every = REMEASURE_FAR if fast > FAR * slow else REMEASURE
         if self.since[not best] >= every:
@@ -179,7 +209,7 @@ def framed_stream(
                 stats.ratio = _ema(stats.ratio, len(packed) / max(1, len(chunk)))
                 speeds[level] = _ema(speeds.get(level, 0.0), len(chunk) / spent)
                 stats.compress_bps = speeds[level]
-                if len(packed) < USELESS_RATIO * len(chunk):
+                if len(packed) < useful_ratio(stats.compress_bps, chooser.raw_pace) * len(chunk):
                     body, kind = packed, framing.ZSTD
                     stats.zstd_frames += 1
                     stats.levels.add(level)

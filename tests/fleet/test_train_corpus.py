@@ -42,6 +42,7 @@ class CorpusFleet:
         self.work = work
         (work / "ssh_config").write_text("")
         self.inventory = fleet.write_inventory(work / "hosts.ini")
+        self.rows: list[str] = []  # the closing table: script x (loader, data wait, findings, verdict)
 
     def train(self, hosts: list[str], code: Path, *args: str, command: list[str],
               timeout: float = 420) -> tuple[int, dict[str, Any], str]:
@@ -51,7 +52,9 @@ class CorpusFleet:
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.work, timeout=timeout,
                               env=dict(os.environ, PYTHONPATH=str(REPO)))
         assert proc.stdout.strip(), f"no JSON on stdout; stderr:\n{proc.stderr[-4000:]}"
-        return proc.returncode, json.loads(proc.stdout), proc.stderr
+        doc = json.loads(proc.stdout)
+        self.rows.extend(_table_rows(code, command, proc.returncode, doc))
+        return proc.returncode, doc, proc.stderr
 
     def copy(self, name: str) -> Path:
         """A fresh copy of a corpus folder (the tests add data beside the scripts, never into the repo)."""
@@ -69,10 +72,41 @@ def cf(tmp_path_factory: pytest.TempPathFactory):
         fleet = Fleet(2, kinds=["conda", {"conda", "smallshm"}]).start()
     except FleetError as exc:
         pytest.fail(f"could not start the corpus test fleet: {exc}", pytrace=False)
+    corpus = None
     try:
-        yield CorpusFleet(fleet, tmp_path_factory.mktemp("corpus"))
+        corpus = CorpusFleet(fleet, tmp_path_factory.mktemp("corpus"))
+        yield corpus
     finally:
         fleet.stop()
+        report = os.environ.get("TRAIN_CORPUS_REPORT")  # where to write the table (a run by hand)
+        if report and corpus is not None:
+            Path(report).write_text("\n".join([TABLE_HEAD, *corpus.rows]) + "\n")
+
+
+TABLE_HEAD = ("| script | host | loader found | data-wait share | findings | verdict |\n"
+              "|---|---|---|---|---|---|")
+
+
+def _table_rows(code: Path, command: list[str], rc: int, doc: dict[str, Any]) -> list[str]:
+    """One Markdown row per host of a run, from the run's own JSON (what a user would read)."""
+    project = next((part[5:].rsplit("-", 1)[0] for part in code.parts if part.startswith("code-")), code.name)
+    script = project + ": " + next((word for word in command if word.endswith(".py")), " ".join(command))
+    rows = []
+    for host, entry in sorted(doc.get("runs", {}).items()):
+        prof = entry.get("profile") or {}
+        try:
+            loader = _report(entry)["train"]["summary"].get("loader") or {}
+        except (KeyError, OSError, ValueError, TypeError):
+            loader = {}
+        site = loader.get("site", "")
+        found = (f"{'/'.join(site.split('/')[-2:])}, batch {loader.get('batch_size')}, "
+                 f"{loader.get('num_workers')} workers" if site else "none")
+        wait = prof.get("data_wait_fraction")
+        share = f"{100 * wait:.1f} %" if isinstance(wait, (int, float)) else "unknown"
+        ids = ", ".join(f["id"] for f in entry.get("findings", [])) or "none"
+        rows.append(f"| {script} | {host} | {found} | {share} | {ids} | "
+                    f"{entry.get('state')}, exit {entry.get('exit_code')} (command {rc}) |")
+    return rows
 
 
 def _ids(entry: dict[str, Any]) -> list[str]:
