@@ -23,6 +23,14 @@ Per round, in this order:
 Once per host before the rounds: uv's bootstrap from the index (`pip install --target`).
 
 Goals (issue 14): provision with uv <= 0.6x plain pip's time cold; warm rebuild < 5 s.
+
+`--pairs N` (issue 23, item 4) measures the first install on a fresh rental instead, from an
+index that serves torch but NOT uv: N rounds, each running, in rotating order, plain pip cold,
+`provision install` (auto: uv, relayed from this controller since the index has none; the
+host's uv removed before each run, so the relay is paid every time) cold, and
+`provision install --installer pip` cold (the fallback, verification included). Prints medians,
+min-max and the per-round ratios to plain pip. Goals: uv <= 0.5x, the pip fallback <= 1.1x.
+
 Needs root (the fleet).
 """
 
@@ -44,23 +52,28 @@ sys.path.insert(0, str(ROOT))
 
 from fleet import Fleet, preflight  # noqa: E402
 
+from provision.shell import path as shell_path  # noqa: E402
 from provision.shell import sh  # noqa: E402
 
 SSD = "/root/autodl-tmp"
 PACKAGES = ["torch==2.13.0+cpu", "lmdb", "pillow"]
 
 
-def wheel_dir(work: Path) -> Path:
-    """The up wheelhouse (torch, lmdb, pillow, deps) plus the uv wheel, as links in one folder."""
-    from tests.support.package_index import cache_root, torch_wheelhouse
+def wheel_dir(work: Path, with_uv: bool = True) -> Path:
+    """The up wheelhouse (torch, lmdb, pillow, deps) plus (`with_uv`) the uv wheel, as links in one folder."""
+    # tests/fleet's up wheelhouse: torch's wheels plus lmdb and pillow, made once per machine
+    from test_up import up_wheelhouse
 
-    torch_wheelhouse()
+    from tests.support.package_index import cache_root
+
     out = work / "wheels"
     out.mkdir()
-    for source in (cache_root() / "wheelhouse-up-cp311", cache_root() / "wheelhouse-torch-2.13.0-cpu-cp311"):
+    for source in (up_wheelhouse(),):
         for f in source.glob("*.whl"):
             if not (out / f.name).exists():
                 os.symlink(f, out / f.name)
+    if not with_uv:
+        return out
     uv_cache = cache_root() / "uv-wheel"
     if not list(uv_cache.glob("uv-*.whl")):
         uv_cache.mkdir(exist_ok=True)
@@ -143,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--pairs", type=int, default=0,
+                    help="instead: N rotating rounds of plain pip / provision (uv relayed) / provision --installer pip, "
+                         "cold, from an index without uv")
     args = ap.parse_args(argv)
     reason = preflight()
     if reason:
@@ -153,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.package_index import PackageIndex
 
     work = Path(tempfile.mkdtemp(prefix="install-bench-"))
+    if args.pairs:
+        try:
+            return paired(work, args.pairs, args.json_out)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     rows: dict[str, list[float]] = {}
     details: dict[str, dict] = {}
     try:
@@ -227,6 +248,64 @@ def main(argv: list[str] | None = None) -> int:
     print("phases (s):", json.dumps(details))
     if args.json_out:
         args.json_out.write_text(json.dumps({"rows": rows, "phases": details}, indent=2))
+    return 0
+
+
+PLAIN, UV, PIP = ("plain venv + pip install", "provision install (uv relayed)",
+                  "provision install --installer pip")
+
+
+def paired(work: Path, rounds: int, json_out: Path | None) -> int:
+    """Cold first installs from an index without uv, the three methods in rotating order."""
+    import statistics
+
+    from provision.install.uv import HOST_DIR
+    from tests.support.package_index import PackageIndex
+
+    rows: dict[str, list[float]] = {PLAIN: [], UV: [], PIP: []}
+    how: list[str] = []
+    phases: dict[str, list[dict]] = {UV: [], PIP: []}
+    with Fleet(1, ssd_size="10g", root_size="2g") as fleet:
+        with PackageIndex(wheel_dir(work, with_uv=False), host=fleet.controller_address) as index:
+            bench = Bench(fleet, index.url)
+            for r in range(rounds):
+                names = [PLAIN, UV, PIP]
+                for name in names[r % 3:] + names[:r % 3]:
+                    c = f"{SSD}/c{r}-{len(rows[name])}"
+                    if name == PLAIN:
+                        made, pip = bench.plain_pip(f"{SSD}/plain", c)
+                        dt = made + pip
+                    else:
+                        bench.sh(sh("rm -rf {d}", d=shell_path(HOST_DIR)))  # a fresh rental: no uv yet
+                        dt, doc = bench.provision(f"{SSD}/envs/{r}", c, "uv" if name == UV else "pip")
+                        if name == UV:
+                            how.append(((doc.get("installer") or {}).get("how")) or "?")
+                        phases[name].append(doc.get("seconds") or {})
+                    rows[name].append(dt)
+                    print(f"round {r + 1} {name:<40} {dt:7.2f}s", file=sys.stderr)
+                    bench.sh(sh("rm -rf {paths}", paths=[f"{SSD}/envs", f"{SSD}/plain", c]))
+            bench.conn.close()
+    base = statistics.median(rows[PLAIN])
+    print(f"\n## First install on a fresh host, index without uv: torch 2.13.0 CPU + lmdb + pillow, "
+          f"{rounds} rotating rounds\n")
+    print("| method | median | min-max | vs plain pip (median of per-round ratios, min-max) | goal |")
+    print("|---|---|---|---|---|")
+    goals = {PLAIN: "-", UV: "<= 0.5x", PIP: "<= 1.1x"}
+    for name, values in rows.items():
+        ratios = [v / p for v, p in zip(values, rows[PLAIN], strict=True)]
+        print(f"| {name} | {statistics.median(values):.2f} s | {min(values):.2f}-{max(values):.2f} | "
+              f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | {goals[name]} |")
+    print(f"\nhow uv reached the host: {', '.join(how)}; plain pip median {base:.2f} s")
+    for name, per_round in phases.items():
+        keys = sorted({k for d in per_round for k in d})
+        med = {k: round(statistics.median(d.get(k, 0.0) for d in per_round), 2) for k in keys}
+        print(f"phases of {name} (medians, s): {json.dumps(med)}")
+    verify = statistics.median(d.get("verify", 0.0) for d in phases[PIP])
+    pip_med = statistics.median(rows[PIP])
+    print(f"pip fallback: {pip_med:.2f} s vs 1.1 x plain pip + its verification = {1.1 * base + verify:.2f} s "
+          f"({'met' if pip_med <= 1.1 * base + verify else 'missed'})")
+    if json_out:
+        json_out.write_text(json.dumps({"rows": rows, "uv_how": how, "phases": phases}, indent=2))
     return 0
 
 
