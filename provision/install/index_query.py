@@ -184,3 +184,21 @@ def offer_of(
 
 def failures(answers: list[IndexAnswer]) -> str:
     return "; ".join(f"{a.where}: {a.detail or 'no answer'}" for a in answers if not a.ok)
+
+
+def serves_project(
+    connection: Connection, python: str, cfg: Any, opts: IndexOptions, project: str
+) -> bool | None:
+    """Whether the indexes of `cfg` (an IndexConfig) list any wheel of `project`: one bounded
+    round trip from the host. None when that is not known (a source that can't be asked, or none
+    answered): the caller then tries as if it did."""
+    urls = [(u, "index") for u in [cfg.index_url, *cfg.extra_index_urls] if u]
+    urls += [(u, "find-links") for u in cfg.find_links]
+    if not urls or not all(askable(u) for u, _ in urls):
+        return None
+    answers = list_from_host(connection, python, urls, [project], opts)
+    heard = [a for a in answers if a.ok]
+    if len(heard) < len(answers):
+        return None  # a source that did not answer may be the one that has it
+    return any(name.endswith(".whl") for a in heard for name in a.files.get(project) or [])
+

@@ -703,6 +703,7 @@ def install(
             uv_found, uv_how, seeded = uv_mod.create_with_uv(
                 env_conn, options, py.executable, generation, uv_cache, result.warnings,
                 index=None if options.relay else index_cfg, pip_cache=_pip_cache(options, facts), say=say,
+                facts=facts,
             )  # fmt: skip
             if seeded is None:
                 env.create_venv(py.executable, generation)

@@ -426,26 +426,48 @@ def choose(
     return uv
 
 
+def _index_lacks_uv(connection: Connection, python: str, index: IndexConfig, options: Any) -> bool:
+    """True only when every index of the install answered and none lists a uv wheel."""
+    from provision.install.index_query import serves_project
+
+    opts = getattr(options, "index", None)
+    if opts is None:
+        return False
+    return serves_project(connection, python, index, opts, "uv") is False
+
+
 def create_with_uv(
     connection: Connection, options: Any, base_python: str, generation: str, uv_cache: str,
     warnings: list[str], index: IndexConfig | None = None, pip_cache: str | None = None,
-    say: Callable[[str], None] = lambda m: None,
+    say: Callable[[str], None] = lambda m: None, facts: dict[str, Any] | None = None,
 ) -> tuple[str | None, str, dict[str, str] | None]:
     """(uv on the host or None, how it got there, the seeded packages when uv made the venv,
     else None: then the caller runs `python -m venv`). With no uv on the host yet, a base
     Python that has pip (conda, pyenv, python:3.x images; not Debian's) bootstraps it first
-    from `index`; otherwise the first install's venv pip does that later (choose)."""
+    from `index`; otherwise the first install's venv pip does that later (choose). An index
+    that answers without any uv wheel: this machine's uv is relayed first (`facts`: the host's,
+    for its platform)."""
     if (getattr(options, "installer", "auto") or "auto") == "pip":
         return None, "", None
     found, how = find_host_uv(connection), "found"
     if not found and index is not None and not index.no_index:
-        has_pip = connection.run(sh("{py} -m pip --version", py=base_python), timeout=60)
-        if has_pip.ok:
-            say("bootstrapping uv from the index")
+        if facts is not None and _index_lacks_uv(connection, base_python, index, options):
+            # nothing to bootstrap from: relay now, so uv makes the venv too (`python -m venv`
+            # with ensurepip, then a pip install that must fail first, cost seconds)
+            say("the index has no uv: relaying this machine's uv")
             try:
-                found, how = bootstrap_uv(connection, base_python, index, pip_cache), "bootstrapped"
-            except UvUnavailable as exc:
-                warnings.append(f"uv could not be bootstrapped with {base_python}'s pip ({exc})")
+                found, how = relay_uv(connection, facts), "relayed"
+            except (UvUnavailable, OSError) as exc:
+                warnings.append(f"uv could not be relayed ({exc})")
+                return None, "", None
+        else:
+            has_pip = connection.run(sh("{py} -m pip --version", py=base_python), timeout=60)
+            if has_pip.ok:
+                say("bootstrapping uv from the index")
+                try:
+                    found, how = bootstrap_uv(connection, base_python, index, pip_cache), "bootstrapped"
+                except UvUnavailable as exc:
+                    warnings.append(f"uv could not be bootstrapped with {base_python}'s pip ({exc})")
     if not found:
         return None, "", None
     try:
