@@ -433,3 +433,22 @@ def test_collection_modules_map_to_native_ones_and_fqcn_roles_say_what_to_instal
     assert "role 'devsec.hardening.os_hardening' not found in the collections paths" in text
     assert "ansible-galaxy collection install devsec.hardening" in text
     assert "with_nosuchlookup: lookup plugin 'nosuchlookup' is not supported" in text
+
+
+UNDERSCORE_FACT = """
+- hosts: localhost
+  gather_facts: false
+  vars: {opts: rw}
+  tasks:
+    # devsec.os_hardening's minimize_access.yml: a fact whose name starts with "_"
+    - set_fact: {_proc_mnt_options: "{{ opts }},hidepid=2"}
+    - name: show fact
+      debug: {msg: "{{ _proc_mnt_options }}"}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_set_fact_name_starting_with_underscore_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": UNDERSCORE_FACT})
+    assert msgs == ["rw,hidepid=2"] and stats["ok"] == 2, (stats, msgs)
