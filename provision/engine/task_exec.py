@@ -183,7 +183,9 @@ class TaskExecution:
         facts: dict[str, Any] = {}
         try:
             if task.loop is None:
-                if task.when and not self.templar.condition(list(task.when), variables):
+                if task.when and not self.templar.condition(
+                    list(task.when), variables, str(task.pos)
+                ):
                     full = skipped_result(task)
                     result.status = "skipped"
                     result.result = clean_result(full, self.runner.masker, no_log)
@@ -245,7 +247,9 @@ class TaskExecution:
         except UndefinedVariableError:
             # Ansible: an undefined loop is fine when `when` (without the item) is false
             try:
-                if task.when and not self.templar.condition(list(task.when), variables):
+                if task.when and not self.templar.condition(
+                    list(task.when), variables, str(task.pos)
+                ):
                     return skipped_result(task), {}
             except UndefinedVariableError:
                 pass
@@ -282,21 +286,23 @@ class TaskExecution:
             self.runner.display.task_start(
                 self.rt.host.name, f"{task.display_name} ({_short(label)})"
             )
-            if task.when and not self.templar.condition(list(task.when), item_vars):
-                one = skipped_result(task)
-            else:
-                try:
+            try:  # a broken `when` fails this item only, as in Ansible
+                if task.when and not self.templar.condition(
+                    list(task.when), item_vars, str(task.pos)
+                ):
+                    one = skipped_result(task)
+                else:
                     one, item_facts = self.execute_one(task, item_vars)
                     facts.update(item_facts)
                     if item_facts and task.action in VAR_SETTERS:
                         # set_fact in a loop: later items see earlier ones
                         self.rt.vars.set_facts.update(item_facts)
-                except (TemplateError, ArgError) as exc:
-                    one = {
-                        "failed": True,
-                        "changed": False,
-                        "msg": self.describe_error(task, task.display_name, exc),
-                    }
+            except (TemplateError, ArgError) as exc:
+                one = {
+                    "failed": True,
+                    "changed": False,
+                    "msg": self.describe_error(task, task.display_name, exc),
+                }
             one[loop_var] = item
             one["ansible_loop_var"] = loop_var
             if control.get("label") is not None:
@@ -498,17 +504,12 @@ class TaskExecution:
                 full["attempts"] = attempt
             post = ChainMap({task.register: full}, variables) if task.register else variables
             if not mres.skipped:
-                if task.changed_when is not None:
-                    full["changed"] = self.templar.condition(list(task.changed_when), post)
-                if task.failed_when is not None:
-                    full["failed"] = full["failed_when_result"] = self.templar.condition(
-                        list(task.failed_when), post
-                    )
+                self._changed_failed_when(task, full, post)
             if attempts > 1:
                 done = (
                     (not full.get("failed"))
                     if until is None
-                    else self.templar.condition(list(until), post)
+                    else self.templar.condition(list(until), post, str(task.pos))
                 )
                 if done:
                     break
@@ -525,6 +526,27 @@ class TaskExecution:
                         full["msg"] + " " if full["msg"] else ""
                     ) + f"(gave up after {attempts} attempts)"
         return full, (dict(mres.facts) if module.facts_are_templates else as_data(mres.facts))
+
+    def _changed_failed_when(
+        self, task: Task, full: dict[str, Any], post: Mapping[str, Any]
+    ) -> None:
+        """changed_when, then failed_when, on the module's result. As in Ansible, an error in
+        either (undefined, not a boolean) fails the task and keeps the module's result, the
+        error's text in `changed_when_result` / `failed_when_result`."""
+        which = "changed"
+        try:
+            if task.changed_when is not None:
+                full["changed"] = self.templar.condition(
+                    list(task.changed_when), post, str(task.pos)
+                )
+            which = "failed"
+            if task.failed_when is not None:
+                full["failed"] = full["failed_when_result"] = self.templar.condition(
+                    list(task.failed_when), post, str(task.pos)
+                )
+        except TemplateError as exc:
+            full["failed"] = True
+            full[f"{which}_when_result"] = str(exc)
 
     def search_paths(self, node: Node) -> list[Path]:
         paths = []

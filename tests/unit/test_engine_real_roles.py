@@ -56,12 +56,12 @@ def ours(playbook: Path) -> tuple[dict[str, int], list[Any]]:
     stats = {**s.to_json(), "rescued": s.rescued, "ignored": s.ignored}
     msgs: list[Any] = []
     for r in result.results:
-        if not r.task.split(" : ")[-1].startswith("show") or r.status in ("skipped", "failed"):
+        if not r.task.split(" : ")[-1].startswith("show") or r.status == "skipped":
             continue
         items = r.result.get("results")
-        if isinstance(items, list):
+        if isinstance(items, list):  # the ok items of a loop, also when another item failed
             msgs += [i.get("msg") for i in items if not i.get("skipped") and not i.get("failed")]
-        else:
+        elif r.status != "failed":
             msgs.append(r.result.get("msg"))
     return stats, msgs
 
