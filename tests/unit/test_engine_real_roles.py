@@ -452,3 +452,25 @@ UNDERSCORE_FACT = """
 def test_set_fact_name_starting_with_underscore_like_ansible(tmp_path: Path) -> None:
     stats, msgs = same(tmp_path, {"site.yml": UNDERSCORE_FACT})
     assert msgs == ["rw,hidepid=2"] and stats["ok"] == 2, (stats, msgs)
+
+
+MOUNTS = """
+- hosts: localhost
+  gather_facts: true
+  tasks:
+    # mullholland.motd's /etc/motd lists these: setup's rules decide which mounts and fields
+    - name: show mounts
+      debug:
+        msg: >-
+          {{ item.device }} {{ item.mount }} {{ item.fstype }} {{ item.options }} {{ item.dump }}
+          {{ item.passno }} {{ item.uuid }} {{ item.block_size }} {{ item.size_total }}
+          {{ item.inode_total }} {{ item.keys() | sort | join(',') }}
+      loop: "{{ ansible_mounts | sort(attribute='mount') }}"
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_ansible_mounts_by_setups_rules(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": MOUNTS})
+    assert msgs and all(" / " in m or m.split()[1] != "/" for m in msgs), msgs
