@@ -321,8 +321,14 @@ class Twin:
             for r in doc.get("results", [])
             if r.get("status") in ("failed", "unreachable") and not r.get("ignored")
         ]
+        # each task's outcome, in order (to find which task a recap difference comes from,
+        # beside the TASK / "  ok: host" lines of ansible-playbook's output)
+        tasks = [
+            f"{r.get('task')}: {'changed' if r.get('changed') else r.get('status')}"
+            for r in doc.get("results", [])
+        ]
         return {"loads": True, "recap": recap, "failures": failures, "error": "",
-                "output": proc["stderr"]}  # fmt: skip
+                "output": proc["stderr"], "tasks": tasks}  # fmt: skip
 
     def _call(self, args: list[str], split: bool = False) -> dict[str, str]:
         try:
