@@ -291,6 +291,9 @@ class _HostPlay(TaskExecution):
             self.task_error(node, name, "include_tasks", exc)
             return
         loop_var = str(node.loop_control.get("loop_var") or "item")
+        # As Ansible: every item's file is resolved, and counted ok, when the include task runs,
+        # before any included task (a failure in item 9's tasks leaves items 10-12 counted).
+        loaded: list[tuple[dict[str, Any], list[Node]]] = []
         for index, item in enumerate(items):
             scope = {} if node.loop is None else {loop_var: item, "ansible_loop_var": loop_var}
             if node.loop is not None and node.loop_control.get("index_var"):
@@ -304,7 +307,10 @@ class _HostPlay(TaskExecution):
             except (TemplateError, ConfigError) as exc:
                 self.task_error(node, name, "include_tasks", exc)
                 return
+            loaded.append((scope, children))
+        for _ in loaded:
             self.included(node, "include_tasks")
+        for scope, children in loaded:
             self.loop_scope.append(scope)
             try:
                 self.run_nodes(children)

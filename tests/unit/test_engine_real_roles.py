@@ -474,3 +474,46 @@ MOUNTS = """
 def test_ansible_mounts_by_setups_rules(tmp_path: Path) -> None:
     stats, msgs = same(tmp_path, {"site.yml": MOUNTS})
     assert msgs and all(" / " in m or m.split()[1] != "/" for m in msgs), msgs
+
+
+INCLUDE_LOOP_FAILS = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    # robertdebock.users: `include_tasks: user.yml` over 12 users, the 9th's tasks fail
+    - include_tasks: {file: inc.yml}
+      loop: ["true", "false", "true"]
+      loop_control: {loop_var: x}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_an_include_loop_counts_every_item_before_its_tasks_like_ansible(tmp_path: Path) -> None:
+    files = {"site.yml": INCLUDE_LOOP_FAILS, "inc.yml": "- command: /bin/{{ x }}\n"}
+    stats, _ = same(tmp_path, files)
+    assert stats["ok"] == 4 and stats["failed"] == 1, stats  # 3 includes + the first command
+
+
+LOCAL_CWD = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    # robertdebock.users: `users_ssh_key_directory: ssh_keys`, made with delegate_to: localhost
+    - file: {path: keys, state: directory, mode: "0750"}
+      delegate_to: localhost
+    - name: show where
+      command: {cmd: "true", creates: keys/k}
+      register: made
+    - name: show made
+      debug: {msg: "{{ made.changed }}"}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_local_steps_run_in_the_playbook_directory_like_ansible(tmp_path: Path) -> None:
+    files = {"site.yml": LOCAL_CWD, "keys/k": "a key the project ships\n"}
+    stats, msgs = same(tmp_path, files)
+    # `creates: keys/k` found the project's file: the command did not run
+    assert msgs == ["Did not run command since 'keys/k' exists", False], (stats, msgs)
