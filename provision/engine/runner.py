@@ -136,7 +136,13 @@ class PlaybookRunner:
     def runtime(self, host: Host) -> HostRuntime:
         rt = self.runtimes.get(host.name)
         if rt is None:
-            rt = HostRuntime(host, self.options.connect, self.vm.state(host), self.connections)
+            rt = HostRuntime(
+                host,
+                self.options.connect,
+                self.vm.state(host),
+                self.connections,
+                playbook_dir=str(self.playbook_dir),
+            )
             self.runtimes[host.name] = rt
             self.masker.add(collect_secrets([host.vars]))
         return rt
