@@ -6,8 +6,8 @@ does), ~/.ansible.cfg, /etc/ansible/ansible.cfg. An ANSIBLE_* variable beats the
 the file are relative to the file's directory; paths in variables to the working directory.
 
 Only the settings provision acts on are read: inventory, remote_user, private_key_file,
-roles_path, forks, host_key_checking and become / become_user / become_method. Command-line
-options beat all of these.
+roles_path, forks, host_key_checking, allow_broken_conditionals and become / become_user /
+become_method. Command-line options beat all of these.
 """
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ _SETTINGS: dict[str, tuple[str, str, str, str]] = {
     "collections_path": ("defaults", "collections_path", "ANSIBLE_COLLECTIONS_PATH", "pathspec"),
     "private_role_vars": ("defaults", "private_role_vars", "ANSIBLE_PRIVATE_ROLE_VARS", "bool"),
     "host_key_checking": ("defaults", "host_key_checking", "ANSIBLE_HOST_KEY_CHECKING", "bool"),
+    "allow_broken_conditionals": (
+        "defaults",
+        "allow_broken_conditionals",
+        "ANSIBLE_ALLOW_BROKEN_CONDITIONALS",
+        "bool",
+    ),
     # no environment variable: Ansible reads this one from ansible.cfg only
     "ansible_managed": ("defaults", "ansible_managed", "", "str"),
     "become": ("privilege_escalation", "become", "ANSIBLE_BECOME", "bool"),
@@ -54,6 +60,8 @@ class AnsibleConfig:
     private_role_vars: bool | None = None
     forks: int | None = None
     host_key_checking: bool | None = None
+    # ansible-core 2.19: non-boolean conditionals take their truth instead of failing the task
+    allow_broken_conditionals: bool | None = None
     ansible_managed: str | None = None  # the template module's `ansible_managed` text
     become: bool | None = None
     become_user: str | None = None

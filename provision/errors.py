@@ -46,3 +46,9 @@ class BoundsError(HostError):
 
 class AgentError(HostError):
     """The remote agent failed or is not runnable (no python3, crashed, bad reply)."""
+
+
+class TemplateError(ProvisionError):
+    """A template failed to parse or render; `where` says which string/file.
+    (Here, not in engine/templating.py, which re-exports it, so that engine/conditionals.py's
+    error can be one without importing the templating engine.)"""

@@ -82,8 +82,11 @@ def _feed(stdin: IO[bytes], source: Iterable[bytes] | IO[bytes] | None, last: li
 
 
 class LocalConnection(Connection):
-    def __init__(self, host: Host | None = None) -> None:
+    def __init__(self, host: Host | None = None, cwd: str | None = None) -> None:
         self.host = host or Host(name="localhost", local=True)
+        # where commands start: the home directory, as an SSH session's do; a playbook's
+        # local steps start in the playbook's directory, as Ansible's (engine/run_state.py)
+        self.cwd = cwd
         self.doing = None
         self._running: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
@@ -145,7 +148,7 @@ class LocalConnection(Connection):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=os.path.expanduser("~"),
+            cwd=self.cwd or os.path.expanduser("~"),
             start_new_session=True,  # Ctrl-C in the terminal reaches us, not it; we end it
         )
         with self._lock:

@@ -210,7 +210,7 @@ class _HostPlay(TaskExecution):
         if block.when_once:  # include_role: decided once, counted like a task
             try:
                 if block.when and not self.templar.condition(
-                    list(block.when), self.vars_for(block)
+                    list(block.when), self.vars_for(block), str(block.pos)
                 ):
                     self.included(block, "include_role", "skipped")
                     return
@@ -253,7 +253,9 @@ class _HostPlay(TaskExecution):
     def run_meta(self, node: Meta) -> None:
         if not tags_selected(node.tags, self.runner.options.tags, self.runner.options.skip_tags):
             return
-        if node.when and not self.templar.condition(list(node.when), self.vars_for(node)):
+        if node.when and not self.templar.condition(
+            list(node.when), self.vars_for(node), str(node.pos)
+        ):
             return
         if node.action == "flush_handlers":
             self.flush_handlers()
@@ -273,7 +275,7 @@ class _HostPlay(TaskExecution):
         name = node.display_name
         variables = self.vars_for(node)
         try:
-            if node.when and not self.templar.condition(list(node.when), variables):
+            if node.when and not self.templar.condition(list(node.when), variables, str(node.pos)):
                 result = TaskResult(
                     host=self.rt.host.name,
                     task=name,
@@ -289,6 +291,9 @@ class _HostPlay(TaskExecution):
             self.task_error(node, name, "include_tasks", exc)
             return
         loop_var = str(node.loop_control.get("loop_var") or "item")
+        # As Ansible: every item's file is resolved, and counted ok, when the include task runs,
+        # before any included task (a failure in item 9's tasks leaves items 10-12 counted).
+        loaded: list[tuple[dict[str, Any], list[Node]]] = []
         for index, item in enumerate(items):
             scope = {} if node.loop is None else {loop_var: item, "ansible_loop_var": loop_var}
             if node.loop is not None and node.loop_control.get("index_var"):
@@ -302,7 +307,10 @@ class _HostPlay(TaskExecution):
             except (TemplateError, ConfigError) as exc:
                 self.task_error(node, name, "include_tasks", exc)
                 return
+            loaded.append((scope, children))
+        for _ in loaded:
             self.included(node, "include_tasks")
+        for scope, children in loaded:
             self.loop_scope.append(scope)
             try:
                 self.run_nodes(children)
@@ -322,8 +330,13 @@ class _HostPlay(TaskExecution):
             msg=msg,
             position=str(node.pos),
         )
+        try:  # an include's ignore_errors covers its own failure (a broken `when`), as in Ansible
+            result.ignored = self._bool(node.ignore_errors, node, self.vars_for(node))
+        except TemplateError:
+            result.ignored = False
         self.record(result)
-        self.fail(result, fatal=bool(node.any_errors_fatal or self.play.any_errors_fatal))
+        if not result.ignored:
+            self.fail(result, fatal=bool(node.any_errors_fatal or self.play.any_errors_fatal))
 
     def describe_error(self, node: Node, name: str, exc: Exception) -> str:
         where = f"task '{name}' ({node.pos}) on host {self.rt.host.name}"

@@ -142,6 +142,8 @@ class _Loader(RoleLoading, PlayLoading):
                 self.error(pos, f"{what} must be an expression (string), got {type(expr).__name__}")
                 continue
             text = str(expr).strip()
+            if not text:  # fails when run, as in Ansible (engine/conditionals.py)
+                continue
             if text.startswith("{{") and text.endswith("}}"):
                 text = text[2:-2]
             problem = check_syntax("{{ " + text + " }}")

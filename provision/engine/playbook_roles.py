@@ -17,6 +17,7 @@ from provision.engine.playbook_model import (
     Role,
     Task,
 )
+from provision.engine.role_argspec import entry_spec, validation_task_name
 from provision.engine.templating import is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
@@ -159,7 +160,8 @@ class RoleLoading:
         for dep in depends:  # meta/main.yml dependencies run first, their handlers join
             if isinstance(dep, Block) and dep.role is not None:
                 role.handlers.extend(dep.role.handlers)
-        tasks = [*depends, *tasks]
+        check = self.validation_task(path, name, params, tasks_from, role_inherit)
+        tasks = [*depends, *check, *tasks]
         fields = self.node_fields(data, inherit, base_dir)
         fields["name"] = fields["name"] or f"role {name}"
         if not when_once:
@@ -213,6 +215,49 @@ class RoleLoading:
                 finally:
                     self.role_stack.pop()
         return []
+
+    def role_argument_specs(self, path: Path) -> Any:
+        """`argument_specs` of meta/argument_specs.yml, else of meta/main.yml (Ansible: the
+        first file wins, never merged)."""
+        for ext in ("yml", "yaml"):
+            file = path / "meta" / f"argument_specs.{ext}"
+            if file.is_file():
+                data = self._load(file)
+                return (data.get("argument_specs") if isinstance(data, Mapping) else None) or {}
+        for ext in ("yml", "yaml"):
+            file = path / "meta" / f"main.{ext}"
+            if file.is_file():
+                data = self._load(file)
+                return data.get("argument_specs") if isinstance(data, Mapping) else None
+        return None
+
+    def validation_task(
+        self, path: Path, name: str, params: dict[str, Any], entrypoint: str, inherit: Inherit
+    ) -> list[Node]:
+        """Ansible's implicit first task of a role with a spec for its entry point
+        (engine/role_argspec.py): [] when it has none."""
+        spec = entry_spec(self.role_argument_specs(path), entrypoint)
+        if spec is None:
+            return []
+        action = {
+            "argument_spec": spec.get("options") or {},
+            "provided_arguments": dict(params),
+            "validate_args_context": {
+                "type": "role",
+                "name": name,
+                "argument_spec_name": entrypoint,
+                "path": str(path),
+            },
+        }
+        data = YMap(
+            name=validation_task_name(spec, entrypoint),
+            tags=["always"],
+            **{"ansible.builtin.validate_argument_spec": action},
+        )
+        data.pos = Pos(display_path(path / "meta" / "argument_specs.yml"), 1, 1)
+        data.key_pos, data.value_pos = {}, {}
+        node = self.task(data, inherit, path / "tasks")
+        return [node] if node is not None else []
 
     def _load(self, file: Path) -> Any:
         try:

@@ -76,9 +76,13 @@ class HostRuntime:
         connect_options: ConnectOptions,
         variables: HostVars,
         connections: Mapping[str, Connection] | None = None,
+        playbook_dir: str | None = None,
     ) -> None:
         self.host = host
         self.options = connect_options
+        # Ansible runs a play's local steps (delegate_to: localhost, connection local) in the
+        # playbook's directory: relative paths there (robertdebock.users' `ssh_keys`) are its
+        self.playbook_dir = playbook_dir
         self.vars = variables
         self._connections: dict[str, Connection] = {}
         if connections and host.name in connections:
@@ -99,12 +103,14 @@ class HostRuntime:
             if local:
                 from provision.connection.local import LocalConnection
 
-                conn = LocalConnection(self.host)
+                conn = LocalConnection(self.host, cwd=self.playbook_dir)
             else:
                 from provision.connection.factory import connect
 
                 host = self.host if not user or self.host.user else replace(self.host, user=user)
                 conn = connect(host, self.options)
+                if host.local and isinstance(getattr(conn, "cwd", False), (str, type(None))):
+                    conn.cwd = conn.cwd or self.playbook_dir  # type: ignore[attr-defined]
             self._connections[key] = conn
         return conn
 

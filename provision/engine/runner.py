@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from provision.config import load_config
 from provision.connection.base import Connection, ConnectOptions
 from provision.engine.dynamic_inventory import add_dynamic_group, add_dynamic_host, refresh_groups
 from provision.engine.host_play import _HostPlay
@@ -86,7 +87,7 @@ class PlaybookRunner:
         self.display = display or NullDisplay()
         self.connections = connections
         self.playbook_dir = playbook.base_dir
-        self.templar = Templar()
+        self.templar = Templar(bool(load_config().allow_broken_conditionals))
         self.vm = VariableManager(
             inventory, options.extra_vars, self.playbook_dir, options.check, options.diff
         )
@@ -135,7 +136,13 @@ class PlaybookRunner:
     def runtime(self, host: Host) -> HostRuntime:
         rt = self.runtimes.get(host.name)
         if rt is None:
-            rt = HostRuntime(host, self.options.connect, self.vm.state(host), self.connections)
+            rt = HostRuntime(
+                host,
+                self.options.connect,
+                self.vm.state(host),
+                self.connections,
+                playbook_dir=str(self.playbook_dir),
+            )
             self.runtimes[host.name] = rt
             self.masker.add(collect_secrets([host.vars]))
         return rt

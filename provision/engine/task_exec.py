@@ -9,12 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
-from provision.engine.lookups import VarsContext, canonical_lookup, run_lookup
+from provision.engine.loop_items import LoopItems
 from provision.engine.playbook import (
     DELEGATE_LOCAL,
-    Include,
     Node,
     Task,
 )
@@ -45,12 +42,11 @@ from provision.modules.base import (
 from provision.paths import bundle_dir
 from provision.secrets import collect_secrets
 
-NATIVE_LOOPS = frozenset({"loop", "with_items", "with_list", "with_dict"})
 # modules whose "facts" are variables (set_fact precedence), not host facts
 VAR_SETTERS = frozenset({"set_fact", "include_vars"})
 
 
-class TaskExecution:
+class TaskExecution(LoopItems):
     """Mixin of the per-host play: one task, its loop and its result."""
 
     def run_task(self, task: Task, is_handler: bool = False) -> None:
@@ -183,7 +179,9 @@ class TaskExecution:
         facts: dict[str, Any] = {}
         try:
             if task.loop is None:
-                if task.when and not self.templar.condition(list(task.when), variables):
+                if task.when and not self.templar.condition(
+                    list(task.when), variables, str(task.pos)
+                ):
                     full = skipped_result(task)
                     result.status = "skipped"
                     result.result = clean_result(full, self.runner.masker, no_log)
@@ -245,7 +243,9 @@ class TaskExecution:
         except UndefinedVariableError:
             # Ansible: an undefined loop is fine when `when` (without the item) is false
             try:
-                if task.when and not self.templar.condition(list(task.when), variables):
+                if task.when and not self.templar.condition(
+                    list(task.when), variables, str(task.pos)
+                ):
                     return skipped_result(task), {}
             except UndefinedVariableError:
                 pass
@@ -282,21 +282,23 @@ class TaskExecution:
             self.runner.display.task_start(
                 self.rt.host.name, f"{task.display_name} ({_short(label)})"
             )
-            if task.when and not self.templar.condition(list(task.when), item_vars):
-                one = skipped_result(task)
-            else:
-                try:
+            try:  # a broken `when` fails this item only, as in Ansible
+                if task.when and not self.templar.condition(
+                    list(task.when), item_vars, str(task.pos)
+                ):
+                    one = skipped_result(task)
+                else:
                     one, item_facts = self.execute_one(task, item_vars)
                     facts.update(item_facts)
                     if item_facts and task.action in VAR_SETTERS:
                         # set_fact in a loop: later items see earlier ones
                         self.rt.vars.set_facts.update(item_facts)
-                except (TemplateError, ArgError) as exc:
-                    one = {
-                        "failed": True,
-                        "changed": False,
-                        "msg": self.describe_error(task, task.display_name, exc),
-                    }
+            except (TemplateError, ArgError) as exc:
+                one = {
+                    "failed": True,
+                    "changed": False,
+                    "msg": self.describe_error(task, task.display_name, exc),
+                }
             one[loop_var] = item
             one["ansible_loop_var"] = loop_var
             if control.get("label") is not None:
@@ -325,53 +327,6 @@ class TaskExecution:
                 f"One or more items failed (first: {_short(label)}: {first.get('msg', '')})"
             )
         return full, facts
-
-    def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
-        raw = as_data(self.templar.render(node.loop, variables))  # items are values, not templates
-        kind = node.loop_kind
-        if kind is not None and kind not in NATIVE_LOOPS:
-            return self.lookup_items(node, kind[len("with_") :], raw, variables)
-        if kind == "with_dict":
-            if not isinstance(raw, Mapping):
-                raise TemplateError(f"with_dict needs a mapping, got {type(raw).__name__}")
-            return [{"key": k, "value": v} for k, v in raw.items()]
-        if isinstance(raw, str):
-            if kind in ("with_items", "with_list"):
-                return [raw]
-            raise TemplateError(
-                f"loop needs a list, got the string {raw!r} (use a YAML list or a list variable)"
-            )
-        if raw is None:
-            return []
-        if isinstance(raw, Mapping):
-            raise TemplateError("loop needs a list, got a mapping (use `| dict2items`)")
-        items = list(raw)
-        if kind == "with_items":
-            flat: list[Any] = []
-            for item in items:
-                flat.extend(item if isinstance(item, list) else [item])
-            return flat
-        return items
-
-    def lookup_items(
-        self, node: Task | Include, kind: str, raw: Any, variables: Mapping[str, Any]
-    ) -> list[Any]:
-        """`with_<lookup>`: the lookup's values for the rendered terms (Ansible's loop_with)."""
-        terms = tuple(raw) if isinstance(raw, list) else (raw,)
-        action = node.action if isinstance(node, Task) else "include_tasks"
-        subdir = next((f"{s}s" for s in ("template", "var") if s in action), "files")
-        lazy = self.templar.vars(variables)
-        try:
-            if canonical_lookup(kind) == "template":  # needs a real Jinja context
-                return as_data(
-                    self.templar.evaluate(
-                        "query('template', *__pv_terms)", ChainMap({"__pv_terms": terms}, lazy)
-                    )
-                )
-            # the lookup's values are items (data), as a `loop:` list's are
-            return as_data(run_lookup(VarsContext(lazy), kind, terms, {"_subdir": subdir}))
-        except jinja2.TemplateError as exc:
-            raise TemplateError(f"with_{kind}: {exc}") from None
 
     def execute_one(self, task: Task, variables: ChainMap) -> tuple[dict[str, Any], dict[str, Any]]:
         """One module run (with retries/until, changed_when/failed_when): (registered value, facts)."""
@@ -498,17 +453,12 @@ class TaskExecution:
                 full["attempts"] = attempt
             post = ChainMap({task.register: full}, variables) if task.register else variables
             if not mres.skipped:
-                if task.changed_when is not None:
-                    full["changed"] = self.templar.condition(list(task.changed_when), post)
-                if task.failed_when is not None:
-                    full["failed"] = full["failed_when_result"] = self.templar.condition(
-                        list(task.failed_when), post
-                    )
+                self._changed_failed_when(task, full, post)
             if attempts > 1:
                 done = (
                     (not full.get("failed"))
                     if until is None
-                    else self.templar.condition(list(until), post)
+                    else self.templar.condition(list(until), post, str(task.pos))
                 )
                 if done:
                     break
@@ -525,6 +475,27 @@ class TaskExecution:
                         full["msg"] + " " if full["msg"] else ""
                     ) + f"(gave up after {attempts} attempts)"
         return full, (dict(mres.facts) if module.facts_are_templates else as_data(mres.facts))
+
+    def _changed_failed_when(
+        self, task: Task, full: dict[str, Any], post: Mapping[str, Any]
+    ) -> None:
+        """changed_when, then failed_when, on the module's result. As in Ansible, an error in
+        either (undefined, not a boolean) fails the task and keeps the module's result, the
+        error's text in `changed_when_result` / `failed_when_result`."""
+        which = "changed"
+        try:
+            if task.changed_when is not None:
+                full["changed"] = self.templar.condition(
+                    list(task.changed_when), post, str(task.pos)
+                )
+            which = "failed"
+            if task.failed_when is not None:
+                full["failed"] = full["failed_when_result"] = self.templar.condition(
+                    list(task.failed_when), post, str(task.pos)
+                )
+        except TemplateError as exc:
+            full["failed"] = True
+            full[f"{which}_when_result"] = str(exc)
 
     def search_paths(self, node: Node) -> list[Path]:
         paths = []

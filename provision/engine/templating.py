@@ -28,11 +28,16 @@ from jinja2 import nodes
 from jinja2.nativetypes import NativeCodeGenerator
 from jinja2.runtime import ChainableUndefined, StrictUndefined
 
+from provision.engine.conditionals import (
+    BrokenConditionalError,
+    conditional_truth,
+    empty_conditional,
+)
 from provision.engine.core_filters import FILTERS, TESTS, QuotedWord, ShellCode, to_bool
 from provision.engine.filters import EXTRA_FILTERS
 from provision.engine.lookups import lookup, query
 from provision.engine.taint import DataDict, DataList
-from provision.errors import ProvisionError
+from provision.errors import TemplateError
 
 __all__ = [
     "FILTERS",
@@ -56,12 +61,9 @@ __all__ = [
 OMIT = "__omit_place_holder__" + secrets.token_hex(8)
 _MARKERS = ("{{", "{%", "{#")
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}|\{\{).)*)\}\}\s*$", re.DOTALL)
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined")
 _MAX_DEPTH = 40
-
-
-class TemplateError(ProvisionError):
-    """A template failed to parse or render; `where` says which string/file."""
 
 
 class UndefinedVariableError(TemplateError):
@@ -339,6 +341,10 @@ class ShellTemplate:
 class Templar:
     """Renders values against variables. Stateless; safe to share between host threads."""
 
+    def __init__(self, allow_broken_conditionals: bool = False) -> None:
+        # ansible.cfg's ALLOW_BROKEN_CONDITIONALS: non-boolean conditionals take their truth
+        self.allow_broken_conditionals = allow_broken_conditionals
+
     def vars(self, source: Mapping[str, Any]) -> LazyVars:
         return source if isinstance(source, LazyVars) else LazyVars(source, self)
 
@@ -423,19 +429,46 @@ class Templar:
                 raise _undefined_error(exc) from None
         return out[0] if len(out) == 1 else "".join(str(v) for v in out)
 
-    def condition(self, expressions: list[Any], variables: Mapping[str, Any]) -> bool:
+    def condition(
+        self, expressions: list[Any], variables: Mapping[str, Any], where: str | None = None
+    ) -> bool:
+        """All of `expressions` true (the first false one stops), by ansible-core 2.19's rule
+        (provision/engine/conditionals.py); `where`: the conditional's position, for messages."""
         for expression in expressions:
-            value = self.evaluate(expression, variables)
-            if isinstance(value, str):
-                value = (
-                    to_bool(value)
-                    if value.strip().lower()
-                    in ("yes", "no", "true", "false", "on", "off", "0", "1", "")
-                    else bool(value)
-                )
-            if not value:
+            if not self._one_condition(expression, variables, where):
                 return False
         return True
+
+    def _one_condition(
+        self, expression: Any, variables: Mapping[str, Any], where: str | None
+    ) -> bool:
+        allow = self.allow_broken_conditionals
+        if isinstance(expression, str):
+            expression = type(expression)(expression.strip())
+        if expression is None or expression == "":
+            return empty_conditional(allow)
+        if isinstance(expression, bool):
+            return expression
+        if type(expression) is not str:  # a literal (`when: 1`), or host data: a value
+            if not isinstance(expression, str) and not allow:
+                raise BrokenConditionalError("Conditional expressions must be strings.")
+            return conditional_truth(self.render(expression, variables), allow, where)
+        single = _SINGLE_EXPR.match(expression)
+        if single:  # `when: "{{ x }}"`: its value, or the expression a variable holds
+            inner = single.group("expr").strip()
+            value = self.evaluate(inner, variables)
+            if isinstance(value, str):
+                value = type(value)(value.strip())
+            if value is None or value == "":
+                return empty_conditional(allow)
+            if not isinstance(value, str):
+                return conditional_truth(value, allow, where)
+            # Ansible's one allowed indirection: a variable of the play's own holding an
+            # expression. Host data, or text a filter made (maybe from host data), never is one.
+            if type(value) is not str or not _VAR_NAME.match(inner):
+                raise TemplateError("Encountered untrusted template or expression.")
+            expression = value
+        return conditional_truth(self.evaluate(expression, variables), allow, where)
 
     def render_shell(self, value: Any, variables: Mapping[str, Any]) -> ShellTemplate:
         """Render a shell string keeping every `{{ }}` value apart from the code around it."""

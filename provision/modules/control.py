@@ -136,15 +136,19 @@ class SetFact(Module):
     any_args = True
     args = {"cacheable": Arg("bool", default=False)}
 
+    # a name may start with "_" (devsec.os_hardening's `_proc_mnt_options`); only the engine's
+    # own free-form keys are not names
+    _NOT_NAMES = ("cacheable", "_raw", "_raw_params")
+
     def check_args(self, args: dict[str, Any]) -> list[str]:
-        names = [k for k in args if k != "cacheable" and not k.startswith("_")]
+        names = [k for k in args if k not in self._NOT_NAMES]
         if not names:
             return ["set_fact needs at least one name: value"]
         bad = [k for k in names if not k.isidentifier()]
         return [f"'{k}' is not a valid variable name" for k in bad]
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        facts = {k: v for k, v in ctx.args.items() if k != "cacheable" and not k.startswith("_")}
+        facts = {k: v for k, v in ctx.args.items() if k not in self._NOT_NAMES}
         return ModuleResult(changed=False, facts=facts)
 
 

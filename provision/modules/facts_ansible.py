@@ -410,8 +410,11 @@ def ansible_names(facts: Mapping[str, Any], probe: Mapping[str, Any]) -> dict[st
         out["ansible_memtotal_mb"] = int(total // mb)
     _memory_mb(memory, out)
     _python(facts, out)
+    setup_mounts = _get(facts, "disks", "setup_mounts")
     mounts = _get(facts, "disks", "mounts")
-    if isinstance(mounts, list):
+    if isinstance(setup_mounts, list):  # setup's own rules (agent/facts/setup_mounts.py)
+        out["ansible_mounts"] = [dict(m) for m in setup_mounts if isinstance(m, Mapping)]
+    elif isinstance(mounts, list):  # an older agent's facts
         out["ansible_mounts"] = [
             {
                 "mount": m.get("mountpoint"),

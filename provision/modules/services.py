@@ -58,8 +58,11 @@ esac
 echo "@@active_after $(sc show -p ActiveState --value "$unit" 2>/dev/null)"
 """
 
+# where the init scripts and rc?.d links are (a test points it at a tree of its own)
+SYSV_ETC = "/etc"
+
 _SYSV_BODY = r"""
-script="/etc/init.d/$svc"
+script="$etc/init.d/$svc"
 if [ ! -x "$script" ]; then echo "@@error Could not find the requested service $svc: no systemd on this host (PID 1 is '$(cat /proc/1/comm 2>/dev/null)') and no executable $script"; exit 1; fi
 running() { if [ -n "$pattern" ]; then pgrep -f -- "$pattern" >/dev/null 2>&1; else "$script" status >/dev/null 2>&1; fi; }
 if running; then was=1; else was=0; fi
@@ -72,11 +75,14 @@ case "$state" in
   reloaded) if [ $was = 0 ]; then echo "@@changed started"; act start || exit 1; else echo "@@changed reloaded"; act reload || act restart || exit 1; fi ;;
 esac
 if [ -n "$enabled" ]; then
-  if ls /etc/rc[2-5].d/S[0-9][0-9]"$svc" >/dev/null 2>&1; then is=1; else is=0; fi
+  # Ansible's rule: enabled when a start link /etc/rc?.d/S??NAME exists (the script runs with
+  # `set -f`: globbing is switched on for these two tests only)
+  set +f; is=0; for l in "$etc"/rc?.d/S??"$svc"; do [ -e "$l" ] && is=1; done
+  k=0; for l in "$etc"/rc?.d/K??"$svc"; do [ -e "$l" ] && k=1; done; set -f
   if [ "$enabled" != "$is" ]; then
     command -v update-rc.d >/dev/null 2>&1 || { echo "@@error enabling $svc at boot needs update-rc.d (sysv-rc), which this host lacks"; exit 1; }
-    if [ "$enabled" = 1 ]; then echo "@@changed enabled"; [ "$check" = 1 ] || update-rc.d "$svc" defaults >/dev/null || exit 1
-    else echo "@@changed disabled"; [ "$check" = 1 ] || update-rc.d -f "$svc" remove >/dev/null || exit 1; fi
+    if [ "$enabled" = 1 ]; then echo "@@changed enabled"; [ "$check" = 1 ] || { { [ $k = 1 ] || update-rc.d "$svc" defaults >/dev/null; } && update-rc.d "$svc" enable >/dev/null; } || exit 1
+    else echo "@@changed disabled"; [ "$check" = 1 ] || update-rc.d "$svc" disable >/dev/null || exit 1; fi
   fi
 fi
 if [ "$check" = 0 ] && [ -n "$sleep" ] && [ "$state" = restarted ]; then sleep "$sleep"; fi
@@ -185,8 +191,9 @@ class Service(Module):
         if init not in ("none", "sysvinit", "service"):
             raise ModuleFailure(f"service: use={init!r} is not supported here (auto, systemd or sysvinit)")
         script = sh(
-            "svc={svc}; state={state}; enabled={enabled}; pattern={pattern}; check={check}; sleep={sleep}; "
-            "args={extra}\nset -f\n{body}",
+            "etc={etc}; svc={svc}; state={state}; enabled={enabled}; pattern={pattern}; check={check}; "
+            "sleep={sleep}; args={extra}\nset -f\n{body}",
+            etc=SYSV_ETC,
             svc=str(args["name"]),
             state=str(args.get("state") or ""),
             enabled=_flag(args.get("enabled")),

@@ -120,6 +120,9 @@ def test_corpus_rules() -> None:
         assert f"`{top.relative_to(HERE)}`" in sources, f"{role.name}: {top} not in SOURCES.md"
         for pattern, why in role.normalise.items():
             assert why.strip(), f"{role.name}: normalised {pattern} without a reason"
+        for path, regexes in role.mask.items():
+            for regex, why in regexes.items():
+                assert why.strip(), f"{role.name}: masked {regex} in {path} without a reason"
         if role.check or role.skip_tags or role.extra_vars:
             assert role.notes.strip(), f"{role.name}: settings without notes saying why"
     asserted = [r for r in ALL if not r.excluded and not r.gap]

@@ -78,6 +78,11 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_skipped(self, result):
         print(f"  skipped: {result._host.get_name()}", flush=True)
 
+    def v2_playbook_on_include(self, included_file):
+        # the recap counts each included file as an ok task (one per loop item)
+        hosts = ",".join(h.get_name() for h in included_file._hosts)
+        print(f"  included: {hosts} {os.path.basename(included_file._filename)}", flush=True)
+
     def v2_runner_on_failed(self, result, ignore_errors=False):
         print(f"  failed: {result._host.get_name()} {str(result._result.get('msg'))[:300]}",
               flush=True)

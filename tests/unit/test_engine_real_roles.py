@@ -56,12 +56,12 @@ def ours(playbook: Path) -> tuple[dict[str, int], list[Any]]:
     stats = {**s.to_json(), "rescued": s.rescued, "ignored": s.ignored}
     msgs: list[Any] = []
     for r in result.results:
-        if not r.task.split(" : ")[-1].startswith("show") or r.status in ("skipped", "failed"):
+        if not r.task.split(" : ")[-1].startswith("show") or r.status == "skipped":
             continue
         items = r.result.get("results")
-        if isinstance(items, list):
+        if isinstance(items, list):  # the ok items of a loop, also when another item failed
             msgs += [i.get("msg") for i in items if not i.get("skipped") and not i.get("failed")]
-        else:
+        elif r.status != "failed":
             msgs.append(r.result.get("msg"))
     return stats, msgs
 
@@ -433,3 +433,87 @@ def test_collection_modules_map_to_native_ones_and_fqcn_roles_say_what_to_instal
     assert "role 'devsec.hardening.os_hardening' not found in the collections paths" in text
     assert "ansible-galaxy collection install devsec.hardening" in text
     assert "with_nosuchlookup: lookup plugin 'nosuchlookup' is not supported" in text
+
+
+UNDERSCORE_FACT = """
+- hosts: localhost
+  gather_facts: false
+  vars: {opts: rw}
+  tasks:
+    # devsec.os_hardening's minimize_access.yml: a fact whose name starts with "_"
+    - set_fact: {_proc_mnt_options: "{{ opts }},hidepid=2"}
+    - name: show fact
+      debug: {msg: "{{ _proc_mnt_options }}"}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_set_fact_name_starting_with_underscore_like_ansible(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": UNDERSCORE_FACT})
+    assert msgs == ["rw,hidepid=2"] and stats["ok"] == 2, (stats, msgs)
+
+
+MOUNTS = """
+- hosts: localhost
+  gather_facts: true
+  tasks:
+    # mullholland.motd's /etc/motd lists these: setup's rules decide which mounts and fields
+    - name: show mounts
+      debug:
+        msg: >-
+          {{ item.device }} {{ item.mount }} {{ item.fstype }} {{ item.options }} {{ item.dump }}
+          {{ item.passno }} {{ item.uuid }} {{ item.block_size }} {{ item.size_total }}
+          {{ item.inode_total }} {{ item.keys() | sort | join(',') }}
+      loop: "{{ ansible_mounts | sort(attribute='mount') }}"
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_ansible_mounts_by_setups_rules(tmp_path: Path) -> None:
+    stats, msgs = same(tmp_path, {"site.yml": MOUNTS})
+    assert msgs and all(" / " in m or m.split()[1] != "/" for m in msgs), msgs
+
+
+INCLUDE_LOOP_FAILS = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    # robertdebock.users: `include_tasks: user.yml` over 12 users, the 9th's tasks fail
+    - include_tasks: {file: inc.yml}
+      loop: ["true", "false", "true"]
+      loop_control: {loop_var: x}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_an_include_loop_counts_every_item_before_its_tasks_like_ansible(tmp_path: Path) -> None:
+    files = {"site.yml": INCLUDE_LOOP_FAILS, "inc.yml": "- command: /bin/{{ x }}\n"}
+    stats, _ = same(tmp_path, files)
+    assert stats["ok"] == 4 and stats["failed"] == 1, stats  # 3 includes + the first command
+
+
+LOCAL_CWD = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    # robertdebock.users: `users_ssh_key_directory: ssh_keys`, made with delegate_to: localhost
+    - file: {path: keys, state: directory, mode: "0750"}
+      delegate_to: localhost
+    - name: show where
+      command: {cmd: "true", creates: keys/k}
+      register: made
+    - name: show made
+      debug: {msg: "{{ made.changed }}"}
+"""
+
+
+@pytest.mark.slow
+@needs_ansible
+def test_local_steps_run_in_the_playbook_directory_like_ansible(tmp_path: Path) -> None:
+    files = {"site.yml": LOCAL_CWD, "keys/k": "a key the project ships\n"}
+    stats, msgs = same(tmp_path, files)
+    # `creates: keys/k` found the project's file: the command did not run
+    assert msgs == ["Did not run command since 'keys/k' exists", False], (stats, msgs)

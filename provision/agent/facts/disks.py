@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from provision.agent.facts import setup_mounts
 from provision.agent.facts._util import call_with_timeout, read_text
 from provision.agent.facts.mounts import is_network_fs, is_pseudo_fs, mount_for, read_mounts
 
@@ -26,6 +27,8 @@ def gather(root: str = "/", mounts: Optional[List[Dict[str, object]]] = None) ->
     return {
         "mounts": [describe(m, mounts, sys_root) for m in real_mounts(mounts)],
         "block_devices": block_devices(sys_root),
+        # Ansible's setup view (ansible_mounts), which differs from ours on purpose
+        "setup_mounts": setup_mounts.gather(root),
     }
 
 

@@ -1,0 +1,74 @@
+"""A task's (or include's) loop items: `loop:`, `with_items`/`with_list`/`with_dict` and every
+`with_<lookup>` (Ansible's loop_with), as values (data), never templates."""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from provision.engine.lookups import VarsContext, canonical_lookup, run_lookup
+from provision.engine.playbook import Include, Task
+from provision.engine.taint import as_data
+from provision.engine.templating import TemplateError
+
+if TYPE_CHECKING:
+    from provision.engine.templating import Templar
+
+
+NATIVE_LOOPS = frozenset({"loop", "with_items", "with_list", "with_dict"})
+
+
+class LoopItems:
+    """Mixin of the task execution: `self.templar` renders."""
+
+    templar: Templar
+
+    def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
+        raw = as_data(self.templar.render(node.loop, variables))  # items are values, not templates
+        kind = node.loop_kind
+        if kind is not None and kind not in NATIVE_LOOPS:
+            return self.lookup_items(node, kind[len("with_") :], raw, variables)
+        if kind == "with_dict":
+            if not isinstance(raw, Mapping):
+                raise TemplateError(f"with_dict needs a mapping, got {type(raw).__name__}")
+            return [{"key": k, "value": v} for k, v in raw.items()]
+        if isinstance(raw, str):
+            if kind in ("with_items", "with_list"):
+                return [raw]
+            raise TemplateError(
+                f"loop needs a list, got the string {raw!r} (use a YAML list or a list variable)"
+            )
+        if raw is None:
+            return []
+        if isinstance(raw, Mapping):
+            raise TemplateError("loop needs a list, got a mapping (use `| dict2items`)")
+        items = list(raw)
+        if kind == "with_items":
+            flat: list[Any] = []
+            for item in items:
+                flat.extend(item if isinstance(item, list) else [item])
+            return flat
+        return items
+
+    def lookup_items(
+        self, node: Task | Include, kind: str, raw: Any, variables: Mapping[str, Any]
+    ) -> list[Any]:
+        """`with_<lookup>`: the lookup's values for the rendered terms (Ansible's loop_with)."""
+        terms = tuple(raw) if isinstance(raw, list) else (raw,)
+        action = node.action if isinstance(node, Task) else "include_tasks"
+        subdir = next((f"{s}s" for s in ("template", "var") if s in action), "files")
+        lazy = self.templar.vars(variables)
+        try:
+            if canonical_lookup(kind) == "template":  # needs a real Jinja context
+                return as_data(
+                    self.templar.evaluate(
+                        "query('template', *__pv_terms)", ChainMap({"__pv_terms": terms}, lazy)
+                    )
+                )
+            # the lookup's values are items (data), as a `loop:` list's are
+            return as_data(run_lookup(VarsContext(lazy), kind, terms, {"_subdir": subdir}))
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"with_{kind}: {exc}") from None
