@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -51,11 +52,21 @@ def _is_refused(exc: paramiko.ssh_exception.NoValidConnectionsError) -> bool:
 
 class _GcmFirstTransport(paramiko.Transport):
     """AES-GCM first: an AEAD cipher needs no separate MAC pass, ~10% faster on bulk streams
-    (dataset staging); servers without it negotiate the next one in paramiko's list."""
+    (dataset staging); servers without it negotiate the next one in paramiko's list.
+
+    And TCP_NODELAY before the handshake: SSH sends small messages back to back (channel open,
+    exec request, EOF, window adjusts; NEWKEYS then the auth request), and with Nagle each
+    second one waits for the ACK of the first, which the host delays by up to 40 ms. That cost
+    every command ~40 ms of wall time (52 -> 10 ms for `true` on one fleet host)."""
 
     _preferred_ciphers = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") + tuple(
         c for c in paramiko.Transport._preferred_ciphers if "gcm" not in c
     )
+
+    def __init__(self, sock: object, *args: object, **kwargs: object) -> None:
+        if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a ProxyJump channel has no Nagle
+        super().__init__(sock, *args, **kwargs)  # type: ignore[arg-type]
 
 
 def _jump_host(chain: str, ssh_config: str | None) -> Host:
