@@ -50,23 +50,49 @@ def _is_refused(exc: paramiko.ssh_exception.NoValidConnectionsError) -> bool:
     return bool(errors) and all(isinstance(e, ConnectionRefusedError) for e in errors.values())
 
 
-class _GcmFirstTransport(paramiko.Transport):
-    """AES-GCM first: an AEAD cipher needs no separate MAC pass, ~10% faster on bulk streams
+class _TunedTransport(paramiko.Transport):
+    """paramiko's Transport with three changes measured on the fleet.
+
+    AES-GCM first: an AEAD cipher needs no separate MAC pass, ~10% faster on bulk streams
     (dataset staging); servers without it negotiate the next one in paramiko's list.
 
-    And TCP_NODELAY before the handshake: SSH sends small messages back to back (channel open,
-    exec request, EOF, window adjusts; NEWKEYS then the auth request), and with Nagle each
-    second one waits for the ACK of the first, which the host delays by up to 40 ms. That cost
-    every command ~40 ms of wall time (52 -> 10 ms for `true` on one fleet host)."""
+    TCP_NODELAY before the handshake: SSH sends small messages back to back (channel open, exec
+    request, EOF, window adjusts), and with Nagle each second one waits for the ACK of the
+    first, which the host delays by up to 40 ms: `true` on one fleet host took 52 ms, now 10 ms.
+
+    An immediate ACK after the server's unsolicited messages: right after authentication sshd
+    sends a `hostkeys-00` global request and a debug message, then, when our channel open comes,
+    its confirmation -- which its own Nagle holds until we ACK the first two, and our kernel
+    delays that ACK by 40 ms. TCP_QUICKACK flushes it: the first command of a connection took
+    72 ms from the end of authentication, now 31 ms (one fleet host)."""
 
     _preferred_ciphers = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") + tuple(
         c for c in paramiko.Transport._preferred_ciphers if "gcm" not in c
     )
 
     def __init__(self, sock: object, *args: object, **kwargs: object) -> None:
-        if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a ProxyJump channel has no Nagle
+        if _tcp(sock):  # a ProxyJump channel is no TCP socket: nothing to tune
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # type: ignore[attr-defined]
         super().__init__(sock, *args, **kwargs)  # type: ignore[arg-type]
+
+    def _ack_now(self) -> None:
+        if _tcp(self.sock) and hasattr(socket, "TCP_QUICKACK"):  # Linux only
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            except OSError:
+                pass  # a closing socket: nothing left to acknowledge
+
+    def _parse_global_request(self, m: paramiko.Message) -> None:
+        super()._parse_global_request(m)  # type: ignore[misc]
+        self._ack_now()
+
+    def _parse_debug(self, m: paramiko.Message) -> None:
+        super()._parse_debug(m)  # type: ignore[misc]
+        self._ack_now()
+
+
+def _tcp(sock: object) -> bool:
+    return isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6)
 
 
 def _jump_host(chain: str, ssh_config: str | None) -> Host:
@@ -148,7 +174,7 @@ class SSHConnection(FramedCommands, Connection):
         connect_kwargs: dict = {
             "banner_timeout": opts.connect_timeout,
             "auth_timeout": opts.connect_timeout,
-            "transport_factory": _GcmFirstTransport,
+            "transport_factory": _TunedTransport,
         }
         key_file = host.key_file or opts.key_file
         if key_file:
