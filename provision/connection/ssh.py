@@ -51,7 +51,7 @@ def _is_refused(exc: paramiko.ssh_exception.NoValidConnectionsError) -> bool:
 
 
 class _TunedTransport(paramiko.Transport):
-    """paramiko's Transport with three changes measured on the fleet.
+    """paramiko's Transport with the changes below, each measured on the fleet.
 
     AES-GCM first: an AEAD cipher needs no separate MAC pass, ~10% faster on bulk streams
     (dataset staging); servers without it negotiate the next one in paramiko's list.
@@ -69,6 +69,21 @@ class _TunedTransport(paramiko.Transport):
     _preferred_ciphers = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") + tuple(
         c for c in paramiko.Transport._preferred_ciphers if "gcm" not in c
     )
+    # paramiko's reader thread wakes every 0.1 s (its socket timeout) only to see whether it was
+    # closed. 256 connections made that 2,560 GIL hand-offs a second for nothing. close() below
+    # wakes the thread itself; the other uses of the tick (handshake and banner deadlines,
+    # starting a rekey) are fine at 1 s.
+    _active_check_timeout = 1.0
+
+    def close(self) -> None:
+        # shutdown() ends the reader thread's blocked recv now (close() alone would leave it
+        # until its next timeout, and the thread alive that long)
+        if self.active and _tcp(self.sock):
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[attr-defined]
+            except OSError:
+                pass  # already gone
+        super().close()
 
     def __init__(self, sock: object, *args: object, **kwargs: object) -> None:
         if _tcp(sock):  # a ProxyJump channel is no TCP socket: nothing to tune
