@@ -4,6 +4,8 @@
     sudo python3 benchmarks/facts_bench.py                      # 8 and 32 hosts, 7 repeats
     sudo python3 benchmarks/facts_bench.py --sizes 8 --repeats 3 --no-ansible
     sudo python3 benchmarks/facts_bench.py --profile            # + where provision's time goes
+    sudo python3 benchmarks/facts_bench.py --sizes 32 --repeats 7 --no-ansible   # issue 23's 32-host rows
+    sudo python3 benchmarks/facts_bench.py --sizes 8 128 256 --repeats 5 --no-ansible --default-forks
     git archive HEAD | tar -x -C /tmp/before && \
     sudo python3 benchmarks/facts_bench.py --before /tmp/before   # + an older tree, same run
 
@@ -19,7 +21,11 @@ host answered, with its own hostname) and a run that fails stops the benchmark.
 
 pyinfra gathers server.Hostname, hardware.Memory, server.LinuxDistribution (OS) and
 hardware.Cpus. ansible: ANSIBLE_HOST_KEY_CHECKING=False, pipelining on, forks = hosts.
-The "values" column counts the leaf values each tool returns per host.
+The "values" column counts the leaf values each tool returns per host. After the table, the
+per-round ratios (provision / pyinfra in the same round: warm/warm, cold/warm, cold/cold) with
+median and min-max, and the load average seen after each round.
+Parallelism: one connection per host (`--forks N`, `--parallel N`) unless `--default-forks`:
+then neither option is passed and each tool runs with its own default (the 128/256-host rows).
 
 Tools are found through $PYINFRA / $ANSIBLE, then ~/.cache/provision-bench-venv/bin, then PATH:
 pyinfra 3.x pins paramiko < 5, so it lives in its own venv (see benchmarks/README.md).
@@ -60,6 +66,7 @@ class Series:
     tool: str
     hosts: int
     seconds: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)  # 1-min load average after each run
     controller_cpu: list[float] = field(default_factory=list)
     hosts_cpu: list[float] = field(default_factory=list)
     values_per_host: int = 0
@@ -70,6 +77,7 @@ class Series:
         self.controller_cpu.append(controller_cpu)
         self.hosts_cpu.append(hosts_cpu)
         self.values_per_host = values
+        self.loads.append(os.getloadavg()[0])
 
     @property
     def median(self) -> float:
@@ -127,13 +135,14 @@ def base_env(work: Path) -> dict[str, str]:
 
 class Bench:
     def __init__(self, fleet: Fleet, work: Path, pyinfra: str | None, ansible: str | None,
-                 tree: Path = ROOT) -> None:
+                 tree: Path = ROOT, default_forks: bool = False) -> None:
         self.fleet = fleet
         self.work = work
         self.n = len(fleet.hosts)
         self.pyinfra = pyinfra
         self.ansible = ansible
         self.tree = tree  # the provision source tree under test
+        self.default_forks = default_forks  # no --forks / --parallel: each tool's own default
         self.env = base_env(work)
         self.env["PYTHONPATH"] = str(tree)
         self.digests = agent_digests(tree, self.env)
@@ -149,7 +158,8 @@ class Bench:
     def provision_cmd(self) -> list[str]:
         return [
             sys.executable, "-m", "provision", "facts", "all", "-i", str(self.inventory),
-            "--json", "--forks", str(self.n), "--ssh-config", str(self.ssh_config),
+            "--json", *([] if self.default_forks else ["--forks", str(self.n)]),
+            "--ssh-config", str(self.ssh_config),
         ]  # fmt: skip
 
     def _write_pyinfra_inventory(self) -> None:
@@ -168,7 +178,7 @@ class Bench:
         assert self.pyinfra
         return [
             self.pyinfra, str(self.work / "pyinfra_inventory.py"), "fact", *PYINFRA_FACTS,
-            "--json", "-y", "--parallel", str(self.n),
+            "--json", "-y", *([] if self.default_forks else ["--parallel", str(self.n)]),
         ]  # fmt: skip
 
     def ansible_cmd(self) -> tuple[list[str], dict[str, str]]:
@@ -268,11 +278,12 @@ def bench_size(
 ) -> list[Series]:
     n = len(fleet.hosts)
     with tempfile.TemporaryDirectory(prefix=f"facts-bench-{n}-") as tmp:
-        bench = Bench(fleet, Path(tmp), pyinfra, ansible)
+        bench = Bench(fleet, Path(tmp), pyinfra, ansible, default_forks=args.default_forks)
         trees = [("", bench)]
         if args.before:
             (Path(tmp) / "before").mkdir()
-            trees.append((" before", Bench(fleet, Path(tmp) / "before", None, None, args.before)))
+            trees.append((" before", Bench(fleet, Path(tmp) / "before", None, None, args.before,
+                                           args.default_forks)))
         tasks: list[tuple[Series, Any]] = []
         series: list[Series] = []
         for label, b in trees:
@@ -302,7 +313,8 @@ def bench_size(
             shift = i % len(tasks)
             for target, func in tasks[shift:] + tasks[:shift]:
                 target.add(func())
-            print(f"  {n} hosts, round {i + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+            print(f"  {n} hosts, round {i + 1}/{args.repeats} done (load {os.getloadavg()[0]:.1f})",
+                  file=sys.stderr, flush=True)
         if ansible and n == args.ansible_size:
             ans = Series("ansible -m setup", n)
             for i in range(args.ansible_repeats):
@@ -476,6 +488,7 @@ def print_table(all_series: list[Series]) -> None:
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
+    print_round_ratios(all_series)
     print(
         "\nanchors: pyinfra gathering 4 facts (provision rows compare with it), `ansible -m setup`;"
     )
@@ -484,6 +497,25 @@ def print_table(all_series: list[Series]) -> None:
     print("CPU: medians of CPU seconds used by the tool's process tree (controller) and by all")
     print("hosts' sshd sessions (hosts) -- on this machine both come out of the same cores.")
     print("ansible's ControlPersist masters outlive the run, so its CPU columns undercount.")
+
+
+def print_round_ratios(all_series: list[Series]) -> None:
+    """provision / pyinfra within each round (the runs of a round are minutes apart at most)."""
+    lines = []
+    for s in all_series:
+        if not s.tool.startswith("provision"):
+            continue
+        for ref_name in ("pyinfra (warm)", "pyinfra (cold)"):
+            ref = next((r for r in all_series if r.hosts == s.hosts and r.tool == ref_name), None)
+            if ref is None or len(ref.seconds) != len(s.seconds):
+                continue
+            ratios = [a / b for a, b in zip(s.seconds, ref.seconds, strict=True)]
+            lines.append(f"| {s.hosts} | {s.tool} / {ref_name} | {statistics.median(ratios):.2f}x "
+                         f"| {min(ratios):.2f}-{max(ratios):.2f} | {min(s.loads):.1f}-{max(s.loads):.1f} |")  # fmt: skip
+    if lines:
+        print("\n| hosts | per-round ratio | median | min-max | load |")
+        print("|---|---|---|---|---|")
+        print("\n".join(lines))
 
 
 def main() -> int:
@@ -497,6 +529,8 @@ def main() -> int:
     parser.add_argument("--no-ansible", action="store_true")
     parser.add_argument("--no-pyinfra", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also break down provision's time")
+    parser.add_argument("--default-forks", action="store_true",
+                        help="no --forks/--parallel: each tool with its own default parallelism")
     parser.add_argument("--json-out", metavar="FILE", help="also write the raw timings here")
     args = parser.parse_args()
     for name in ("repeats", "ansible_repeats"):

@@ -7,9 +7,12 @@ stdout (followed by the command's process-group id) and on stderr right before t
 starts; whatever came before the marker is the shell's, not the command's, and is dropped
 (logged at debug level for -v). Binary stdout passes through untouched after the marker.
 
-The command itself runs under `setsid` (its own session and process group, when the host has
-util-linux's setsid) so a timeout or Ctrl-C can end it and everything it started by killing the
-group. `setsid -w` waits and returns the command's status (128+N when killed by signal N).
+The command runs in a process group of its own so a timeout or Ctrl-C can end it and everything
+it started by killing the group. OpenSSH's sshd already makes each session's shell a session and
+group leader, so there the frame just `exec`s /bin/sh in its place; only where the login shell
+leads no group (another server, a wrapper) does it go through util-linux's `setsid -w`, which
+waits and returns the command's status (128+N when killed by signal N). Skipping `setsid` saves
+a fork and an exec per command: 5.2 -> 3.7 ms of host CPU for `nproc` (bash login shell).
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ import secrets
 from provision.errors import BoundsError
 from provision.shell import Raw, sh
 
-# $1 = marker, $2 = the command. `$$` of this sh is the group leader once setsid made it one
-# (without setsid it is the login shell's pid, which sshd already made a session leader). The
+# $1 = marker, $2 = the command. `$$` of this sh is the group leader: the login shell's pid,
+# which sshd made a session leader and this sh replaced, or setsid's new group. The
 # command runs as its child, not exec'd: a command killed by signal N then exits 128+N (as in a
 # shell) instead of making `setsid -w` fail with "child did not exit normally".
 _BOOT = 'printf "%s %s\\n" "$1" "$$"; printf "%s\\n" "$1" >&2; /bin/sh -c "$2"; exit $?'
+# `kill -0 -$$` (a builtin: no process) succeeds only when a group with our pid exists, i.e.
+# the login shell leads its group. "$@" (empty in the login shell's -c) holds the setsid words:
+# unquoted $var would not split in zsh. The command appears once in the text.
 _WRAP = (
-    "if command -v setsid >/dev/null 2>&1; then exec setsid -w /bin/sh -c {boot} sh {marker} {command}; "
-    "else exec /bin/sh -c {boot} sh {marker} {command}; fi"
+    "if ! kill -0 -$$ 2>/dev/null && command -v setsid >/dev/null 2>&1; then set -- setsid -w; fi; "
+    'exec "$@" /bin/sh -c {boot} sh {marker} {command}'
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import threading
 from pathlib import Path
 
 import paramiko
@@ -34,10 +35,12 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
         # since the file itself is replaced), each rewriting the whole file by temp + rename
         with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            before = _stamp(self.path)
             old = self.path.read_bytes() if self.path.exists() else b""
             if old and not old.endswith(b"\n"):
                 old += b"\n"  # a line cut by an older crash stays its own (ignored) line
             write_atomic(self.path, old + line.encode("utf-8"))
+            _PARSED.recorded(self.path, before, _stamp(self.path), hostname, key)
         client.get_host_keys().add(hostname, key.get_name(), key)
         log.info("recorded new host key for %s in %s", hostname, self.path)
 
@@ -45,6 +48,55 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
 class _WarnAcceptPolicy(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         log.warning("host key checking is OFF: accepting %s key for %s unverified", key.get_name(), hostname)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class _ParsedFiles:
+    """The known_hosts files parsed once per process while they are unchanged.
+
+    Each connection used to parse every file again (a paramiko key object per line), so a run
+    on N hosts parsed N x N lines: at 256 hosts that was ~7 s of controller CPU per run. The
+    parsed table is shared read-only by every connection; a file changed by someone else (its
+    inode, size or mtime) is parsed again, and a key our own accept-new recorded is added to the
+    table when nobody else touched the file in between."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stamps: tuple[tuple[Path, tuple[int, int, int] | None], ...] = ()
+        self._keys = paramiko.HostKeys()
+
+    def keys(self, files: list[Path]) -> paramiko.HostKeys:
+        stamps = tuple((path, _stamp(path)) for path in files)
+        with self._lock:
+            if stamps != self._stamps:
+                keys = paramiko.HostKeys()
+                for path, stamp in stamps:
+                    if stamp is not None and path.is_file():
+                        keys.load(str(path))
+                self._keys, self._stamps = keys, stamps
+            return self._keys
+
+    def recorded(self, path: Path, before: object, after: object, hostname: str, key: paramiko.PKey) -> None:
+        with self._lock:
+            stamps = dict(self._stamps)
+            if stamps.get(path, False) != before:
+                self._stamps = ()  # changed by another process, or never read: parse next time
+                return
+            keys = paramiko.HostKeys()  # a new table: connections may be reading the old one
+            keys._entries = [*self._keys._entries]  # noqa: SLF001 (the entries, not re-parsed)
+            keys.add(hostname, key.get_name(), key)
+            stamps[path] = after  # type: ignore[assignment]
+            self._keys, self._stamps = keys, tuple(stamps.items())
+
+
+_PARSED = _ParsedFiles()
 
 
 def apply_policy(client: paramiko.SSHClient, policy: str, extra_files: list[str] | None = None) -> None:
@@ -55,10 +107,8 @@ def apply_policy(client: paramiko.SSHClient, policy: str, extra_files: list[str]
         client.set_missing_host_key_policy(_WarnAcceptPolicy())
         return
     files = [user_known_hosts(), project_known_hosts(), *(Path(f) for f in extra_files or [])]
-    for path in files:
-        if path.is_file():
-            # system keys: consulted, never rewritten by paramiko
-            client.load_system_host_keys(str(path))
+    # system keys: consulted, never rewritten by paramiko; parsed once per process (_ParsedFiles)
+    client._system_host_keys = _PARSED.keys(files)  # noqa: SLF001 (load_system_host_keys re-parses)
     if policy == "strict":
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
     else:

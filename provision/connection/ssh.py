@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -49,13 +50,64 @@ def _is_refused(exc: paramiko.ssh_exception.NoValidConnectionsError) -> bool:
     return bool(errors) and all(isinstance(e, ConnectionRefusedError) for e in errors.values())
 
 
-class _GcmFirstTransport(paramiko.Transport):
-    """AES-GCM first: an AEAD cipher needs no separate MAC pass, ~10% faster on bulk streams
-    (dataset staging); servers without it negotiate the next one in paramiko's list."""
+class _TunedTransport(paramiko.Transport):
+    """paramiko's Transport with the changes below, each measured on the fleet.
+
+    AES-GCM first: an AEAD cipher needs no separate MAC pass, ~10% faster on bulk streams
+    (dataset staging); servers without it negotiate the next one in paramiko's list.
+
+    TCP_NODELAY before the handshake: SSH sends small messages back to back (channel open, exec
+    request, EOF, window adjusts), and with Nagle each second one waits for the ACK of the
+    first, which the host delays by up to 40 ms: `true` on one fleet host took 52 ms, now 10 ms.
+
+    An immediate ACK after the server's unsolicited messages: right after authentication sshd
+    sends a `hostkeys-00` global request and a debug message, then, when our channel open comes,
+    its confirmation -- which its own Nagle holds until we ACK the first two, and our kernel
+    delays that ACK by 40 ms. TCP_QUICKACK flushes it: the first command of a connection took
+    72 ms from the end of authentication, now 31 ms (one fleet host)."""
 
     _preferred_ciphers = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") + tuple(
         c for c in paramiko.Transport._preferred_ciphers if "gcm" not in c
     )
+    # paramiko's reader thread wakes every 0.1 s (its socket timeout) only to see whether it was
+    # closed. 256 connections made that 2,560 GIL hand-offs a second for nothing. close() below
+    # wakes the thread itself; the other uses of the tick (handshake and banner deadlines,
+    # starting a rekey) are fine at 1 s.
+    _active_check_timeout = 1.0
+
+    def close(self) -> None:
+        # shutdown() ends the reader thread's blocked recv now (close() alone would leave it
+        # until its next timeout, and the thread alive that long)
+        if self.active and _tcp(self.sock):
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[attr-defined]
+            except OSError:
+                pass  # already gone
+        super().close()
+
+    def __init__(self, sock: object, *args: object, **kwargs: object) -> None:
+        if _tcp(sock):  # a ProxyJump channel is no TCP socket: nothing to tune
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # type: ignore[attr-defined]
+        super().__init__(sock, *args, **kwargs)  # type: ignore[arg-type]
+
+    def _ack_now(self) -> None:
+        if _tcp(self.sock) and hasattr(socket, "TCP_QUICKACK"):  # Linux only
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            except OSError:
+                pass  # a closing socket: nothing left to acknowledge
+
+    def _parse_global_request(self, m: paramiko.Message) -> None:
+        super()._parse_global_request(m)  # type: ignore[misc]
+        self._ack_now()
+
+    def _parse_debug(self, m: paramiko.Message) -> None:
+        super()._parse_debug(m)  # type: ignore[misc]
+        self._ack_now()
+
+
+def _tcp(sock: object) -> bool:
+    return isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6)
 
 
 def _jump_host(chain: str, ssh_config: str | None) -> Host:
@@ -95,6 +147,17 @@ def _send_all(chan: paramiko.Channel, data: bytes, stop: threading.Event) -> Non
         if sent == 0:
             raise EOFError("channel closed")
         view = view[sent:]
+
+
+def _fits_window(source: Iterable[bytes] | IO[bytes] | None, chan: paramiko.Channel) -> bool:
+    """Whether `source` is nothing, or a list of chunks the host's channel window takes whole:
+    then sending it cannot block, and the command needs no feeder thread (most commands: no
+    stdin, or a small env block, file or request). Iterators and files may be long: a thread."""
+    if source is None:
+        return True
+    if not isinstance(source, (list, tuple)):
+        return False
+    return sum(len(c) for c in source) <= chan.out_window_size
 
 
 def _key_problem(exc: Exception, fab: FabricConnection, options: ConnectOptions, host: Host | None) -> str | None:
@@ -137,7 +200,7 @@ class SSHConnection(FramedCommands, Connection):
         connect_kwargs: dict = {
             "banner_timeout": opts.connect_timeout,
             "auth_timeout": opts.connect_timeout,
-            "transport_factory": _GcmFirstTransport,
+            "transport_factory": _TunedTransport,
         }
         key_file = host.key_file or opts.key_file
         if key_file:
@@ -365,7 +428,10 @@ class SSHConnection(FramedCommands, Connection):
 
         feeder = threading.Thread(target=feed, daemon=True, name=f"feed-{self.host.name}")
         err_reader = threading.Thread(target=drain_stderr, daemon=True, name=f"stderr-{self.host.name}")
-        feeder.start()
+        if _fits_window(source, chan):
+            feed()  # never blocks: the host's window takes it all (no thread: ~0.1 ms per command)
+        else:
+            feeder.start()
         err_reader.start()
         out = Reply(self.host.name)
         why_stopped: str | None = None
@@ -410,7 +476,8 @@ class SSHConnection(FramedCommands, Connection):
         transport = chan.get_transport()
         code = chan.exit_status if why_stopped is None else 124
         chan.close()
-        feeder.join(timeout=_DRAIN)
+        if feeder.ident is not None:
+            feeder.join(timeout=_DRAIN)
         err_reader.join(timeout=_DRAIN)
         rest = out_frame.finish()
         if rest:

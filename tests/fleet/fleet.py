@@ -51,6 +51,7 @@ from netns import (  # noqa: F401  (re-exported: tests import them from fleet)
     _DEAD_OCTET,
     _GATEWAY_OCTET,
     _JUMP_OCTET,
+    _MAX_FLEET,
     _MAX_HOSTS,
     _SUBNETS,
     _UNOWNED_MAC,
@@ -144,8 +145,8 @@ class Fleet(HostActions):
         # rental-like hosts (tests/fleet/kinds.py): one kind for all, or one (set) per host
         kinds: str | Iterable[str | Iterable[str]] | None = None,
     ) -> None:
-        if not 1 <= size <= _MAX_HOSTS:
-            raise ValueError(f"fleet size must be 1..{_MAX_HOSTS}, got {size}")
+        if not 1 <= size <= _MAX_FLEET:
+            raise ValueError(f"fleet size must be 1..{_MAX_FLEET}, got {size}")
         self.size = size
         self.kinds = kinds_mod.parse_kinds(kinds, size)
         self.jump: FleetHost | None = None  # the jump host, when a host is `behind-jump`
@@ -163,6 +164,9 @@ class Fleet(HostActions):
         self.start_timeout = start_timeout
         self.rid = ""
         self.subnet = ""  # first three octets, e.g. "198.19.37"
+        # past _MAX_HOSTS hosts: one more /24 on the same bridge per 200 (scale benchmarks)
+        self.more_subnets: list[str] = []
+        self._more_locks: list[Path] = []
         self.hosts: list[FleetHost] = []
         self.workdir = Path()
         self.key_file = ""
@@ -258,6 +262,11 @@ class Fleet(HostActions):
                     fh,
                 )
             self._lock = lock
+            for _ in range((self.size - 1) // _MAX_HOSTS):
+                more, lock = self._claim_extra_subnet(used | {subnet, *self.more_subnets}, 6151, None)
+                self.more_subnets.append(more)
+                self._more_locks.append(lock)
+            used = used | set(self.more_subnets)
             if any("behind-jump" in k for k in self.kinds):
                 self._claim_inner_subnet(used | {subnet})
             if any("backnet" in k for k in self.kinds):
@@ -291,6 +300,11 @@ class Fleet(HostActions):
             return subnet, lock
         raise FleetError("no second free /24 in 198.18.0.0/15 for the jump host's or the back network")
 
+    def _address(self, i: int) -> str:
+        """Host i's address: .2-.201 of the first /24, then of the next ones."""
+        subnet = [self.subnet, *self.more_subnets][(i - 1) // _MAX_HOSTS]
+        return f"{subnet}.{(i - 1) % _MAX_HOSTS + 2}"
+
     def _make_keys(self) -> None:
         private, self.public_key, _ = _ed25519_keypair()
         self.key_file = str(self.workdir / "id_ed25519")
@@ -307,7 +321,7 @@ class Fleet(HostActions):
             host = FleetHost(
                 name=f"gpu{i}",
                 index=i,
-                address=f"{self.subnet}.{i + 1}",
+                address=self._address(i),
                 key_file=self.key_file,
                 host_key_fingerprint="",
                 netns=f"pf-{self.rid}-gpu{i}",
@@ -387,6 +401,7 @@ class Fleet(HostActions):
         batch = [
             f"link add {br} type bridge",
             f"addr add {self.controller_address}/24 dev {br}",
+            *[f"addr add {more}.1/24 dev {br}" for more in self.more_subnets],
             f"link set {br} up",
         ]
         wired = set()
@@ -455,7 +470,7 @@ class Fleet(HostActions):
             lines += [
                 f"ip addr add {host.address}/24 dev eth0",
                 "ip link set eth0 up",
-                f"ip route add default via {self.controller_address}",
+                f"ip route add default via {host.address.rsplit('.', 1)[0]}.1",  # the bridge, in its /24
             ]
         if "backnet" in traits:
             lines += [f"ip addr add {host.back_address}/24 dev eth1", f"ip link set eth1 mtu {kinds_mod.BACKNET_MTU} up"]
@@ -711,7 +726,7 @@ class Fleet(HostActions):
             _run(["ip", "route", "del", "unreachable", f"{self.inner_subnet}.0/24"], check=False)
         if self.workdir != Path() and self.workdir.is_dir():
             shutil.rmtree(self.workdir, ignore_errors=True)
-        for lock in (self._lock, self._inner_lock, self._back_lock):
+        for lock in (self._lock, self._inner_lock, self._back_lock, *self._more_locks):
             if lock is not None:
                 lock.unlink(missing_ok=True)
         with contextlib.suppress(ValueError):

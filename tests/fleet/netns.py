@@ -23,6 +23,7 @@ LOCK_DIR = Path("/run/provision-fleet")
 # 198.18.0.0/15 (RFC 2544, benchmarking) holds 512 /24s: one per run.
 _SUBNETS = [f"198.{18 + i // 256}.{i % 256}" for i in range(512)]
 _MAX_HOSTS = 200  # .2 .. .201; .254 is the dead address
+_MAX_FLEET = 4 * _MAX_HOSTS  # a /24 more per 200 hosts (fleet.py: more_subnets)
 _DEAD_OCTET = 254
 _GATEWAY_OCTET = 250  # the shared address of `gateway` hosts
 _JUMP_OCTET = 251  # the jump host's address on the fleet bridge
