@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from polling import wait_until
 
 from provision.connection.ssh import SSHConnection
 from provision.distributed.fabric import choose_fabric, select_fabric
@@ -110,6 +111,10 @@ def test_a_port_in_use_on_the_master_is_reported(three_backnet) -> None:
     holder = fleet.ns_exec("gpu1", ["sh", "-c", "python3 -c 'import socket,time; s=socket.socket(); "
                                     "s.bind((\"0.0.0.0\", 29777)); s.listen(); time.sleep(30)' >/dev/null 2>&1 & echo $!"])
     try:
+        # the holder is a background python: listening only once it has started (a fast check
+        # could otherwise ask before the port is taken)
+        wait_until("the holder listening on 29777", lambda: ":29777 " in fleet.ns_exec(
+            "gpu1", ["ss", "-Hltn", "sport = :29777"], check=False).stdout + " ", timeout=20)
         with pytest.raises(ConfigError, match="port 29777 is not free"):
             select_fabric(agents, facts, master="gpu1:29777", timeout_s=3)
     finally:

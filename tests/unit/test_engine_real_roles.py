@@ -517,3 +517,22 @@ def test_local_steps_run_in_the_playbook_directory_like_ansible(tmp_path: Path) 
     stats, msgs = same(tmp_path, files)
     # `creates: keys/k` found the project's file: the command did not run
     assert msgs == ["Did not run command since 'keys/k' exists", False], (stats, msgs)
+
+
+def test_mount_uuids_come_from_udevs_links_without_starting_a_process(tmp_path: Path) -> None:
+    """setup's `uuid` (lsblk's UUID column) read from /dev/disk/by-uuid, device-mapper names too:
+    a facts call starts no process for it (the agent's facts import no subprocess)."""
+    from provision.agent.facts import setup_mounts
+
+    by_uuid = tmp_path / "dev" / "disk" / "by-uuid"
+    by_uuid.mkdir(parents=True)
+    (tmp_path / "dev" / "sda1").touch()
+    (tmp_path / "dev" / "dm-0").touch()
+    (by_uuid / "1b2c-33").symlink_to("../../sda1")
+    (by_uuid / "9f0e8d7c-aaaa").symlink_to("../../dm-0")
+    (tmp_path / "dev" / "mapper").mkdir()
+    (tmp_path / "dev" / "mapper" / "vg-root").symlink_to("../dm-0")
+    uuids = setup_mounts._uuids(str(tmp_path))
+    assert uuids[str(tmp_path / "dev" / "sda1")] == "1b2c-33"
+    assert uuids["/dev/mapper/vg-root"] == "9f0e8d7c-aaaa"
+    assert setup_mounts._uuids(str(tmp_path / "nothing")) == {}  # a container: "N/A" for every mount

@@ -7,14 +7,15 @@ type is not "none" — so single files bind-mounted from a disk (/etc/resolv.con
 a container) are listed and an overlay or tmpfs root is not; octal escapes decoded; ",bind"
 added to the options of a mount whose source is a sub-tree (what `findmnt` shows as
 `dev[/dir]`, read here from mountinfo's root field, and only where findmnt is installed, as
-setup asks it); statvfs sizes, blocks and inodes; the device's UUID from `lsblk`, else "N/A".
+setup asks it); statvfs sizes, blocks and inodes; the device's UUID from udev's /dev/disk/by-uuid links
+(lsblk's source; no process is started), else "N/A".
 """
 
 from __future__ import annotations
 
 import os
 
-from provision.agent.facts._util import read_text, run, which
+from provision.agent.facts._util import read_text, which
 from provision.agent.facts.mounts import read_mounts, unescape
 
 TYPE_CHECKING = False
@@ -26,7 +27,7 @@ def gather(root: str = "/") -> List[Dict[str, Any]]:
     mtab = os.path.join(root, "etc/mtab")
     text = read_text(mtab if os.path.exists(mtab) else os.path.join(root, "proc/mounts")) or ""
     binds = _bind_mounts(root)
-    uuids = _uuids()
+    uuids = _uuids(root)
     out = []
     for line in text.splitlines():
         fields = [unescape(f) for f in line.split()]
@@ -68,18 +69,27 @@ def _bind_mounts(root: str) -> set:
     }
 
 
-def _uuids() -> Dict[str, str]:
-    if which("lsblk") is None:
+def _uuids(root: str = "/") -> Dict[str, str]:
+    """device path -> UUID, from udev's /dev/disk/by-uuid links (what lsblk's UUID column shows
+    on a udev system), device-mapper names included. Read, not run: `lsblk` would cost every
+    facts call a process and the subprocess import on each host."""
+    folder = os.path.join(root, "dev", "disk", "by-uuid")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
         return {}
-    args = ["--list", "--noheadings", "--paths", "--output", "NAME,UUID", "--exclude", "2"]
-    rc, text = run(["lsblk", *args])
     uuids: Dict[str, str] = {}
-    if rc != 0:
-        return uuids
-    for line in text.splitlines():
-        fields = line.strip().rsplit(None, 1)
-        if len(fields) == 2 and fields[0] not in uuids:
-            uuids[fields[0]] = fields[1]
+    for name in names:
+        uuids.setdefault(os.path.realpath(os.path.join(folder, name)), name)
+    mapper = os.path.join(root, "dev", "mapper")
+    try:
+        mapped = sorted(os.listdir(mapper))
+    except OSError:
+        mapped = []
+    for name in mapped:  # mtab names /dev/mapper/vg-root; the link points at /dev/dm-N
+        real = os.path.realpath(os.path.join(mapper, name))
+        if real in uuids:
+            uuids.setdefault("/dev/mapper/" + name, uuids[real])
     return uuids
 
 
