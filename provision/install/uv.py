@@ -325,8 +325,14 @@ sys.stdout.flush()
 code = subprocess.call([uv, "venv", "--quiet", "--no-project", "--python", sys.executable, gen])
 if code:
     sys.exit(code)
-os.execv(uv, [uv, "pip", "install", "--quiet", "--python", gen + "/bin/python", "--no-index",
-              "--no-deps", "--link-mode", "hardlink", "--cache-dir", cache] + wheels)
+code = subprocess.call([uv, "pip", "install", "--quiet", "--python", gen + "/bin/python", "--no-index",
+                        "--no-deps", "--link-mode", "hardlink", "--cache-dir", cache] + wheels)
+# installed from a file, pip would freeze as `pip @ file:///usr/share/python-wheels/...`; ensurepip
+# records no origin, so an env uv made freezes (and locks) as one `python -m venv` made does
+for n in names:
+    for record in glob.glob(os.path.join(gen, "lib", "python*", "site-packages", n + "-*.dist-info", "direct_url.json")):
+        os.unlink(record)
+sys.exit(code)
 """
 
 

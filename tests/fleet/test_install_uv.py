@@ -128,6 +128,9 @@ def test_a_uv_built_env_passes_the_same_verification_as_a_pip_built_one(
     # once, and uv makes the venv too (no `python -m venv` nor a pip bootstrap bound to fail)
     assert r.installer["how"] == "relayed" and "uv = " in sh(conn, f"cat {r.generation}/pyvenv.cfg")
     assert sh(conn, f"{ENV}/bin/python -m pip --version").startswith("pip ")
+    # seeded from a local wheel, yet frozen (and locked) as ensurepip's: no `pip @ file://…`
+    frozen = sh(conn, f"{ENV}/bin/python -m pip freeze --all").splitlines()
+    assert any(line.startswith("pip==") for line in frozen) and not any(" @ " in line for line in frozen), frozen
     assert "No broken requirements" in sh(conn, f"{ENV}/bin/python -m pip check")
     site, _ = site_and_cache_tag(conn)
     _, links = inode(conn, f"{ENV}/{site}/torch/__init__.py")
