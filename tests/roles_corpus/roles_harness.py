@@ -197,8 +197,23 @@ class Twin:
     host: Any
     root: Path  # this twin's workspace: ansible.cfg, inventory, HOME
 
+    @property
+    def corpus(self) -> Path:
+        """This twin's own copy of the corpus (roles, collections, playbooks, the team project):
+        a role's local steps (`delegate_to: localhost`, robertdebock.users' ssh_keys/ made 0750)
+        write beside its playbook, so the two tools, running at once, must not share that folder
+        (one would see the other's change), and nothing may be written into the repository."""
+        return self.root / "corpus"
+
+    def playbook(self, role: Role) -> Path:
+        return self.corpus / role.playbook.relative_to(HERE)
+
     def prepare(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        if not self.corpus.exists():
+            own = {"roles_harness.py", "vendor.py", "__pycache__"}  # the harness, not the corpus
+            shutil.copytree(HERE, self.corpus, symlinks=True,
+                            ignore=lambda d, names: [n for n in names if Path(d) == HERE and n in own])
         for sub in ("home", "cp", "callbacks", "ansible-local"):
             (self.root / sub).mkdir(exist_ok=True)
         (self.root / "callbacks" / "parity.py").write_text(CALLBACK)
@@ -211,8 +226,8 @@ class Twin:
             "remote_user = root\n"
             f"private_key_file = {self.fleet.key_file}\n"
             "host_key_checking = False\n"
-            f"roles_path = {HERE / 'roles'}\n"
-            f"collections_path = {HERE / 'collections'}\n"
+            f"roles_path = {self.corpus / 'roles'}\n"
+            f"collections_path = {self.corpus / 'collections'}\n"
             "interpreter_python = /usr/bin/python3\n"
             "retry_files_enabled = False\n"
             "deprecation_warnings = False\n"
@@ -284,7 +299,7 @@ class Twin:
     def _ansible(self, role: Role) -> dict[str, Any]:
         recap_file = self.root / "recap.json"
         recap_file.unlink(missing_ok=True)
-        args = [ANSIBLE_PLAYBOOK, str(role.playbook), *self._args_common(role)]
+        args = [ANSIBLE_PLAYBOOK, str(self.playbook(role)), *self._args_common(role)]
         proc = self._call(args)
         data = json.loads(recap_file.read_text()) if recap_file.is_file() else {}
         recaps = data.get("recaps", {})
@@ -302,7 +317,7 @@ class Twin:
         }
 
     def _provision(self, role: Role) -> dict[str, Any]:
-        args = [sys.executable, "-m", "provision", "run", str(role.playbook), "--json",
+        args = [sys.executable, "-m", "provision", "run", str(self.playbook(role)), "--json",
                 "--ssh-config", os.devnull, *self._args_common(role)]  # fmt: skip
         proc = self._call(args, split=True)
         try:
