@@ -39,10 +39,10 @@ print(f"run: {time.perf_counter() - t:.2f} s (exit {code})")')
 
 row facts "$PY" benchmarks/facts_bench.py --sizes 8 32 --repeats 5 --no-ansible
 row run "$PY" benchmarks/run_bench.py --sizes 32 --tools provision,pyinfra --repeat 5 --no-30
-row scale "$PY" benchmarks/facts_bench.py --sizes 128 256 --repeats 5 --no-ansible --default-forks
-row scale_run "$PY" benchmarks/run_bench.py --sizes 128,256 --tools provision,pyinfra --repeat 5 --no-30 --default-forks
 row stage "$PY" benchmarks/stage_bench.py --methods cli,tar --shaped-only --zstd-host --repeats 7 --no-read --no-sftp
 row install "$PY" benchmarks/install_bench.py --pairs 5
 row up up_unchanged
 row play30 "$PY" benchmarks/run_bench.py --only-30 --repeat 5
+row scale "$PY" benchmarks/facts_bench.py --sizes 128 256 --repeats 5 --no-ansible --default-forks
+row scale_run "$PY" benchmarks/run_bench.py --sizes 128,256 --tools provision,pyinfra --repeat 5 --no-30 --default-forks
 echo "[quiet] outputs in $OUT" >&2
