@@ -173,6 +173,9 @@ def run_command(directory: str) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     code = child.wait()
+    # the run is over: from here (the idle watch may last hours) a SIGTERM ends the supervisor
+    # itself, as `kill` or a shutdown expects, instead of going to a group that is gone
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     ended = time.time()
     stop.set()
     sampler.join(timeout=10)
