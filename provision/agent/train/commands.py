@@ -197,7 +197,8 @@ def idle_watch(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     directory = idle.idle_dir(data_dir)
     rundir.make_private_dir(directory, exist_ok=True)
     current = rundir.read_state(directory) or {}
-    running = rundir.pid_alive(current.get("pid")) and current.get("status") == "watching"
+    # "starting": spawned, not yet in its loop (a status asked right after start, on a busy host)
+    running = rundir.pid_alive(current.get("pid")) and current.get("status") in ("starting", "watching")
     action = request.get("action", "start")
     if action == "status":
         return {"watcher": current, "running": running}
