@@ -68,10 +68,8 @@ def wheel_dir(work: Path, with_uv: bool = True) -> Path:
 
     out = work / "wheels"
     out.mkdir()
-    for source in (up_wheelhouse(),):
-        for f in source.glob("*.whl"):
-            if not (out / f.name).exists():
-                os.symlink(f, out / f.name)
+    for f in up_wheelhouse().glob("*.whl"):
+        os.symlink(f, out / f.name)
     if not with_uv:
         return out
     uv_cache = cache_root() / "uv-wheel"

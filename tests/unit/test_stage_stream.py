@@ -166,7 +166,9 @@ def test_chooser_keeps_a_few_percent_on_a_link_bound_stream_but_not_on_a_cpu_bou
     # sooner (the compressing overlaps the sending); unshaped on the fleet (~120 MB/s, the same
     # cores encrypting) it is never tried
     jpeg = 0.958
-    assert 1.0 < compress.keep_gain(jpeg) < 1 / jpeg  # kept at half the best case: ~2 % measured
+    # kept at half the bytes saved: a window 2.5 % faster keeps zstd, one 1.5 % faster does not
+    assert sum(_choices(12, lambda w: 25e6, lambda w: 25e6 * 1.025, ratio=jpeg, cpu=540e6)[2:]) >= 9
+    assert not any(_choices(12, lambda w: 25e6, lambda w: 25e6 * 1.015, ratio=jpeg, cpu=540e6)[2:9])
     modes = _choices(12, lambda w: 25e6, lambda w: 25e6 / jpeg, ratio=jpeg, cpu=540e6)
     assert modes[:2] == [False, True] and sum(modes[2:]) >= 9, modes
     assert not any(_choices(12, lambda w: 120e6, lambda w: 130e6, ratio=jpeg, cpu=540e6))
