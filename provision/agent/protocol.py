@@ -28,6 +28,7 @@ COMMANDS = {
     "health": "provision.agent.health:check",
     "stage": "provision.agent.datasets.ingest:stage",
     "dataset_status": "provision.agent.datasets.ingest:status",
+    "stage_codecs": "provision.agent.datasets.framing:codecs_command",
     "verify_dataset": "provision.agent.datasets.ingest:verify",
     "verify_torch": "provision.agent.torch_verify:verify",
     "bench": "provision.agent.bench.run:run",

@@ -40,7 +40,7 @@ CORE_COMMANDS = frozenset({"facts", "health", "ping"})  # served by the core bun
 # Started with -S: no `site` .pth processing at start-up (the agent puts the site-packages
 # folders on sys.path itself). The dataset commands need only py-lmdb, which they find there
 # (or, where only a .pth import line makes it importable, after running site then).
-NO_SITE_COMMANDS = CORE_COMMANDS | {"stage", "dataset_status", "verify_dataset"}
+NO_SITE_COMMANDS = CORE_COMMANDS | {"stage", "dataset_status", "verify_dataset", "stage_codecs"}
 _BOOTSTRAP = (Path(__file__).resolve().parent.parent / "agent" / "bootstrap.py").read_text()
 # What `python3 -c` compiles on every call: the bootstrap from the agent folder (bytecode), or
 # its text from argv where the folder is missing or broken. The text travels only with a bundle:

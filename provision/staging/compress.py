@@ -166,6 +166,13 @@ class StreamStats:
         }
 
 
+def _compressor(cache: dict[int, Any], zstandard: Any, level: int) -> Any:
+    cctx = cache.get(level)
+    if cctx is None:
+        cctx = cache[level] = zstandard.ZstdCompressor(level=level)
+    return cctx
+
+
 def _mb(bps: float) -> float | None:
     return round(bps / 1e6, 1) if bps else None
 
@@ -175,12 +182,17 @@ def framed_stream(
     zstd: bool,
     stats: StreamStats | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    later: Callable[[float], bool] | None = None,
 ) -> Iterator[bytes]:
     """The chunks as frames (header and body yielded apart: no copy of the body). `zstd`: the
     host decodes zstd frames; without it, or without zstandard here, every frame is raw.
+    `later`: for a host that does not decode zstd yet, asked at every window with the sampled
+    ratio whether it does now (zstandard shipped to it meanwhile: staging/zstd_ship.py).
     `clock`: wall seconds (compressing is timed by wall clock too: a starved CPU is slow)."""
     stats = stats if stats is not None else StreamStats()
-    zstandard = zstandard_module() if zstd else None
+    here = zstandard_module()
+    zstandard = here if zstd else None
+    later = later if here is not None and zstandard is None else None
     chooser = stats.chooser
     compressors: dict[int, Any] = {}
     speeds: dict[int, float] = {}  # level -> raw bytes compressed per wall second (EMA)
@@ -191,25 +203,27 @@ def framed_stream(
             if k >= SAMPLES and (k - SAMPLES) % WINDOW == 0:  # a window starts
                 if window_bytes:
                     chooser.record(on, window_bytes, clock() - window_start)
+                if later is not None and later(stats.ratio):
+                    zstandard, later = here, None
                 if zstandard is not None:
                     on = chooser.compress_next(stats.ratio, stats.compress_bps)
                 stats.windows["zstd" if on else "raw"] += 1
                 window_bytes, window_start = 0, clock()
             body, kind = chunk, framing.RAW
-            if zstandard is not None and (on or k < SAMPLES or k % PROBE_EVERY == 0):
+            # where the host lacks zstd, the samples still measure (is shipping it worth it?)
+            measure_only = later is not None and k < SAMPLES
+            if measure_only or (zstandard is not None and (on or k < SAMPLES or k % PROBE_EVERY == 0)):
                 # level 3 only on a slow link once level 1 is known to keep far ahead of it
                 slow = 0 < stats.link_bps < SLOW_LINK and speeds.get(1, 0) > 8 * stats.link_bps
                 level = 3 if slow else 1
-                cctx = compressors.get(level)
-                if cctx is None:
-                    cctx = compressors[level] = zstandard.ZstdCompressor(level=level)
+                cctx = _compressor(compressors, here, level)
                 c0 = clock()
                 packed = cctx.compress(chunk)
                 spent = max(clock() - c0, 1e-6)
                 stats.ratio = _ema(stats.ratio, len(packed) / max(1, len(chunk)))
                 speeds[level] = _ema(speeds.get(level, 0.0), len(chunk) / spent)
                 stats.compress_bps = speeds[level]
-                if len(packed) < useful_ratio(stats.compress_bps, chooser.raw_pace) * len(chunk):
+                if not measure_only and len(packed) < useful_ratio(stats.compress_bps, chooser.raw_pace) * len(chunk):
                     body, kind = packed, framing.ZSTD
                     stats.zstd_frames += 1
                     stats.levels.add(level)

@@ -1,10 +1,12 @@
-"""Give a host's Python py-lmdb when it lacks it, without needing a package index on the host.
+"""Give a host's Python py-lmdb (required) or zstandard (optional: compressed stage streams)
+when it lacks them, without needing a package index on the host.
 
-The agent reports its Python tag (cp311-x86_64). If this controller's own lmdb was installed
+The agent reports its Python tag (cp311-x86_64). If this controller's own package was installed
 from a manylinux wheel for the same tag, its package folder is zipped and uploaded; otherwise a
 matching wheel is fetched once with `pip download` into the local state dir and uploaded. Either
-lands as ~/.cache/provision/pylib/<tag>.zip, which the agent unpacks and imports
-(provision/agent/datasets/deps.py). One upload per host, reused by every later stage.
+lands as ~/.cache/provision/pylib/<tag>.zip (lmdb) or <tag>-zstandard.zip, which the agent
+unpacks and imports (provision/agent/datasets/deps.py). One upload per host, reused by every
+later stage.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from provision.agent.datasets.deps import PYLIB, python_tag
+from provision.agent.datasets.deps import python_tag, shipped_zip
 from provision.connection.base import Connection
 from provision.errors import HostError
 from provision.paths import state_dir
@@ -30,39 +32,48 @@ log = logging.getLogger("provision.stage")
 _TAG = re.compile(r"^cp(\d)(\d+)-([A-Za-z0-9_]+)$")
 
 
-def _local_package_zip(tag: str) -> bytes | None:
-    """This interpreter's lmdb package as a zip, when it is a manylinux wheel install for `tag`."""
+# what a package needs on the host: zstandard's CFFI backend (12 MB) is for PyPy, CPython
+# imports backend_c
+_PACKAGES = {"lmdb": ("lmdb", None), "zstandard": ("zstandard", ("__init__.py", "backend_c."))}
+_SPECS = {"lmdb": ("lmdb>=1.4,<2", "lmdb>=1.4"), "zstandard": ("zstandard>=0.22", "zstandard>=0.22")}
+
+
+def _local_package_zip(tag: str, dist_name: str = "lmdb") -> bytes | None:
+    """This interpreter's package as a zip, when it is a manylinux wheel install for `tag`."""
     if tag != python_tag() or not sys.platform.startswith("linux"):
         return None
     try:
-        dist = metadata.distribution("lmdb")
+        dist = metadata.distribution(dist_name)
     except metadata.PackageNotFoundError:
         return None
     wheel = dist.read_text("WHEEL") or ""
     if "manylinux" not in wheel and "musllinux" not in wheel:
         return None  # built from source here: it may link against this machine's libraries
-    import lmdb
-
-    root = Path(lmdb.__file__).resolve().parent
+    files = _package_files(dist_name)
+    if not files:
+        return None
+    module_name = _PACKAGES[dist_name][0]
+    root = Path(__import__(module_name).__file__).resolve().parent
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                zf.write(path, "lmdb/" + path.relative_to(root).as_posix())
+        for path in files:
+            zf.write(path, f"{module_name}/" + path.relative_to(root).as_posix())
     return buf.getvalue()
 
 
-def _downloaded_wheel(tag: str, timeout: float = 120.0) -> bytes | None:
-    """A manylinux lmdb wheel for `tag` from the package index (cached under the state dir)."""
+def _downloaded_wheel(tag: str, timeout: float = 120.0, dist_name: str = "lmdb") -> bytes | None:
+    """A manylinux wheel of `dist_name` for `tag` from the package index (cached under the state
+    dir)."""
     m = _TAG.match(tag)
     if not m:
         return None
     major, minor, machine = m.group(1), m.group(2), m.group(3)
     cache = state_dir() / "wheels" / tag
-    found = sorted(cache.glob("lmdb-*.whl")) if cache.is_dir() else []
+    found = sorted(cache.glob(f"{dist_name}-*.whl")) if cache.is_dir() else []
     if not found:
         cache.mkdir(parents=True, exist_ok=True)
-        spec = "lmdb>=1.4,<2" if (int(major), int(minor)) < (3, 9) else "lmdb>=1.4"
+        old_python, current = _SPECS[dist_name]
+        spec = old_python if (int(major), int(minor)) < (3, 9) else current
         cmd = [
             sys.executable,
             "-m",
@@ -88,12 +99,12 @@ def _downloaded_wheel(tag: str, timeout: float = 120.0) -> bytes | None:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.info("pip download of lmdb for %s failed: %s", tag, exc)
+            log.info("pip download of %s for %s failed: %s", dist_name, tag, exc)
             return None
         if proc.returncode != 0:
-            log.info("pip download of lmdb for %s failed: %s", tag, proc.stderr.strip()[-500:])
+            log.info("pip download of %s for %s failed: %s", dist_name, tag, proc.stderr.strip()[-500:])
             return None
-        found = sorted(cache.glob("lmdb-*.whl"))
+        found = sorted(cache.glob(f"{dist_name}-*.whl"))
     return found[-1].read_bytes() if found else None
 
 
@@ -117,5 +128,62 @@ def ship_lmdb(connection: Connection, status: dict, put: Callable[..., None] | N
             f"`{py.get('executable', 'python3')} -m pip install lmdb`, then rerun.",
         )
     log.info("%s: shipping py-lmdb for %s (%d bytes)", host, tag, len(package))
-    remote = os.path.join(PYLIB, f"{tag}.zip")
+    remote = shipped_zip("lmdb", tag)
     (put or connection.put)(package, remote, mode=0o644)
+
+
+def _package_files(dist_name: str) -> list[Path]:
+    module_name, keep = _PACKAGES[dist_name]
+    try:
+        module = __import__(module_name)
+    except Exception:
+        return []
+    root = Path(module.__file__).resolve().parent
+    return [p for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and (not keep or p.name.startswith(keep))]
+
+
+def zstandard_package_size(tag: str) -> int | None:
+    """Bytes of what ship_zstandard would unpack on the host (its upload is ~1/4 of it, zipped);
+    None where nothing here matches the host's Python. Cheap: nothing is built."""
+    if tag != python_tag():
+        return None
+    try:
+        wheel = metadata.distribution("zstandard").read_text("WHEEL") or ""
+    except metadata.PackageNotFoundError:
+        return None
+    if "manylinux" not in wheel and "musllinux" not in wheel:
+        return None
+    files = _package_files("zstandard")
+    return sum(p.stat().st_size for p in files) or None
+
+
+def zstandard_package_for(tag: str) -> bytes | None:
+    """zstandard for the host's Python: this controller's own copy where the tags match (an
+    optional speed-up is not worth a pip download), zipped once and kept in the state dir."""
+    try:
+        version = metadata.version("zstandard")
+    except metadata.PackageNotFoundError:
+        return None
+    kept = state_dir() / "wheels" / python_tag() / f"zstandard-{version}-local.zip"
+    if tag == python_tag() and kept.is_file():
+        return kept.read_bytes()
+    package = _local_package_zip(tag, "zstandard")
+    if package is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(kept.name + f".tmp-{os.getpid()}")
+        tmp.write_bytes(package)
+        tmp.replace(kept)
+    return package
+
+
+def ship_zstandard(connection: Connection, tag: str, put: Callable[..., None] | None = None) -> bool:
+    """Upload zstandard for the host's Python (tag); False where none matches here."""
+    if not _TAG.match(tag):  # the host's word: it names a path here and there
+        return False
+    package = zstandard_package_for(tag)
+    if package is None:
+        return False
+    log.info("%s: shipping zstandard for %s (%d bytes)", connection.host.name, tag, len(package))
+    (put or connection.put)(package, shipped_zip("zstandard", tag), mode=0o644)
+    return True

@@ -43,9 +43,11 @@ from provision.staging.source import (
     sample_stream,
 )
 from provision.staging.watchdog import StallWatchdog
+from provision.staging.zstd_ship import ZstdShipping
 
 log = logging.getLogger("provision.stage")
 EventCallback = Callable[[dict[str, Any]], None]
+SHIP_WAIT = 10.0  # seconds a finished stage waits for a zstandard upload still under way
 
 
 @dataclass
@@ -93,6 +95,7 @@ class HostStage:
         self.t0 = time.monotonic()
         self.stream_stats = StreamStats()
         self.compress_alone = True  # False when a broadcast read feeds other hosts too
+        self.shipping: ZstdShipping | None = None  # zstandard on its way to the host
 
     def _event(self, event: dict[str, Any]) -> None:
         event = clean_event(event)
@@ -177,7 +180,8 @@ class HostStage:
             zstd = "zstd" in (said.get("codecs") or [])
             chunks = prefetch(sample_stream(self.plan, self.start, failure))  # type: ignore[arg-type]
             self.stream_stats = StreamStats()  # this attempt's (an abandoned one sent a chunk)
-            return as_views(framed_stream(chunks, zstd, self.stream_stats))
+            later = None if zstd else self._zstd_shipping(said.get("python_tag"))
+            return as_views(framed_stream(chunks, zstd, self.stream_stats, later=later))
 
         payload = AfterReady(stream)
         result = self._call(self._late_request(request, failure), payload, failure, payload.ready)
@@ -215,9 +219,22 @@ class HostStage:
 
         return late
 
+    def _zstd_shipping(self, tag: Any) -> ZstdShipping | None:
+        """For a host without zstandard: ship it meanwhile where the data pays for it."""
+        plan = self.plan
+        if not isinstance(tag, str) or plan is None or not self.compress_alone:
+            return None
+        sizes = plan.manifest.sizes
+        start = self.start if isinstance(self.start, int) else 0
+        self.shipping = ZstdShipping(self.agent, self.connection, tag, sum(sizes[start:]))
+        return self.shipping
+
     def _add_compression(self, result: dict[str, Any]) -> None:
         if self.stream_stats.frames:
             result["compression"] = self.stream_stats.summary()
+        if self.shipping is not None:
+            self.shipping.join(SHIP_WAIT)
+            result.setdefault("compression", {})["zstandard_shipped"] = self.shipping.state
 
     # -- two steps: status first (several hosts share one read) ------------------------------
     def prepare(self) -> HostStage:
@@ -290,8 +307,9 @@ class HostStage:
         # zstd only where this host decodes it and no other host shares the read (each
         # consumer would compress the same bytes again)
         zstd = self.compress_alone and "zstd" in (self.status.get("codecs") or [])
+        later = None if zstd else self._zstd_shipping((self.status.get("python") or {}).get("tag"))
         result = self._call(
-            request, as_views(framed_stream(payload, zstd, self.stream_stats)), failure
+            request, as_views(framed_stream(payload, zstd, self.stream_stats, later=later)), failure
         )
         self._add_compression(result)
         return result

@@ -101,3 +101,44 @@ def test_compressible_data_over_a_slow_link_goes_zstd(
         assert check["ok"] and check["count"] == 800
     finally:
         own.unshape(fh)
+
+
+def test_a_host_without_zstandard_gets_it_shipped_where_the_data_pays(
+    make_fleet, connect, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """~48 MB of text to a host whose Python lacks zstandard, over a slow link: the controller
+    samples the ratio, uploads its own zstandard for the host's Python meanwhile (the stream
+    starts raw), checks it imports there, then compresses; the next stage finds it in place."""
+    import sys
+
+    from provision.agent.datasets.deps import python_tag
+
+    big = make_text_folder(tmp_path_factory.mktemp("big") / "logs", 2400, classes=4, size=20_000)
+    want = stage_local(make_request(str(big), name="logs"), str(tmp_path_factory.mktemp("bl") / "l.lmdb"))
+    own = make_fleet(1)
+    fh = own.hosts[0]
+    conn = connect(fh.as_host())
+    host_py = conn.run("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'").stdout.split()[-1]
+    if host_py != "{}.{}".format(*sys.version_info[:2]):
+        pytest.skip(f"the host's python3 is {host_py}; this machine's zstandard is for another")
+    _remove_zstandard(conn)
+    assert not conn.run("python3 -c 'import zstandard'").ok  # the case: the host has none
+    own.shape(fh, rate="40mbit", delay=None)
+    try:
+        agent = Agent(conn)
+        result = stage_dataset(conn, agent, str(big), name="logs", dest=SSD + "/s1")
+        assert result["count"] == 2400 and result["checksum"] == want["checksum"]
+        summary = result["compression"]
+        assert summary["zstandard_shipped"] == "shipped", summary
+        assert summary["codec"] == "zstd" and summary["zstd_frames"] >= 1, summary
+        assert result["wire_bytes"] < 0.8 * result["stream_bytes"]
+        shipped = f"/root/.cache/provision/pylib/{python_tag()}-zstandard.zip"
+        assert own.ns_exec(fh, f"test -s {shipped}", check=False).returncode == 0
+        again = stage_dataset(conn, agent, str(big), name="logs2", dest=SSD + "/s2")
+        assert again["checksum"] == want["checksum"]
+        assert "zstandard_shipped" not in again["compression"]  # decoded at once: nothing to ship
+        assert again["compression"]["codec"] == "zstd"
+        check = agent.call("verify_dataset", {"path": again["path"]})
+        assert check["ok"] and check["count"] == 2400
+    finally:
+        own.unshape(fh)

@@ -326,6 +326,73 @@ def test_no_zstd_on_the_host_means_raw_frames_only(monkeypatch: pytest.MonkeyPat
     assert _decode(wire) == b"".join(chunks)
 
 
+def test_a_host_without_zstd_is_asked_again_and_gets_zstd_once_it_can(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host that lacks zstandard: the controller still samples the ratio (to decide whether
+    shipping zstandard pays), sends raw, and once `later` says the host decodes zstd, the
+    chooser may use it -- the stream decodes to the same bytes."""
+    chunks = _text_chunks(22)
+    link = _Link(25e6, 400e6)
+    monkeypatch.setattr(compress, "zstandard_module", lambda: _TimedZstd(link))
+    asked: list[float] = []
+
+    def later(ratio: float) -> bool:
+        asked.append(ratio)
+        return len(asked) >= 2  # shipped and importable from the second window on
+
+    stats = compress.StreamStats()
+    wire = link.pull(compress.framed_stream(iter(chunks), False, stats, clock=link.clock, later=later))
+    assert _decode(wire) == b"".join(chunks)
+    assert len(asked) == 2 and 0 < asked[0] < 0.5  # the samples' ratio, then no more asking
+    # the first window raw (the baseline, measured meanwhile), zstd from the second on
+    assert stats.windows == {"raw": 1, "zstd": 4}
+    assert stats.zstd_frames == 4 * compress.WINDOW
+    assert len(wire) < 0.5 * sum(map(len, chunks))
+
+
+def test_a_host_that_never_gets_zstd_stays_raw(monkeypatch: pytest.MonkeyPatch) -> None:
+    chunks = _text_chunks(10)
+    link = _Link(25e6, 400e6)
+    monkeypatch.setattr(compress, "zstandard_module", lambda: _TimedZstd(link))
+    asked: list[float] = []
+    stats = compress.StreamStats()
+    wire = link.pull(compress.framed_stream(iter(chunks), False, stats, clock=link.clock,
+                                            later=lambda r: asked.append(r) or False))
+    assert _decode(wire) == b"".join(chunks)
+    assert stats.zstd_frames == 0 and stats.windows["zstd"] == 0
+    assert len(asked) == 2  # every window asks again: the upload may still be under way
+    assert len(wire) == sum(map(len, chunks)) + len(chunks) * framing.HEADER.size
+
+
+def test_shipping_zstandard_only_where_the_saved_bytes_pay_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.staging import hostlib, zstd_ship
+
+    monkeypatch.setattr(hostlib, "zstandard_package_size", lambda tag: 12_000_000)
+    mb = 1_000_000
+    cases = [  # (sampled ratio, stream bytes, ships)
+        (0.0, 500 * mb, False),  # not sampled yet
+        (0.96, 500 * mb, False),  # JPEGs: 4 % of 500 MB is 20 MB < 2 x 12 MB
+        (0.4, 30 * mb, False),  # text, but a short stream: 18 MB saved
+        (0.4, 48 * mb, True),  # 28.8 MB saved
+        (0.9, 300 * mb, True),
+    ]
+    for ratio, size, ships in cases:
+        shipping = zstd_ship.ZstdShipping(None, None, "cp311-x86_64", size)
+        assert shipping._worth_it(ratio) is ships, (ratio, size)
+    monkeypatch.setattr(hostlib, "zstandard_package_size", lambda tag: None)  # nothing matches here
+    assert zstd_ship.ZstdShipping(None, None, "cp39-aarch64", 10**12)._worth_it(0.3) is False
+
+
+def test_a_hostile_python_tag_ships_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.staging import hostlib
+
+    puts: list[str] = []
+    for tag in ("../../etc/cron.d/x", "cp311-x86_64/../..", "cp311-x86_64\nrm", ""):
+        assert hostlib.ship_zstandard(None, tag, put=lambda data, remote, mode: puts.append(remote)) is False
+    assert puts == []
+
+
 def test_frame_errors_name_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     good = framing.frame(framing.ZSTD, zstandard.ZstdCompressor().compress(b"x" * 5000))
     with pytest.raises(framing.FramesTruncated):

@@ -43,8 +43,16 @@ def python_info():
     }
 
 
-def _shipped_site():
-    base = os.path.expanduser(os.path.join(PYLIB, python_tag()))
+def shipped_zip(package=None, tag=None):
+    """Where the controller puts a package it ships for the Python `tag` (this one's by
+    default): <tag>.zip for py-lmdb (the first one shipped, its name kept), <tag>-<package>.zip
+    for any other (zstandard)."""
+    suffix = "" if package in (None, "lmdb") else "-" + package
+    return os.path.join(PYLIB, (tag or python_tag()) + suffix + ".zip")
+
+
+def _shipped_site(package=None):
+    base = os.path.expanduser(shipped_zip(package))[: -len(".zip")]
     zip_path = base + ".zip"
     site = os.path.join(base, "site")
     if not os.path.isfile(zip_path):
@@ -128,6 +136,33 @@ def import_lmdb():
         "(`%s -m pip install lmdb`) or let provision ship it"
         % (sys.executable, platform.python_version(), sys.executable)
     )
+
+
+def import_optional(module):
+    """`module` from the host's Python (site's start-up run first under -S), else from the copy
+    the controller shipped (shipped_zip), else None: for optional packages (zstandard), whose
+    callers go on without."""
+    try:
+        return __import__(module)
+    except Exception:  # ImportError, or a broken build
+        pass
+    if sys.flags.no_site and _run_site():
+        try:
+            return __import__(module)
+        except Exception:
+            pass
+    try:
+        site = _shipped_site(module)
+    except Exception:  # a damaged zip: as if none were shipped (the controller ships again)
+        return None
+    if not site:
+        return None
+    if site not in sys.path:
+        sys.path.append(site)  # after the host's own: never shadows what the host has
+    try:
+        return __import__(module)
+    except Exception:
+        return None
 
 
 def lmdb_version():

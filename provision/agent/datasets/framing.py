@@ -26,16 +26,21 @@ class FramesTruncated(FrameError):
 
 
 def _zstandard():
-    try:
-        import zstandard
-    except Exception:  # ImportError, or a broken build
-        return None
-    return zstandard
+    """The host's zstandard, else the copy the controller shipped (provision/staging/hostlib.py)
+    -- looked up again on each call: it may land while a stage runs."""
+    from provision.agent.datasets.deps import import_optional
+
+    return import_optional("zstandard")
 
 
 def codecs():
     """The codecs this host can decode besides raw: ["zstd"] where zstandard imports."""
     return ["zstd"] if _zstandard() is not None else []
+
+
+def codecs_command(request, ctx):
+    """Agent command `stage_codecs`: what codecs() says now (after zstandard was shipped)."""
+    return {"codecs": codecs()}
 
 
 def frame(kind, body):

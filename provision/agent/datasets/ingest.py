@@ -19,7 +19,13 @@ import os
 import time
 
 from provision.agent.datasets import DEFAULT_STALL, framing, lmdb_writer, reader
-from provision.agent.datasets.deps import MissingDependency, import_lmdb, lmdb_version, python_info
+from provision.agent.datasets.deps import (
+    MissingDependency,
+    import_lmdb,
+    lmdb_version,
+    python_info,
+    python_tag,
+)
 from provision.agent.datasets.lmdb_writer import DiskFullError, StageError
 from provision.agent.datasets.manifest import Manifest
 from provision.agent.datasets.pipeline import (
@@ -520,7 +526,7 @@ def _stage(request, emit, log, stdin):
                 commit=request.get("commit"),
                 batched=True,
                 on_ready=(
-                    (lambda **f: emit(phase="ready", codecs=framing.codecs(), **f))
+                    (lambda **f: emit(phase="ready", codecs=framing.codecs(), python_tag=python_tag(), **f))
                     if auto
                     else None
                 ),
