@@ -142,6 +142,8 @@ class Bench:
         self.sftp_sample = sftp_sample
         self.expect_skip = False
         self.decisions: list[tuple[str, dict]] = []  # (path, the stage's `compression` summary)
+        self.shipped: list[str] = []  # per CLI run: what became of zstandard for the host
+        self.fresh_zstd = False  # --ship-zstd: remove the shipped zstandard before every run
         self.ssh_config = work / "ssh_config"
         self.ssh_config.write_text("")
         self.inventory = fleet.write_inventory(work / "hosts.ini")
@@ -167,6 +169,8 @@ class Bench:
         self.fleet.ns_exec(
             self.host, f"rm -rf {SSD}/bench {SSD}/datasets/bench.lmdb* {SSD}/datasets/.bench*"
         )
+        if self.fresh_zstd:  # every run a first stage to this host: zstandard shipped again
+            self.fleet.ns_exec(self.host, "rm -rf /root/.cache/provision/pylib/*-zstandard*")
         self.fleet.ns_exec(self.host, f"mkdir -p {SSD}/bench")
 
     def options(self):  # noqa: ANN201
@@ -205,6 +209,7 @@ class Bench:
         entry = json.loads(proc.stdout)["hosts"][self.host.name]
         assert entry["count"] == len(self.files) and entry["skipped"] == self.expect_skip, entry
         self.decisions.append(("CLI", entry.get("compression") or {}))
+        self.shipped.append((entry.get("compression") or {}).get("zstandard_shipped", "-"))
         return dt
 
     def stage_api(self, transport: str = "openssh") -> float:
@@ -407,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sftp-sample", type=int, default=400, help="files sent per-file on the shaped link"
     )
+    ap.add_argument("--ship-zstd", action="store_true",
+                    help="the host keeps no zstandard: every provision run is a first stage that "
+                         "ships it where the data pays (with --text: the CSV set)")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
     reason = preflight()
@@ -423,9 +431,14 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, dict[str, list[tuple[float, float, float]]]]] = {}
     decided: dict[tuple[str, str], str] = {}
     fixed: dict[str, dict[str, float]] = {}
+    shipped_log: list[str] = []
     with Fleet(1, ssd_size="2g") as fleet:
         bench = Bench(fleet, datasets["JPEG"], work, args.sftp_sample)
-        if args.text or args.zstd_host:
+        bench.fresh_zstd = args.ship_zstd
+        if args.ship_zstd:
+            notes.append("the host's python3 has no zstandard: each provision run ships it anew "
+                         "where the sampled ratio pays for it (zstandard_shipped per run below)")
+        elif args.text or args.zstd_host:
             if give_host_zstandard(bench.host):
                 notes.append("the host's python3 has zstandard (copied into its user site)")
             else:
@@ -484,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
                             file=sys.stderr,
                         )
                 decided[(link, kind)] = _decisions(bench.decisions)
+                shipped_log.extend(f"{kind} {state}" for state in bench.shipped)
+                bench.shipped.clear()
             fixed[link] = fixed_costs(bench, args.repeats)
             print(f"{link:>20} fixed costs (up to date): {fixed[link]}", file=sys.stderr)
             fleet.unshape(bench.host)
@@ -499,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n## Compression decisions (zstd / raw windows per run; measured paces, MB/s)\n")
     for (link, kind), line in decided.items():
         print(f"- {link}, {kind}: {line}")
+    if args.ship_zstd:
+        print(f"\nzstandard shipped per CLI run (in run order): {', '.join(shipped_log) or '-'}")
     print("\n## Fixed costs: a stage with nothing to send (dataset up to date), medians\n")
     print("| link | provision stage (CLI) | provision stage (API) | CLI - API (start-up, imports) |")
     print("|---|---|---|---|")
