@@ -100,17 +100,17 @@ class HostRuntime:
         key = "local" if local else "default"
         conn = self._connections.get(key)
         if conn is None:
-            if local:
-                from provision.connection.local import LocalConnection
+            from provision.connection.local import LocalConnection
 
+            if local:
                 conn = LocalConnection(self.host, cwd=self.playbook_dir)
             else:
                 from provision.connection.factory import connect
 
                 host = self.host if not user or self.host.user else replace(self.host, user=user)
                 conn = connect(host, self.options)
-                if host.local and isinstance(getattr(conn, "cwd", False), (str, type(None))):
-                    conn.cwd = conn.cwd or self.playbook_dir  # type: ignore[attr-defined]
+                if isinstance(conn, LocalConnection) and conn.cwd is None:  # a local inventory host
+                    conn.cwd = self.playbook_dir
             self._connections[key] = conn
         return conn
 

@@ -11,6 +11,7 @@ later stage.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -35,45 +36,53 @@ _TAG = re.compile(r"^cp(\d)(\d+)-([A-Za-z0-9_]+)$")
 # what a package needs on the host: zstandard's CFFI backend (12 MB) is for PyPy, CPython
 # imports backend_c
 _PACKAGES = {"lmdb": ("lmdb", None), "zstandard": ("zstandard", ("__init__.py", "backend_c."))}
-_SPECS = {"lmdb": ("lmdb>=1.4,<2", "lmdb>=1.4"), "zstandard": ("zstandard>=0.22", "zstandard>=0.22")}
+
+
+def _wheel_files(tag: str, dist_name: str) -> tuple[Path, list[Path]] | None:
+    """(package folder, the files to ship) of this interpreter's `dist_name`, when it is a
+    manylinux wheel install for `tag`; else None."""
+    if tag != python_tag() or not sys.platform.startswith("linux"):
+        return None
+    try:
+        wheel = metadata.distribution(dist_name).read_text("WHEEL") or ""
+    except metadata.PackageNotFoundError:
+        return None
+    if "manylinux" not in wheel and "musllinux" not in wheel:
+        return None  # built from source here: it may link against this machine's libraries
+    module_name, keep = _PACKAGES[dist_name]
+    try:
+        root = Path(__import__(module_name).__file__).resolve().parent
+    except Exception:
+        return None
+    files = [p for p in sorted(root.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts and (not keep or p.name.startswith(keep))]
+    return (root, files) if files else None
 
 
 def _local_package_zip(tag: str, dist_name: str = "lmdb") -> bytes | None:
     """This interpreter's package as a zip, when it is a manylinux wheel install for `tag`."""
-    if tag != python_tag() or not sys.platform.startswith("linux"):
+    found = _wheel_files(tag, dist_name)
+    if found is None:
         return None
-    try:
-        dist = metadata.distribution(dist_name)
-    except metadata.PackageNotFoundError:
-        return None
-    wheel = dist.read_text("WHEEL") or ""
-    if "manylinux" not in wheel and "musllinux" not in wheel:
-        return None  # built from source here: it may link against this machine's libraries
-    files = _package_files(dist_name)
-    if not files:
-        return None
-    module_name = _PACKAGES[dist_name][0]
-    root = Path(__import__(module_name).__file__).resolve().parent
+    root, files = found
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in files:
-            zf.write(path, f"{module_name}/" + path.relative_to(root).as_posix())
+            zf.write(path, f"{root.name}/" + path.relative_to(root).as_posix())
     return buf.getvalue()
 
 
-def _downloaded_wheel(tag: str, timeout: float = 120.0, dist_name: str = "lmdb") -> bytes | None:
-    """A manylinux wheel of `dist_name` for `tag` from the package index (cached under the state
-    dir)."""
+def _downloaded_wheel(tag: str, timeout: float = 120.0) -> bytes | None:
+    """A manylinux lmdb wheel for `tag` from the package index (cached under the state dir)."""
     m = _TAG.match(tag)
     if not m:
         return None
     major, minor, machine = m.group(1), m.group(2), m.group(3)
     cache = state_dir() / "wheels" / tag
-    found = sorted(cache.glob(f"{dist_name}-*.whl")) if cache.is_dir() else []
+    found = sorted(cache.glob("lmdb-*.whl")) if cache.is_dir() else []
     if not found:
         cache.mkdir(parents=True, exist_ok=True)
-        old_python, current = _SPECS[dist_name]
-        spec = old_python if (int(major), int(minor)) < (3, 9) else current
+        spec = "lmdb>=1.4,<2" if (int(major), int(minor)) < (3, 9) else "lmdb>=1.4"
         cmd = [
             sys.executable,
             "-m",
@@ -99,12 +108,12 @@ def _downloaded_wheel(tag: str, timeout: float = 120.0, dist_name: str = "lmdb")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.info("pip download of %s for %s failed: %s", dist_name, tag, exc)
+            log.info("pip download of lmdb for %s failed: %s", tag, exc)
             return None
         if proc.returncode != 0:
-            log.info("pip download of %s for %s failed: %s", dist_name, tag, proc.stderr.strip()[-500:])
+            log.info("pip download of lmdb for %s failed: %s", tag, proc.stderr.strip()[-500:])
             return None
-        found = sorted(cache.glob(f"{dist_name}-*.whl"))
+        found = sorted(cache.glob("lmdb-*.whl"))
     return found[-1].read_bytes() if found else None
 
 
@@ -132,30 +141,13 @@ def ship_lmdb(connection: Connection, status: dict, put: Callable[..., None] | N
     (put or connection.put)(package, remote, mode=0o644)
 
 
-def _package_files(dist_name: str) -> list[Path]:
-    module_name, keep = _PACKAGES[dist_name]
-    try:
-        module = __import__(module_name)
-    except Exception:
-        return []
-    root = Path(module.__file__).resolve().parent
-    return [p for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and (not keep or p.name.startswith(keep))]
-
-
+@functools.lru_cache(maxsize=8)
 def zstandard_package_size(tag: str) -> int | None:
     """Bytes of what ship_zstandard would unpack on the host (its upload is ~1/4 of it, zipped);
-    None where nothing here matches the host's Python. Cheap: nothing is built."""
-    if tag != python_tag():
-        return None
-    try:
-        wheel = metadata.distribution("zstandard").read_text("WHEEL") or ""
-    except metadata.PackageNotFoundError:
-        return None
-    if "manylinux" not in wheel and "musllinux" not in wheel:
-        return None
-    files = _package_files("zstandard")
-    return sum(p.stat().st_size for p in files) or None
+    None where nothing here matches the host's Python. Nothing is built; asked at every window
+    of a stream until it decides, so kept per process."""
+    found = _wheel_files(tag, "zstandard")
+    return sum(p.stat().st_size for p in found[1]) if found else None
 
 
 def zstandard_package_for(tag: str) -> bytes | None:

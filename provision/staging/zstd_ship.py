@@ -55,7 +55,8 @@ class ZstdShipping:
     def _ship(self) -> None:
         try:
             if not hostlib.ship_zstandard(self.connection, self.tag, put=getattr(self.agent, "put", None)):
-                self.state = "failed: no zstandard here for " + self.tag
+                # the tag is the host's word: repr (no escapes reach a terminal), cut short
+                self.state = f"failed: no zstandard here for the host's Python {self.tag[:40]!r}"
                 return
             codecs = self.agent.call("stage_codecs", {}).get("codecs") or []
             self.state = "shipped" if "zstd" in codecs else "failed: it does not import on the host"

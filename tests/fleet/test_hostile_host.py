@@ -237,3 +237,71 @@ def test_a_line_without_end_is_cut_with_bounded_memory(transport) -> None:
         transport.stream(f"head -c {size} /dev/zero | tr '\\0' x", on_stdout_line=lambda line: None, timeout=300)
     assert _rss_mb() - before < 3 * (LINE_MAX >> 20) + 200
     assert transport.run("echo after", timeout=60).stdout == "after\n"  # the connection is still usable
+
+
+# -- what the stage agent says of itself ----------------------------------------------------------
+_TAG_CLIMB = "../../../../tmp/pv-climb"
+
+
+def _lie_about_python_tag(hostile: Hostile) -> None:
+    """Make the host's own agent report, in the stage's `ready`, a Python tag that climbs out of
+    its pylib folder (its own imports keep the true one), and keep its MANIFEST consistent so
+    the controller takes the agent as intact: a compromised host can rewrite whatever it holds."""
+    LIE = f"\ndef python_tag():\n    return {_TAG_CLIMB!r}\n"  # noqa: N806
+    script = (
+        "import glob, os, sys\n"
+        "for folder in glob.glob('/root/.cache/provision/agent-*'):\n"
+        "    ingest = os.path.join(folder, 'provision/agent/datasets/ingest.py')\n"
+        "    if not os.path.exists(ingest):\n"
+        "        continue\n"
+        "    with open(ingest, 'a') as f:\n"
+        f"        f.write({LIE!r})\n"
+        "    for pyc in glob.glob(os.path.join(folder, 'provision/agent/datasets/__pycache__/ingest.*')):\n"
+        "        os.unlink(pyc)\n"
+        "    lines = []\n"
+        "    for root, _, names in os.walk(folder):\n"
+        "        for n in names:\n"
+        "            p = os.path.join(root, n)\n"
+        "            if n != 'MANIFEST':\n"
+        "                lines.append('%d %s' % (os.path.getsize(p), os.path.relpath(p, folder)))\n"
+        "    with open(os.path.join(folder, 'MANIFEST'), 'w') as f:\n"
+        "        f.write('\\n'.join(sorted(lines)) + '\\n')\n"
+    )
+    hostile.fleet.ns_exec(hostile.host, ["python3", "-c", script])
+
+
+def test_a_lying_python_tag_ships_nothing_anywhere(
+    hostile: Hostile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stage's `ready` names the host's Python tag, which decides what zstandard to ship and
+    where it lands: a tag that climbs out is refused (the stream stays raw, the stage completes)
+    and nothing is written under that name on the host or here."""
+    from provision.remote.agent import Agent
+    from provision.staging import hostlib, stage_dataset, zstd_ship
+    from provision.staging.sample import make_text_folder
+
+    text = make_text_folder(tmp_path / "logs", 200, classes=2, size=20_000)
+    options = ConnectOptions(known_hosts="accept-new", connect_timeout=10.0, ssh_config=str(hostile.ssh_config))
+    conn = SSHConnection(hostile.host.as_host(), options)
+    try:
+        agent = Agent(conn)
+        first = stage_dataset(conn, agent, str(text), name="honest", dest=kinds.HOSTILE_DATA_DIR + "/t0")
+        assert first["count"] == 200  # the full agent is on the host now
+        _lie_about_python_tag(hostile)
+        # ship for any sampled text, however short the stream: the decision is the tag's alone
+        monkeypatch.setattr(hostlib, "zstandard_package_size", lambda tag: 1)
+        monkeypatch.setattr(zstd_ship, "SHIP_PAYBACK", 0)
+        hostile.fleet.ns_exec(hostile.host, "rm -rf /root/.cache/provision/pylib/*zstandard*")
+        has_own = hostile.fleet.ns_exec(hostile.host, "python3 -c 'import zstandard'", check=False)
+        assert has_own.returncode != 0, "the case needs a host without zstandard of its own"
+        result = stage_dataset(conn, agent, str(text), name="lied", dest=kinds.HOSTILE_DATA_DIR + "/t1")
+    finally:
+        conn.close()
+    assert result["count"] == 200 and result["checksum"] == first["checksum"]
+    shipped = result["compression"]["zstandard_shipped"]
+    assert shipped.startswith("failed: no zstandard here"), shipped
+    assert result["compression"]["codec"] == "none"
+    found = hostile.fleet.ns_exec(hostile.host, "ls -d /tmp/pv-climb* /root/.cache/provision/pylib/*zstandard* "
+                                  "2>/dev/null; true")
+    assert found.stdout.strip() == "", found.stdout
+    assert not list(Path("/tmp").glob("pv-climb*"))

@@ -274,6 +274,30 @@ def test_accept_new_records_the_key_in_the_project_file_only(fleet: Fleet, conne
     assert not provision_env.user_known_hosts.exists()  # the user's ssh file is theirs
 
 
+def test_known_hosts_parsed_once_for_a_whole_fleet(
+    fleet: Fleet, connect, provision_env, monkeypatch: pytest.MonkeyPatch
+):
+    """Every host of the fleet, twice, from one process, over real SSH (connection/hostkeys.py):
+    the known_hosts files are parsed at most once while only this process records keys, and
+    every key lands in the file. (A changed key is still refused:
+    test_changed_host_key_refused_under_strict_and_accept_new_allowed_under_off.)"""
+    import paramiko
+
+    from provision.connection import hostkeys
+
+    monkeypatch.setattr(hostkeys, "_PARSED", hostkeys._ParsedFiles())  # this test's process view
+    loads: list[str] = []
+    real_load = paramiko.HostKeys.load
+    monkeypatch.setattr(paramiko.HostKeys, "load", lambda self, f: (loads.append(f), real_load(self, f))[1])
+    for _ in range(2):
+        with ThreadPoolExecutor(len(fleet.hosts)) as pool:
+            names = list(pool.map(lambda h: connect(h.as_host()).run("hostname").stdout.strip(), fleet.hosts))
+        assert names == [h.name for h in fleet.hosts]
+    assert len(loads) <= 1, loads  # N x N parses before the cache
+    recorded = provision_env.known_hosts.read_text()
+    assert all(h.known_hosts_line() in recorded for h in fleet.hosts)
+
+
 def test_unknown_key_under_strict_is_refused_until_known(
     fleet: Fleet, ssh_config_file, provision_env
 ):

@@ -52,8 +52,8 @@ def shipped_zip(package=None, tag=None):
 
 
 def _shipped_site(package=None):
-    base = os.path.expanduser(shipped_zip(package))[: -len(".zip")]
-    zip_path = base + ".zip"
+    zip_path = os.path.expanduser(shipped_zip(package))
+    base = zip_path[: -len(".zip")]
     site = os.path.join(base, "site")
     if not os.path.isfile(zip_path):
         return site if os.path.isdir(site) else None
