@@ -5,16 +5,16 @@ from provision.compat import HostFacts, GpuFact, TorchRequest, resolve_install_p
 
 from provision.compat.gpus import find_gpu
 from provision.compat.loader import CompatData, GpuSpec, load_compat
-from provision.compat.resolver import (
+from provision.compat.request import (
     GpuFact,
     HostFacts,
     InstallPlan,
     NoPlan,
     ResolveInputError,
     TorchRequest,
-    resolve_install_plan,
     result_document,
 )
+from provision.compat.resolver import resolve_install_plan
 
 __all__ = [
     "CompatData",
