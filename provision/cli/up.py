@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.cli.common import connect_options, console, emit_json
+from provision.cli.playbook_args import parse_extra_vars, playbook_inventory
 from provision.errors import ConfigError
 
 describe = "provision a fresh rental end to end: check, set up, install, stage, bench, report"
@@ -188,7 +189,6 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from provision.cli.run import parse_extra_vars, playbook_inventory
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
     from provision.paths import bundle_dir
