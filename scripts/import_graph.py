@@ -61,9 +61,17 @@ def _resolve(current: str, is_package: bool, node: ast.ImportFrom) -> str:
 
 
 def _comment(lines: list[str], node: ast.stmt) -> str:
+    """The comment on the import's own line(s), else the comment lines right above it."""
     end = getattr(node, "end_lineno", node.lineno) or node.lineno
     text = " ".join(lines[node.lineno - 1 : end])
-    return text.split("#", 1)[1].strip() if "#" in text else ""
+    if "#" in text:
+        return text.split("#", 1)[1].strip()
+    above: list[str] = []
+    i = node.lineno - 2
+    while i >= 0 and lines[i].lstrip().startswith("#"):
+        above.insert(0, lines[i].lstrip()[1:].strip())
+        i -= 1
+    return " ".join(above)
 
 
 def _function_lines(tree: ast.AST) -> set[int]:

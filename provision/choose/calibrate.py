@@ -12,12 +12,14 @@ host of one of its GPUs compares itself with.
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from pathlib import Path
 from typing import Any
 
 from provision.choose.plan import Calibration
 from provision.paths import state_dir, write_atomic
+from provision.report import history
 
 LAST_CHOICE = "choose-last.json"
 MAX_CHECKS = 20  # per GPU: the newest ones
@@ -39,13 +41,9 @@ def factors_from(docs: list[dict[str, Any]]) -> Calibration:
 
 
 def from_history(path: Path | None = None) -> Calibration:
-    from provision.report import history
-
     try:
         return factors_from(history.documents(path))
     except (OSError, ValueError) as exc:  # an unreadable history predicts from the datasheet alone
-        import logging
-
         logging.getLogger(__name__).warning("report history not read (%s): predictions uncalibrated", exc)
         return Calibration()
 

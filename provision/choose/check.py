@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from provision.choose import catalogue
+
 log = logging.getLogger(__name__)
 _PRECISION = {"fp32": "fp32", "fp16": "amp", "bf16": "bf16"}
 
 
 def _gpu(doc: dict[str, Any]) -> Any:
-    from provision.choose import catalogue
-
     gpus = (doc.get("facts") or {}).get("gpus") or []
     first = gpus[0] if gpus and isinstance(gpus[0], dict) else None
     if not first or not first.get("name"):
@@ -33,6 +33,7 @@ def _gpu(doc: dict[str, Any]) -> Any:
 
 def _bench_spec(name: str, shape: dict[str, Any]) -> Any:
     """The bench's workload as a choose ModelSpec (same classes the agent ran)."""
+    # torch is optional on the controller: imported only when a prediction is made
     from provision.agent.bench import models as bench_models
     from provision.choose.models import IMAGE, TOKENS, ModelSpec
 
@@ -47,7 +48,7 @@ def _bench_spec(name: str, shape: dict[str, Any]) -> Any:
 
 
 def bench_section(doc: dict[str, Any]) -> dict[str, Any] | None:
-    from provision.choose import graph, speed
+    from provision.choose import graph, speed  # torch is optional: only when a prediction is made
 
     gpu = _gpu(doc)
     models = ((doc.get("bench") or {}).get("amp") or {}).get("models") or {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from provision.report.charts import scatter_chart
+
 
 def rows(doc: dict[str, Any]) -> list[list[str]]:
     section = doc.get("prediction") if isinstance(doc.get("prediction"), dict) else {}
@@ -26,8 +28,6 @@ def title(doc: dict[str, Any]) -> str:
 
 def chart(doc: dict[str, Any]) -> str:
     """'' when the report has no offers from `choose` (the template then shows no chart)."""
-    from provision.report.charts import scatter_chart
-
     section = doc.get("prediction") if isinstance(doc.get("prediction"), dict) else {}
     offers = [o for o in section.get("offers") or [] if o.get("predicted_hours") and o.get("predicted_cost")]
     if not offers:

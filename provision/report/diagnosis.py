@@ -8,10 +8,9 @@ Thresholds are named constants so docs/reports.md and the code say the same thin
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
-from provision.report.document import get
+from provision.report.schema import Finding, cudnn_text, get, loader_curve, loader_source
 
 # The agent's own DataLoader verdict calls loading "ok" from 1.2x the training rate
 # (provision/agent/bench/dataloader.py): a loader only just as fast stalls on every hiccup.
@@ -45,18 +44,6 @@ THROTTLE_BAD = (
     "hw_power_brake_slowdown",
     "sw_thermal_slowdown",
 )
-
-
-@dataclass
-class Finding:
-    id: str
-    severity: str  # critical | warn | info
-    title: str
-    evidence: str
-    recommendation: str
-
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 Rule = Callable[[dict[str, Any]], "Finding | None"]
@@ -94,18 +81,6 @@ def _version_tuple(text: Any) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
-
-
-def cudnn_text(value: Any) -> str | None:
-    """torch.backends.cudnn.version() (90100, 8902) or a dotted string -> "9.1.0" / "8.9.2"."""
-    if value is None:
-        return None
-    if isinstance(value, int):
-        major, rest = (
-            (value // 10000, value % 10000) if value >= 10000 else (value // 1000, value % 1000)
-        )
-        return f"{major}.{rest // 100}.{rest % 100}"
-    return str(value)
 
 
 # -- compatibility -------------------------------------------------------------------------------
@@ -179,25 +154,6 @@ def compat_mismatch(doc: dict[str, Any]) -> Finding | None:
 # -- data loading --------------------------------------------------------------------------------
 
 
-def loader_curve(doc: dict[str, Any], source_name: str | None = None) -> list[tuple[int, float]]:
-    """(num_workers, samples/s) of one DataLoader source (default: the primary one), in order."""
-    source = _loader_source(doc, source_name)
-    points = []
-    for s in (source or {}).get("settings") or []:
-        if s.get("samples_per_s") is not None and s.get("num_workers") is not None:
-            points.append((int(s["num_workers"]), float(s["samples_per_s"])))
-    return sorted(points)
-
-
-def _loader_source(doc: dict[str, Any], name: str | None = None) -> dict[str, Any] | None:
-    sources = [s for s in get(doc, "bench.dataloader.sources") or [] if isinstance(s, dict)]
-    name = name or get(doc, "bench.dataloader.primary")
-    for s in sources:
-        if (s.get("source") or {}).get("name") == name:
-            return s
-    return sources[0] if sources else None
-
-
 @rule
 def loader_bottleneck(doc: dict[str, Any]) -> Finding | None:
     loader = get(doc, "bench.dataloader")
@@ -211,7 +167,7 @@ def loader_bottleneck(doc: dict[str, Any]) -> Finding | None:
     verdict = loader.get("verdict") or {}
     cores = loader.get("cores")
     needed = verdict.get("workers_needed")
-    source = (_loader_source(doc) or {}).get("source") or {}
+    source = (loader_source(doc) or {}).get("source") or {}
     on_network = source.get("role") == "network" or _dataset_on_network(doc) is not None
     ratio = best / train
     raise_workers = bool(needed and cores and workers is not None and workers < needed <= cores)
@@ -323,7 +279,7 @@ def _dataset_on_network(doc: dict[str, Any]) -> str | None:
         network = (mount or {}).get("network") if mount else ds.get("network")
         if network or _is_network(fs):
             return f"dataset {ds.get('name') or path} at {path} is on {fs or 'network storage'}"
-    source = (_loader_source(doc) or {}).get("source") or {}
+    source = (loader_source(doc) or {}).get("source") or {}
     if source.get("role") == "network":
         return f"the DataLoader's primary source {source.get('path')} is the network copy"
     data_dir = get(doc, "facts.data_dir") or {}

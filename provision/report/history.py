@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from provision.paths import state_dir
+from provision.report import sections
+from provision.report.schema import headline, parse_time, pct_delta
 
 FILE_NAME = "history.sqlite"
 # Figures compared with the previous run: (label, headline key).
@@ -25,13 +27,6 @@ COMPARED = (
     ("AMP speedup", "amp_speedup"),
     ("best num_workers", "best_num_workers"),
     ("samples per money", "samples_per_money"),
-)
-# Figures of `provision train` reports, compared with the host's previous train report.
-COMPARED_TRAIN = (
-    ("run seconds", "run_seconds"),
-    ("steps/s", "steps_per_s"),
-    ("data-wait share", "data_wait_fraction"),
-    ("GPU util %", "gpu_util_mean"),
 )
 
 _SCHEMA = """
@@ -65,8 +60,6 @@ def _db(path: Path | None) -> sqlite3.Connection:
 
 def utc(created: str) -> str:
     """ISO time in UTC, so times order correctly as text whatever offset a report was written in."""
-    from provision.report.document import parse_time
-
     moment = parse_time(created)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_dt.timezone.utc)
@@ -81,8 +74,6 @@ def digest(report: dict[str, Any]) -> str:
 
 def record(report: dict[str, Any], path: Path | None = None) -> bool:
     """Store one report; False when it was already there."""
-    from provision.report.document import headline
-
     head = headline(report)
     with closing(_db(path)) as conn, conn:
         cur = conn.execute(
@@ -139,17 +130,13 @@ def host_series(host: str, path: Path | None = None, limit: int = 20) -> list[di
 
 def compare(report: dict[str, Any], path: Path | None = None) -> dict[str, Any] | None:
     """The previous run of this report's host and, per figure, {before, now, change_pct}."""
-    from provision.report.document import headline
-    from provision.report.render import pct_delta
-
     is_train = isinstance(report.get("train"), dict)
     prev = previous(report["host"], report["created"], path, train=is_train)
     if prev is None:
         return None
-    if is_train:  # a job before and after a change
-        from provision.train.report import headline_figures
-
-        old, new, compared = headline_figures(prev), headline_figures(report), COMPARED_TRAIN
+    owner = sections.owner_of(report)  # a job before and after a change: train's own figures
+    if owner is not None and owner.headline is not None:
+        old, new, compared = owner.headline(prev), owner.headline(report), owner.compared
     else:
         old, new, compared = headline(prev), headline(report), COMPARED
     figures = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from provision.report.diagnosis import Finding
+from provision.report.schema import Finding
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:")
 BUS_ERROR = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: Bus error"

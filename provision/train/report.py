@@ -4,11 +4,20 @@ history, so `provision report --compare` shows a job before and after a change."
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from provision.report.diagnosis import Finding
-from provision.report.document import SCHEMA, now_iso, validate
+from provision.choose.check import section as prediction_section  # docs/choose.md
+from provision.report.document import write_report
+from provision.report.schema import SCHEMA, Finding, now_iso, validate
 
+# Figures of `provision train` reports, compared with the host's previous train report.
+COMPARED_TRAIN = (
+    ("run seconds", "run_seconds"),
+    ("steps/s", "steps_per_s"),
+    ("data-wait share", "data_wait_fraction"),
+    ("GPU util %", "gpu_util_mean"),
+)
 PROFILE_KEYS = ("steps", "data_wait_fraction", "gpu_util_mean", "cpu_util_mean", "num_workers", "amp")
 
 
@@ -36,8 +45,6 @@ def _part(doc: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _number(value: Any) -> bool:
-    import math
-
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -82,9 +89,7 @@ def build_document(host: str, run: dict[str, Any], summary: dict[str, Any], find
     }
     if distributed is not None:  # one run across hosts: the fabric, all-reduce, the whole run's findings
         doc["train"]["distributed"] = distributed
-    from provision.choose.check import section  # predicted vs measured (docs/choose.md)
-
-    if (prediction := section(doc)) is not None:
+    if (prediction := prediction_section(doc)) is not None:
         doc["prediction"] = prediction
     validate(doc, f"train report for {host}")
     return doc
@@ -109,6 +114,4 @@ def headline_figures(doc: dict[str, Any]) -> dict[str, Any]:
 
 def write(doc: dict[str, Any], out_dir: str) -> dict[str, str]:
     """JSON + Markdown + HTML side by side (the bench's writer and file names)."""
-    from provision.report.document import write_report
-
     return write_report(doc, out_dir)

@@ -242,7 +242,7 @@ def test_loader_whose_batches_in_flight_do_not_fit_in_dev_shm() -> None:
 
 
 def test_report_lists_each_loader_with_its_role() -> None:
-    from provision.report.train_render import render_html, render_markdown
+    from provision.train.render import render_html, render_markdown
 
     train = dict(TRAIN_LOADER, dataset="Slow", dataset_len=640, epochs=3, batches=57, train_batches=60,
                  wait_s=3.0, step_s=1.0)

@@ -1,6 +1,7 @@
 """Markdown and HTML for `provision train` reports (documents with a `train` section): the run,
 its findings, timelines (GPU utilization, CPU, data-wait share, batches/s), the loader and
-epochs; and the before/after table of `provision report --compare`."""
+epochs; and the before/after table of `provision report --compare`. The train section's own
+layout, registered with the report's sections (provision/train/report_section.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 from provision.choose import report_view
 from provision.report.charts import empty_chart, line_chart
+from provision.report.formatting import comparison_rows, env
+from provision.report.schema import SCHEMA
 
 
 def _points(xs: list[Any], ys: list[Any]) -> list[tuple[float, float]]:
@@ -81,20 +84,13 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def context(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None) -> dict[str, Any]:
-    from provision.report.document import SCHEMA
-    from provision.report.render import comparison_rows
-
     return {"schema": SCHEMA, "views": [view(d) for d in docs], "loader_columns": LOADER_COLUMNS, "charts": [train_charts(d) for d in docs],
             "comparison": comparison_rows(comparisons or {})}
 
 
 def render_markdown(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:
-    from provision.report.render import _env
-
-    return _env().get_template("train_report.md.j2").render(**context(docs, comparisons))
+    return env().get_template("train_report.md.j2").render(**context(docs, comparisons))
 
 
 def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:
-    from provision.report.render import _env
-
-    return _env().get_template("train_report.html.j2").render(**context(docs, comparisons))
+    return env().get_template("train_report.html.j2").render(**context(docs, comparisons))
