@@ -304,7 +304,7 @@ def decode_tensor(data):
 
     try:
         from torchvision.io import ImageReadMode, decode_image
-    except ImportError:
+    except Exception:  # absent, or built for another torch (RuntimeError: operator torchvision::nms does not exist)
         img = decode(data, "RGB")
         t = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8)
         return t.view(img.size[1], img.size[0], 3).permute(2, 0, 1).contiguous()
