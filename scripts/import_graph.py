@@ -74,8 +74,20 @@ def _comment(lines: list[str], node: ast.stmt) -> str:
     return " ".join(above)
 
 
+def _type_checking(tree: ast.AST) -> set[int]:
+    """Import statements under `if TYPE_CHECKING:` (for annotations only: no runtime edge)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            for stmt in node.body:
+                for sub in ast.walk(stmt):
+                    if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                        out.add(id(sub))
+    return out
+
+
 def _function_lines(tree: ast.AST) -> set[int]:
-    """Line numbers of import statements that sit inside a function body."""
+    """Import statements (by id) that sit inside a function body."""
     inside: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -98,8 +110,11 @@ def read(root: Path = ROOT) -> Graph:
         tree = ast.parse(text, filename=str(path))
         lines = text.splitlines()
         inside = _function_lines(tree)
+        typing_only = _type_checking(tree)
         for node in ast.walk(tree):
             targets: list[str] = []
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
