@@ -127,11 +127,18 @@ def read(root: Path = ROOT) -> Graph:
             for target in targets:
                 while target and target not in graph.modules:
                     target = target.rpartition(".")[0]
-                if not target.startswith("provision") or target == name:
+                if not target.startswith("provision.") or target == name:
                     continue
-                if target == "provision":
-                    continue  # the package's own __init__ (a version string)
-                graph.imports.append(Import(name, target, node.lineno, id(node) in inside, _comment(lines, node)))
+                # importing a.b.c runs a/__init__ and a/b/__init__ first: edges to those too
+                parents = target.split(".")
+                chain = [".".join(parents[:k]) for k in range(2, len(parents))] + [target]
+                for hop in chain:
+                    if hop == name or (hop != target and hop not in graph.packages):
+                        continue
+                    if hop != target and name.startswith(hop + "."):
+                        continue  # a parent of the importer itself: its __init__ already ran
+                    imp = Import(name, hop, node.lineno, id(node) in inside, _comment(lines, node))
+                    graph.imports.append(imp)
     return graph
 
 

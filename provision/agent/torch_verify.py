@@ -16,6 +16,8 @@ import sys
 import time
 import warnings
 
+from provision.agent import verify_memo
+
 # fp32 on the GPU vs a float64 reference; TF32 is switched off while checking. Half precision
 # (autocast) gets a looser bound: 10-bit (fp16) and 7-bit (bf16) mantissas.
 _TOL = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 5e-2}
@@ -214,8 +216,6 @@ def _gpu_checks(torch, index, size, arch_list, problems, warn):
 
 
 def verify(request, ctx):
-    from provision.agent import verify_memo
-
     remembered = verify_memo.recall(request)
     if remembered is not None:
         return remembered

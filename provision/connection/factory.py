@@ -6,6 +6,8 @@ import dataclasses
 import logging
 
 from provision.connection.base import Connection, ConnectOptions
+from provision.connection.local import LocalConnection
+from provision.connection.openssh_args import openssh_unusable
 from provision.inventory.model import Host
 
 log = logging.getLogger("provision.ssh")
@@ -17,8 +19,6 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
     `data_plane`: bulk streams (staging) go through the OpenSSH client where it can stand in
     for paramiko (provision/connection/openssh.py); every other caller gets SSHConnection."""
     if host.local:
-        from provision.connection.local import LocalConnection
-
         return LocalConnection(host)
     if (options.default_user and not host.user) or (options.default_key_file and not host.key_file):
         host = dataclasses.replace(
@@ -27,15 +27,17 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
             key_file=host.key_file or options.default_key_file,
         )
     if data_plane:
-        from provision.connection.openssh_args import openssh_unusable
-
         reason = openssh_unusable(host, options)
         if reason is None:
-            from provision.connection.openssh import OpenSSHConnection
+            from provision.connection.openssh import (
+                OpenSSHConnection,  # start-up time: the OpenSSH data plane only for a staging connection
+            )
 
             return OpenSSHConnection(host, options)
         log.debug("%s: paramiko for the data plane: %s", host.name, reason)
-    from provision.connection.ssh import SSHConnection
+    from provision.connection.ssh import (
+        SSHConnection,  # start-up time: paramiko (~100 ms) only for an SSH host, never for localhost
+    )
 
     return SSHConnection(host, options)
 

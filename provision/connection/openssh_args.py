@@ -22,6 +22,7 @@ from pathlib import Path
 from provision.connection.base import ConnectOptions
 from provision.connection.hostkey_files import project_known_hosts, user_known_hosts
 from provision.inventory.model import Host
+from provision.paths import state_dir, write_atomic
 
 POLICIES = ("strict", "accept-new", "off")
 # AES-GCM first: with AES-NI it costs ssh about half the CPU per MB of chacha20 (the default);
@@ -223,8 +224,6 @@ def _version_of(path: str) -> tuple[int, int] | None:
     key = f"{os.path.realpath(path)}\t{st.st_mtime_ns}\t{st.st_size}\t"
     memo = None
     try:
-        from provision.paths import state_dir
-
         memo = state_dir() / "ssh-version"
         said = memo.read_text()
         if said.startswith(key):
@@ -240,8 +239,6 @@ def _version_of(path: str) -> tuple[int, int] | None:
     version = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
     if memo is not None and found:
         try:
-            from provision.paths import write_atomic
-
             write_atomic(memo, f"{key}{version[0]}.{version[1]}\n")
         except OSError:
             pass  # a read-only state dir: ask again next time

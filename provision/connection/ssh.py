@@ -36,6 +36,8 @@ from provision.errors import (
     UnreachableError,
 )
 from provision.inventory.model import Host
+from provision.inventory.ssh_config import apply_ssh_config
+from provision.inventory.targets import parse_target
 
 log = logging.getLogger("provision.ssh")
 # Fast failures worth retrying (sshd restarting, port not yet open); a timeout is not retried:
@@ -113,9 +115,6 @@ def _tcp(sock: object) -> bool:
 def _jump_host(chain: str, ssh_config: str | None) -> Host:
     """ProxyJump `a,b`: reach b through a, then the target through b (OpenSSH's order). Each hop
     may be an ssh_config alias."""
-    from provision.inventory.ssh_config import apply_ssh_config
-    from provision.inventory.targets import parse_target
-
     *earlier, last = [hop.strip() for hop in chain.split(",") if hop.strip()]
     jump = apply_ssh_config(parse_target(last), ssh_config)
     jump.local = False  # a jump host is always reached over SSH

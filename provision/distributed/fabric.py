@@ -20,6 +20,7 @@ import ipaddress
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from provision.distributed.probe import probe_candidate
 from provision.errors import ConfigError
 
 if TYPE_CHECKING:  # the agent handle is only needed by select_fabric's callers
@@ -306,8 +307,6 @@ def select_fabric(
     """The first candidate on which every host reaches the master's port (probed by TCP, bounded
     by `timeout_s` per connection). `master` may be "HOST[:PORT]" (then its port is used unless
     `port` is given). Raises ConfigError naming hosts, addresses and what to do when none works."""
-    from provision.distributed.probe import probe_candidate
-
     if master is not None and port is None:
         master, port = parse_master(master)
     elif master is not None:

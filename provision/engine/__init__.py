@@ -1,17 +1,6 @@
-"""The playbook engine: load + validate (playbook.py), templating, variables, runner, results."""
+"""The playbook engine: load + validate (playbook.py), templating, variables, runner, results.
 
-from __future__ import annotations
-
-from provision.engine.playbook import PlaybookError, load_playbook
-from provision.engine.results import HostStats, PlaybookResult, TaskResult
-from provision.engine.runner import RunOptions, run_playbook
-
-__all__ = [
-    "HostStats",
-    "PlaybookError",
-    "PlaybookResult",
-    "RunOptions",
-    "TaskResult",
-    "load_playbook",
-    "run_playbook",
-]
+Import from the modules themselves (provision.engine.runner, .playbook, ...): this package's
+__init__ imports nothing, so a module of provision/modules/ may use engine's helpers (templating,
+core_filters, yamlpos) without loading the runner, which imports modules/ in turn.
+"""

@@ -38,6 +38,7 @@ from provision.modules.base import (
     ModuleFailure,
     TaskContext,
 )
+from provision.modules.control import gather_facts
 from provision.secrets import collect_secrets
 
 if TYPE_CHECKING:
@@ -119,8 +120,6 @@ class _HostPlay(TaskExecution):
         self.failed = True
 
     def gather_facts(self) -> None:
-        from provision.modules.control import gather_facts
-
         start = time.monotonic()
         self.runner.display.task_start(self.rt.host.name, "Gathering Facts")
         conn = self.connection()

@@ -18,7 +18,7 @@ from provision.engine.playbook_model import (
     Task,
 )
 from provision.engine.role_argspec import entry_spec, validation_task_name
-from provision.engine.templating import is_template
+from provision.engine.templating import is_template, to_bool
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
 
@@ -173,8 +173,6 @@ class RoleLoading:
         ansible.cfg private_role_vars is set."""
         raw = data.get("include_role")
         if include and isinstance(raw, Mapping) and raw.get("public") is not None:
-            from provision.engine.templating import to_bool
-
             return to_bool(raw["public"])
         if self.config.private_role_vars is not None:
             return not self.config.private_role_vars

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from provision.connection.base import Connection, ConnectOptions
+from provision.connection.factory import connect
+from provision.connection.local import LocalConnection
 from provision.engine.playbook import (
     Play,
 )
@@ -18,6 +20,7 @@ from provision.errors import (
     UnreachableError,
 )
 from provision.inventory.model import Host
+from provision.remote.agent import Agent
 
 # A host that can't be reached or logged into: the task is "unreachable", not "failed".
 UNREACHABLE_ERRORS = (UnreachableError, AuthError, HostKeyError)
@@ -100,13 +103,9 @@ class HostRuntime:
         key = "local" if local else "default"
         conn = self._connections.get(key)
         if conn is None:
-            from provision.connection.local import LocalConnection
-
             if local:
                 conn = LocalConnection(self.host, cwd=self.playbook_dir)
             else:
-                from provision.connection.factory import connect
-
                 host = self.host if not user or self.host.user else replace(self.host, user=user)
                 conn = connect(host, self.options)
                 if isinstance(conn, LocalConnection) and conn.cwd is None:  # a local inventory host
@@ -117,8 +116,6 @@ class HostRuntime:
     def agent(self, connection: Connection, become: bool | None = None) -> Any:
         """The host's agent; `become`: the current play's/task's (the agent runs as root then)."""
         if self._agent is None or self._agent.connection is not connection:
-            from provision.remote.agent import Agent
-
             self._agent = Agent(connection)
         self._agent.become = become
         return self._agent

@@ -46,6 +46,8 @@ from provision.errors import (
     ConfigError,
 )
 from provision.inventory.model import Host, Inventory
+from provision.inventory.patterns import UnknownPatternError, select_hosts
+from provision.parallel import STOP_GRACE_S
 from provision.secrets import Masker, collect_secrets
 
 __all__ = [
@@ -149,8 +151,6 @@ class PlaybookRunner:
 
     # -- plays ---------------------------------------------------------------------------------
     def select(self, play: Play) -> list[Host]:
-        from provision.inventory.patterns import UnknownPatternError, select_hosts
-
         try:
             hosts = select_hosts(self.inventory, play.hosts, limit=self.options.limit)
         except UnknownPatternError as exc:
@@ -292,7 +292,6 @@ class PlaybookRunner:
             # stop within ~2 s even with hung hosts: every running command ends its remote
             # process group and raises; hosts that don't answer in time are left behind
             from provision.connection.base import interrupt_all
-            from provision.parallel import STOP_GRACE_S
 
             self.interrupt()
             interrupt_all()
@@ -354,8 +353,6 @@ def run_playbook(
         names = [h.name for h in hosts]
         limit = ",".join(names) if limit is None else limit
     if limit:
-        from provision.inventory.patterns import select_hosts
-
         if not select_hosts(inventory, "all", limit=limit):  # a typo is an error, not a no-op run
             raise ConfigError(f"--limit {limit!r} selects no hosts")
     run_options = RunOptions(

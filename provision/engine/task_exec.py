@@ -40,6 +40,7 @@ from provision.modules.base import (
     secret_arg_values,
 )
 from provision.paths import bundle_dir
+from provision.remote.become import wanted_by_host
 from provision.secrets import collect_secrets
 
 # modules whose "facts" are variables (set_fact precedence), not host facts
@@ -400,8 +401,6 @@ class TaskExecution(LoopItems):
         # delegate_to: localhost runs on the controller with this host's variables
         conn = self.rt.connection(local=True) if delegate else self.connection()
         if task.become is None and self.play.become is None and not delegate:
-            from provision.remote.become import wanted_by_host
-
             become = wanted_by_host(conn)  # --become / ansible_become: every task's default
         ctx = TaskContext(
             host=self.rt.host,

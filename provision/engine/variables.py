@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provision.engine.taint import as_data
+from provision.engine.templating import LazyVars, Templar
 from provision.inventory.model import Host, Inventory
+from provision.modules.facts_ansible import namespaced
 
 if TYPE_CHECKING:
     from provision.engine.playbook import Node, Play
@@ -69,9 +72,6 @@ class HostVars:
     def add_facts(self, facts: Mapping[str, Any]) -> None:
         """Facts from `setup` or a module: each name as returned, and `ansible_facts` (the same
         without the `ansible_` prefix) rebuilt so both spellings stay in step."""
-        from provision.engine.taint import as_data
-        from provision.modules.facts_ansible import namespaced
-
         self.facts.update(facts)
         self.facts["ansible_facts"] = as_data(namespaced(self.facts))  # host data: never a template
 
@@ -89,7 +89,6 @@ class HostVarsView(Mapping):
                 state = HostVars(self._manager.inventory.hosts[name])
             else:
                 raise KeyError(name)
-        from provision.engine.templating import LazyVars, Templar
 
         return LazyVars(self._manager.host_layers(state), Templar())
 

@@ -36,6 +36,7 @@ import yaml
 from provision import __version__
 from provision.errors import ConfigError
 from provision.install.mirrors import mask_url
+from provision.paths import write_atomic
 
 LOCK_VERSION = 1
 DEFAULT_LOCK_FILE = "provision.lock"
@@ -189,7 +190,6 @@ def write_lock(lock: Lock, path: str | Path) -> Path:
     text = header + yaml.safe_dump(
         lock.to_dict(), sort_keys=False, default_flow_style=False, width=120
     )
-    from provision.paths import write_atomic
 
     return write_atomic(path, text)
 

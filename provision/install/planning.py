@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from provision.compat import resolver
 from provision.connection.base import Connection
 from provision.errors import ConfigError, HostError
 from provision.shell import sh
@@ -144,8 +145,6 @@ def resolve(
     what "keep the installed torch" must mean for an install into a managed env; `offer` is what
     the index in effect serves (provision/install/index_query.py), None when not asked.
     """
-    from provision.compat import resolver
-
     host_facts = resolver.HostFacts.from_facts(facts, python_version=python_version)
     host_facts = replace(
         host_facts,

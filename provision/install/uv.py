@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.connection.base import Connection
+from provision.errors import HostError
+from provision.install.index_query import serves_project
 from provision.install.mirrors import IndexConfig, scrub
 from provision.install.pip import (
     _SUPERVISOR,
@@ -229,7 +231,11 @@ def controller_uv() -> str | None:
 def uv_to_relay(facts: dict[str, Any]) -> str:
     """This machine's uv when the host is Linux on the same CPU and C library; else the uv wheel
     for the host's platform, downloaded once and cached (install/uv_binary.py)."""
-    from provision.install.uv_binary import UvBinaryUnavailable, host_platform, uv_for_platform
+    from provision.install.uv_binary import (  # looked up at call time: tests replace uv_binary.uv_for_platform (the download)
+        UvBinaryUnavailable,
+        host_platform,
+        uv_for_platform,
+    )
 
     try:
         arch, libc = host_platform(facts.get("os") or {})
@@ -420,8 +426,6 @@ def choose(
             uv, how = obtain_uv(connection, python, index, facts, cache_dir, say)
     except UvUnavailable as exc:
         if mode == "uv":
-            from provision.errors import HostError
-
             raise HostError(
                 connection.host.name,
                 f"--installer uv: no uv on the host ({exc}); use --installer pip or auto",
@@ -434,8 +438,6 @@ def choose(
 
 def _index_lacks_uv(connection: Connection, python: str, index: IndexConfig, options: Any) -> bool:
     """True only when every index of the install answered and none lists a uv wheel."""
-    from provision.install.index_query import serves_project
-
     opts = getattr(options, "index", None)
     if opts is None:
         return False

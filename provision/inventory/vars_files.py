@@ -40,7 +40,10 @@ def find_vars_files(directory: Path, name: str) -> list[Path]:
 
 
 def load_vars_file(path: Path) -> dict[str, Any]:
-    from provision.engine.yamlpos import display_path, load_yaml
+    from provision.engine.yamlpos import (  # start-up time: PyYAML with positions only when a vars file is read
+        display_path,
+        load_yaml,
+    )
 
     data = load_yaml(path)  # YAML syntax errors name file:line:col
     if data is None:

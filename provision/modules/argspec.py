@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provision.engine.core_filters import to_bool
+
 if TYPE_CHECKING:
     from provision.modules.base import ModuleResult, TaskContext
 
@@ -77,8 +79,6 @@ class AnsibleSpec:
         option = self.options.get(name, {})
         default = option.get("default")
         if option.get("type") == "bool":
-            from provision.engine.core_filters import to_bool
-
             try:
                 return to_bool(value) == bool(default)
             except Exception:

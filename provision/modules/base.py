@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.connection.base import CommandResult, Connection
+from provision.engine.templating import contains_template
 from provision.inventory.model import Host
 from provision.modules.argspec import (  # noqa: F401  (re-exported: the fallback interface)
     NATIVE_ALIASES,
@@ -30,12 +31,13 @@ from provision.modules.argspec import (  # noqa: F401  (re-exported: the fallbac
     set_ansible_fallback,
     spec_for_module,
 )
+from provision.remote.agent import Agent
+from provision.secrets import is_secret_name, url_passwords
 from provision.shell import as_root as shell_as_root
 from provision.shell import become_command, path, quote, stdin_env
 
 if TYPE_CHECKING:
     from provision.engine.templating import Templar
-    from provision.remote.agent import Agent
 
 log = logging.getLogger("provision.modules")
 ARG_TYPES = ("str", "bool", "int", "float", "list", "dict", "path", "raw", "mode")
@@ -134,8 +136,6 @@ class TaskContext:
     def agent(self) -> Agent:
         """The host's agent, created on first use and shared by the host's tasks."""
         if self.agent_factory is None:
-            from provision.remote.agent import Agent
-
             return Agent(self.connection)
         return self.agent_factory()
 
@@ -243,7 +243,7 @@ def _load_all() -> None:
     with _load_lock:
         if _loaded:
             return
-        import provision.modules as package
+        import provision.modules as package  # the package itself, to list its module files once (registry loading)
 
         for info in pkgutil.iter_modules(package.__path__):
             if info.name != "base" and not info.name.startswith("_"):
@@ -287,8 +287,6 @@ def suggest(word: str, options: list[str] | tuple[str, ...] | set[str]) -> str:
 
 
 def _has_template(value: Any) -> bool:
-    from provision.engine.templating import contains_template
-
     return contains_template(value)
 
 
@@ -457,8 +455,6 @@ def normalize_args(
 def secret_arg_values(module: Module, args: Mapping[str, Any]) -> list[str]:
     """Values of arguments declared `no_log` or named like a secret (provision.secrets), and
     URL passwords in any argument: the runner masks them in results, display and JSON."""
-    from provision.secrets import is_secret_name, url_passwords
-
     found: list[str] = []
 
     def walk(value: Any, secret: bool) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
+from provision.remote.agent import Agent
 
 
 @register
@@ -26,8 +27,14 @@ class CompatCheck(Module):
     }
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.compat import ResolveInputError, TorchRequest
-        from provision.remote.compat import BROKEN, check_host
+        from provision.compat import (  # start-up time: a playbook loads every module; the compat tables only when this one runs
+            ResolveInputError,
+            TorchRequest,
+        )
+        from provision.remote.compat import (  # start-up time: a playbook loads every module; the compat tables only when this one runs
+            BROKEN,
+            check_host,
+        )
 
         try:
             request = TorchRequest(
@@ -40,8 +47,6 @@ class CompatCheck(Module):
         facts: dict[str, Any] = dict(ctx.facts or {}) or ctx.agent.call("facts")
         agent = ctx.agent
         if ctx.args.get("python"):
-            from provision.remote.agent import Agent
-
             # the same agent folder on the host, run by another interpreter
             agent = Agent(ctx.connection, python=ctx.args["python"])
         check = check_host(agent, ctx.host, facts, request, env=ctx.args.get("env"))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.engine.templating import UndefinedVariableError
+from provision.engine.yamlpos import load_yaml
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.facts_ansible import PROBE, ansible_names, parse_probe
 
@@ -164,7 +165,6 @@ class IncludeVars(Module):
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         path = ctx.find_file(ctx.args["file"], "vars")
-        from provision.engine.yamlpos import load_yaml
 
         data = load_yaml(path) if path.suffix != ".json" else json.loads(Path(path).read_text())
         if data is None:

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from provision.errors import HostError, ProvisionError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
+from provision.paths import state_dir
 
 SAMPLE_NAME = "provision-sample"
 _sample_lock = threading.Lock()  # `up` may generate it in the background while hosts stage
@@ -19,8 +21,9 @@ _sample_lock = threading.Lock()  # `up` may generate it in the background while 
 
 def sample_source() -> str:
     """The embedded sample as an ImageFolder on the controller, generated on first use."""
-    from provision.paths import state_dir
-    from provision.samples import make_sample_dataset
+    from provision.samples import (
+        make_sample_dataset,  # start-up time: a playbook loads every module; the sample generator only when this one runs
+    )
 
     root = state_dir() / SAMPLE_NAME
     marker = root / ".complete"
@@ -56,8 +59,9 @@ class StageDataset(Module):
     supports_check_mode = False
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.errors import HostError, ProvisionError
-        from provision.staging.stage import stage_dataset
+        from provision.staging.stage import (
+            stage_dataset,  # start-up time: a playbook loads every module; the staging stack only when this one runs
+        )
 
         src = ctx.args.get("src") or sample_source()
         name = ctx.args.get("name") or (None if ctx.args.get("src") else SAMPLE_NAME)

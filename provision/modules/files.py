@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.config import load_config
+from provision.engine.templating import LazyVars, ShellTemplate
 from provision.modules.base import (
     Arg,
     Module,
@@ -25,6 +27,7 @@ from provision.modules.base import (
     register,
     unified_diff,
 )
+from provision.modules.command import shell_command
 from provision.shell import Raw, sh, temp_beside
 from provision.shell import path as host_path
 
@@ -294,8 +297,6 @@ def validate_cmd(ctx: TaskContext) -> Validate | None:
     validate = ctx.args.get("validate")
     if validate is None:
         return None
-    from provision.engine.templating import ShellTemplate
-    from provision.modules.command import shell_command
 
     tpl = validate if isinstance(validate, ShellTemplate) else ShellTemplate(str(validate))
     text, env = shell_command(tpl)
@@ -383,8 +384,6 @@ class Copy(Module):
 def managed_text(config_env: str | None, cwd: str) -> str:
     """`ansible_managed` in templates: ansible.cfg's [defaults] ansible_managed, else Ansible's
     default text (roles compare rendered files with Ansible's; keyed by what picks the file)."""
-    from provision.config import load_config
-
     return load_config().ansible_managed or "Ansible managed"
 
 
@@ -425,8 +424,6 @@ class Template(Module):
 
 def dict_overlay(base: Any, extra: dict[str, Any]) -> Any:
     from collections import ChainMap
-
-    from provision.engine.templating import LazyVars
 
     if isinstance(base, LazyVars):
         return LazyVars(ChainMap(extra, base.raw()), base._templar)  # noqa: SLF001

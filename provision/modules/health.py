@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provision.errors import AgentError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
 _ORDER = {"healthy": 0, "degraded": 1, "failing": 2}
@@ -34,8 +35,6 @@ class Health(Module):
         return []
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.errors import AgentError
-
         request: dict[str, Any] = {"kernel_log": ctx.args["kernel_log"]}
         expect = ctx.args.get("expect_gpus")
         if expect is None and ctx.host.vars.get("expect_gpus") is not None:

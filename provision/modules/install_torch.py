@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from provision.errors import ConfigError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
 if TYPE_CHECKING:
@@ -58,7 +59,9 @@ class InstallTorch(Module):
     supports_check_mode = True
 
     def check_args(self, args: dict) -> list[str]:
-        from provision.install.mirrors import PRESETS
+        from provision.install.mirrors import (
+            PRESETS,  # start-up time: a playbook loads every module; the install stack only when this one runs
+        )
 
         problems = []
         mirror = args.get("mirror")
@@ -76,16 +79,25 @@ class InstallTorch(Module):
                 f"install_torch: 'with' takes torchvision, torchaudio; got {', '.join(bad)}"
             )
         if args.get("conda"):
-            from provision.install.installer import CONDA_REMOVED
+            from provision.install.installer import (
+                CONDA_REMOVED,  # start-up time: a playbook loads every module; the install stack only when this one runs
+            )
 
             problems.append(f"install_torch: 'conda' {CONDA_REMOVED}")
         return problems
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.errors import ConfigError
-        from provision.install.installer import InstallError, InstallOptions, install
-        from provision.install.lockfile import read_lock
-        from provision.install.mirrors import IndexOptions
+        from provision.install.installer import (  # start-up time: a playbook loads every module; the install stack only when this one runs
+            InstallError,
+            InstallOptions,
+            install,
+        )
+        from provision.install.lockfile import (
+            read_lock,  # start-up time: a playbook loads every module; the install stack only when this one runs
+        )
+        from provision.install.mirrors import (
+            IndexOptions,  # start-up time: a playbook loads every module; the install stack only when this one runs
+        )
 
         a = ctx.args
         requirements = [

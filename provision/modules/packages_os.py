@@ -19,6 +19,7 @@ from provision.modules.base import (
     ModuleResult,
     TaskContext,
     get_module,
+    normalize_args,
     register,
 )
 from provision.modules.files import parse_report
@@ -157,7 +158,6 @@ class Package(Module):
         module_cls = get_module(module_name)
         assert module_cls is not None
         module = module_cls()
-        from provision.modules.base import normalize_args
 
         inner = normalize_args(
             module,

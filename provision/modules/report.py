@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from provision.modules.base import Arg, Module, ModuleResult, TaskContext, register
+from provision.errors import ConfigError
+from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
 
 def _data(value: Any, key: str) -> Any:
@@ -40,8 +41,13 @@ class Report(Module):
     }
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.report import history
-        from provision.report.document import build_report, write_report
+        from provision.report import (
+            history,  # start-up time: a playbook loads every module; the report stack (Jinja2, rich) only when this one runs
+        )
+        from provision.report.document import (  # start-up time: a playbook loads every module; the report stack (Jinja2, rich) only when this one runs
+            build_report,
+            write_report,
+        )
 
         bench = _data(ctx.args.get("bench"), "bench") or {}
         datasets = [
@@ -49,9 +55,9 @@ class Report(Module):
             for d in (_data(x, "dataset") for x in _flat(ctx.args.get("datasets") or []))
             if isinstance(d, dict)
         ]
-        from provision.errors import ConfigError
-        from provision.modules.base import ModuleFailure
-        from provision.report.document import price_of
+        from provision.report.document import (
+            price_of,  # start-up time: a playbook loads every module; the report stack only when this one runs
+        )
 
         try:
             price = price_of(ctx.host)

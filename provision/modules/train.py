@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provision.errors import AgentError, ConfigError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
 
@@ -68,11 +69,21 @@ class Train(Module):
     supports_check_mode = False  # starting a job is the whole point: skipped in --check
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.errors import AgentError, ConfigError
-        from provision.train.gang import GangError
-        from provision.train.launch import HostTrainer, TrainSpec, new_run_id
-        from provision.train.options import parse_duration, stop_command_hint
-        from provision.train.report import run_entry
+        from provision.train.gang import (
+            GangError,  # start-up time: a playbook loads every module; the train stack only when this one runs
+        )
+        from provision.train.launch import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+            HostTrainer,
+            TrainSpec,
+            new_run_id,
+        )
+        from provision.train.options import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+            parse_duration,
+            stop_command_hint,
+        )
+        from provision.train.report import (
+            run_entry,  # start-up time: a playbook loads every module; the train stack only when this one runs
+        )
 
         a = ctx.args
         code_dir = None
@@ -111,14 +122,22 @@ class Train(Module):
         return ModuleResult(changed=True, failed=failed, msg=msg, rc=entry["exit_code"], data={"run": entry})
 
     def _finish(self, trainer: Any, final: dict[str, Any], out: str | None) -> dict[str, Any]:
-        from provision.train.diagnosis import diagnose_run
-        from provision.train.report import build_document, run_entry, write
+        from provision.train.diagnosis import (
+            diagnose_run,  # start-up time: a playbook loads every module; the train stack only when this one runs
+        )
+        from provision.train.report import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+            build_document,
+            run_entry,
+            write,
+        )
 
         summary = trainer.summary(final["run_id"])
         findings = diagnose_run(summary, trainer.facts, None, trainer.host)
         paths = None
         if out:
-            from provision.report import history
+            from provision.report import (
+                history,  # start-up time: a playbook loads every module; the train stack only when this one runs
+            )
 
             doc = build_document(trainer.host, summary["run"], summary, findings, trainer.facts)
             paths = write(doc, out)
@@ -126,9 +145,17 @@ class Train(Module):
         return run_entry(summary["run"], summary, findings, paths)
 
     def _distributed(self, ctx: TaskContext, spec: Any, trainer: Any) -> ModuleResult:
-        from provision.train.cluster import ClusterTrainer, finish_run
-        from provision.train.distributed import DistributedOptions, parse_nproc
-        from provision.train.gang import gang_for
+        from provision.train.cluster import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+            ClusterTrainer,
+            finish_run,
+        )
+        from provision.train.distributed import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+            DistributedOptions,
+            parse_nproc,
+        )
+        from provision.train.gang import (
+            gang_for,  # start-up time: a playbook loads every module; the train stack only when this one runs
+        )
 
         a = ctx.args
         names = [str(n) for n in (ctx.vars.get("ansible_play_hosts") or [ctx.host.name])]
@@ -148,7 +175,9 @@ class Train(Module):
                 cluster.measure_allreduce()
             cluster.start(None)
             if a["detach"]:
-                from provision.train.report import run_entry
+                from provision.train.report import (
+                    run_entry,  # start-up time: a playbook loads every module; the train stack only when this one runs
+                )
 
                 return {"runs": {n: run_entry(s["run"], None, [], None) for n, s in cluster.started.items()},
                         "distributed": cluster.distributed_section()}

@@ -7,14 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from provision.compat.gpus import find_gpu
 from provision.distributed.fabric import Fabric
 from provision.remote.agent import Agent
 
 
 def gpu_peaks(facts: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     """Dense datasheet peaks per GPU index from the compat GPU table (for "% of peak")."""
-    from provision.compat.gpus import find_gpu
-
     peaks: dict[str, dict[str, float | None]] = {}
     for gpu in facts.get("gpus") or []:
         spec = find_gpu(str(gpu.get("name", "")), memory_mib=(gpu.get("memory") or {}).get("total_mib"))

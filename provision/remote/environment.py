@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from provision.connection.base import Connection
+from provision.remote.become import wanted_by_host
 
 
 def managed_python(connection: Connection, facts: dict[str, Any], env: str | None = None) -> str | None:
@@ -12,8 +13,11 @@ def managed_python(connection: Connection, facts: dict[str, Any], env: str | Non
     With no `env`: the default places (the login user's, the system location `install --become`
     uses, or the host var `provision_env_root`; provision/install/environment.py), so an env
     installed as root is found by commands run without become, and the other way round."""
-    from provision.install.environment import ManagedEnv, env_candidates, find_env
-    from provision.remote.become import wanted_by_host
+    from provision.install.environment import (  # start-up time: facts and health need no install module (this file is imported by every command)
+        ManagedEnv,
+        env_candidates,
+        find_env,
+    )
 
     if env:
         state = ManagedEnv(connection, env).state()

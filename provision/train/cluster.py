@@ -17,9 +17,15 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from provision.distributed.fabric import select_fabric
 from provision.errors import ConfigError
 from provision.inventory.model import Host
 from provision.parallel import HostOutcome, for_each_host
+from provision.remote.bench import allreduce_specs, bench_request
+from provision.report import history
+from provision.report.document import now_iso, price_of
+from provision.train import allreduce_memo
+from provision.train.diagnosis import diagnose_distributed, diagnose_run
 from provision.train.distributed import (
     STOP_GRACE_S,
     DistributedOptions,
@@ -30,6 +36,8 @@ from provision.train.distributed import (
     plan_nodes,
 )
 from provision.train.launch import FACT_KEYS, HostTrainer, TrainSpec
+from provision.train.layout import host_layout, odd_hosts
+from provision.train.report import build_document, run_entry, write
 
 FOLLOW_CALL_S = 2.0  # short follow calls: a failed peer is noticed within one call
 ALLREDUCE_TIMEOUT_S = 180.0  # the whole pre-job measurement, every host (bounded)
@@ -104,21 +112,16 @@ class ClusterTrainer:
         for name, (facts, python, torch) in found.items():
             self.facts[name], self.pythons[name], self.torches[name] = facts, python, torch
         check_same_torch(self.torches)
-        from provision.train.layout import host_layout, odd_hosts
 
         hosts = {n: host_layout(f, self.run_id, self.spec.workdir) for n, f in self.facts.items()}
         self.layout = {"hosts": hosts, "differs": odd_hosts(hosts)}
         self.nprocs = {n: nproc_for(self.options.nproc_per_node, f) for n, f in self.facts.items()}
-        from provision.distributed.fabric import select_fabric
 
         self.fabric = select_fabric({n: t.agent for n, t in self.trainers.items()}, self.facts,
                                     master=self.options.master, iface=self.options.iface)
 
     def measure_allreduce(self) -> dict[str, Any]:
         """The bench's multi-host all-reduce over the fabric (quick sizes, bounded), one rank per host."""
-        from provision.remote.bench import allreduce_specs, bench_request
-        from provision.train import allreduce_memo
-
         order = list(self.fabric.hosts or [h.name for h in self.hosts])
         key = allreduce_memo.memo_key({n: t.connection.identity() for n, t in self.trainers.items()},
                                       self.fabric)
@@ -228,11 +231,6 @@ class ClusterTrainer:
 def finish_run(cluster: ClusterTrainer, finals: dict[str, dict[str, Any]], out: str | None) -> dict[str, Any]:
     """Every host's summary -> its own findings + the whole run's -> reports (one per host,
     written to `out` and recorded in the history; none without `out`)."""
-    from provision.report import history
-    from provision.report.document import now_iso, price_of
-    from provision.train.diagnosis import diagnose_distributed, diagnose_run
-    from provision.train.report import build_document, run_entry, write
-
     summaries = {n: cluster.trainers[n].summary(cluster.run_id, lines=80) for n in finals}
     overall = diagnose_distributed(summaries, cluster.allreduce, cluster.options.grad_bytes)
     section = dict(cluster.distributed_section(), findings=[f.as_dict() for f in overall])

@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from provision.agent.datasets import tarstream
 from provision.errors import ConfigError
 from provision.train import gitignore
 
@@ -117,8 +118,6 @@ def _sha256(path: Path) -> str:
 
 def tar_chunks(files: list[CodeFile], chunk: int = 1 << 20):
     """The files as one uncompressed tar stream (the staging stream's tar writer)."""
-    from provision.agent.datasets import tarstream
-
     parts: list[bytes] = []
     size = 0
     for f in files:

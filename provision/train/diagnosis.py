@@ -20,7 +20,8 @@ from provision.report.diagnosis import (
     Finding,
     loader_curve,
 )
-from provision.train.causes import CAUSES
+from provision.train.causes import CAUSES, log_lines
+from provision.train.distributed import split_rank_line
 
 INPUT_WARN = 0.3  # the step waits on data 30% of the time: worth fixing
 INPUT_CRITICAL = 0.5  # more than half: the GPU (or CPU) mostly waits
@@ -358,8 +359,6 @@ BROKEN_LINK = ("Connection closed by peer", "Connection reset", "Broken pipe", "
 
 def last_error(summary: dict[str, Any]) -> str | None:
     """The last `SomethingError: message` line of a host's log (rank prefixes stripped)."""
-    from provision.train.causes import log_lines
-
     found = None
     for line in log_lines(summary):
         m = ERROR_LINE.match(line)
@@ -374,8 +373,6 @@ def rank_failed(host: str, summary: dict[str, Any], others: dict[str, dict[str, 
     happened to the rest: `others` (the other hosts' summaries) and `first` (the host that failed
     first) say whether this one failed on its own, failed because the first one broke the
     connection, or was the one that failed while provision stopped the rest."""
-    from provision.train.distributed import split_rank_line
-
     run = summary.get("run") or {}
     if run.get("state") != "failed":
         return None

@@ -25,6 +25,7 @@ from typing import Any
 from provision.connection.base import Connection
 from provision.errors import ConfigError
 from provision.remote.agent import Agent
+from provision.remote.environment import managed_python
 from provision.train.codefiles import DEFAULT_MAX_BYTES, CodeFile, list_code, tar_chunks
 
 FACT_KEYS = ["hostname", "os", "cpu", "memory", "data_dir", "gpus"]
@@ -105,7 +106,6 @@ class HostTrainer:
     def interpreter(self, spec: TrainSpec) -> str | None:
         if spec.python:
             return spec.python
-        from provision.remote.environment import managed_python
 
         return managed_python(self.connection, self.facts)
 

@@ -18,6 +18,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from provision.errors import HostError
+from provision.inventory.loader import load_inventory
+from provision.inventory.model import Host
+from provision.inventory.ssh_config import is_alias
+from provision.parallel import HostOutcome
 from provision.paths import state_dir, write_atomic
 
 RECORD_DIR = "runs"
@@ -70,8 +75,6 @@ def vet_peers(run_id: str, named: str, listed: object, inventory_files: list[str
               ssh_config: str | None) -> Peers:
     """Split the peers a host listed into those the user or this controller already knows and
     the rest. `named`: the target the user gave (always trusted; not repeated in the result)."""
-    from provision.inventory.loader import load_inventory
-
     names = [p for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
     known_inventory: set[str] = set()
     if inventory_files:
@@ -91,8 +94,6 @@ def vet_peers(run_id: str, named: str, listed: object, inventory_files: list[str
 
 def _user_alias(peer: str, ssh_config: str | None) -> bool:
     """An explicit `Host NAME` of the user's ssh_config (not a wildcard entry matching anything)."""
-    from provision.inventory.ssh_config import is_alias
-
     # a pattern or an option-looking word is never an alias the user wrote for this host
     if not peer or peer.startswith("-") or any(c in peer for c in "*?!,% \t\n") or os.sep in peer:
         return False
@@ -104,9 +105,5 @@ def _user_alias(peer: str, ssh_config: str | None) -> bool:
 
 def refused_outcomes(peers: Peers, host: str, run_id: str) -> dict[str, object]:
     """{peer: a failed HostOutcome} for each refused peer, so the output and the exit code say so."""
-    from provision.errors import HostError
-    from provision.inventory.model import Host
-    from provision.parallel import HostOutcome
-
     message = peers.refusal(host, run_id)
     return {p: HostOutcome(Host(name=p), error=HostError(p, "refused: " + message)) for p in peers.refused}

@@ -198,8 +198,15 @@ def _predict_seconds(batch, timings):
 
 def measure(request, quick, amp_result=None):
     torch = import_torch()
-    from provision.agent.bench.amp import MemoryProbe, make_scaler, train_step
-    from provision.agent.bench.models import make_optimizer, workloads
+    from provision.agent.bench.amp import (  # lazy: torch model code, loaded only when the memory section runs
+        MemoryProbe,
+        make_scaler,
+        train_step,
+    )
+    from provision.agent.bench.models import (  # lazy: torch model code, loaded only when the memory section runs
+        make_optimizer,
+        workloads,
+    )
 
     on_gpu = cuda_available(torch)
     device = "cuda:0" if on_gpu else "cpu"

@@ -33,7 +33,7 @@ SECTIONS = (
 
 
 def _section_functions(request, quick, results):
-    from provision.agent.bench import (
+    from provision.agent.bench import (  # lazy: each section imports torch; a quick or skipped bench loads only what runs
         amp,
         compute,
         dataloader,
@@ -152,7 +152,9 @@ def _fit_cpu_threads(torch, request):
 
 def run(request, ctx):
     """Agent entry point: request as in docs/bench.md -> the bench result document."""
-    from provision.agent.bench.sampler import Sampler
+    from provision.agent.bench.sampler import (
+        Sampler,  # lazy: the GPU sampler only when the bench samples under load
+    )
 
     started = time.monotonic()
     wanted = validate(request)

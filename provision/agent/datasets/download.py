@@ -145,7 +145,11 @@ def download(url, target, info, emit, stall, free_margin=64 * _MiB):
 
 
 def stage_url(path, source, emit, log, verify, clean, stall):
-    from provision.agent.datasets.ingest import _finished_result, _stage_host_path, check_space
+    from provision.agent.datasets.ingest import (  # cycle: a URL source is staged by ingest's builder, and ingest dispatches the url kind here (same folder; not yet split)
+        _finished_result,
+        _stage_host_path,
+        check_space,
+    )
 
     url = source.get("url") or ""
     if not (url.startswith("http://") or url.startswith("https://")):

@@ -169,7 +169,9 @@ def _version_json(root: str, component: str) -> Optional[str]:
     text = read_text(os.path.join(root, "version.json"))
     if not text:
         return None
-    from provision.agent.protocol import loads
+    from provision.agent.protocol import (
+        loads,  # lazy: the core bundle's facts start per call; JSON parsing only for a version.json
+    )
 
     try:
         return loads(text)[component]["version"]

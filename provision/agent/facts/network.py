@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from provision.agent.facts._util import list_dir, read_text
+from provision.agent.facts._util import list_dir, read_text, run, which
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -204,8 +204,6 @@ def assign_ipv4(addresses: List[str], routes: List[Dict[str, Any]]) -> Dict[Any,
 
 def ip_addresses(timeout: float) -> Optional[Dict[Any, List[Dict[str, Any]]]]:
     """iface -> IPv4 addresses from `ip -j addr` (iproute2), or None when it can't tell."""
-    from provision.agent.facts._util import run, which
-
     if not which("ip"):
         return None
     code, out = run(["ip", "-j", "-4", "addr", "show"], timeout=timeout)
@@ -215,7 +213,9 @@ def ip_addresses(timeout: float) -> Optional[Dict[Any, List[Dict[str, Any]]]]:
 
 
 def parse_ip_json(text: str) -> Optional[Dict[Any, List[Dict[str, Any]]]]:
-    from provision.agent.protocol import loads
+    from provision.agent.protocol import (
+        loads,  # lazy: the protocol module only for `ip -j` output (the agent starts per call)
+    )
 
     try:
         links = loads(text)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
+from provision.agent.nvidia import nvml
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
@@ -70,8 +72,6 @@ def collect(
             {"source": "nvml", "error": "pynvml (nvidia-ml-py) is not importable by this Python"}
         )
     else:
-        from provision.agent.nvidia import nvml
-
         try:
             result = nvml.collect(module, with_processes=with_processes)
             result["source"] = "nvml"
@@ -126,7 +126,9 @@ def _driver_signs(state: Dict[str, Any]) -> bool:
 
 
 def _from_xml(smi: str, timeout: float, attempts: List[Dict[str, str]]) -> Optional[Dict[str, Any]]:
-    from provision.agent.nvidia import smi_xml
+    from provision.agent.nvidia import (
+        smi_xml,  # lazy: each nvidia-smi parser only when that fallback is tried (the agent starts per call)
+    )
 
     code, out = run([smi, "-q", "-x"], timeout)
     if code != 0:
@@ -145,7 +147,9 @@ def _from_xml(smi: str, timeout: float, attempts: List[Dict[str, str]]) -> Optio
 def _from_csv(
     smi: str, timeout: float, with_processes: bool, attempts: List[Dict[str, str]]
 ) -> Optional[Dict[str, Any]]:
-    from provision.agent.nvidia import smi_csv
+    from provision.agent.nvidia import (
+        smi_csv,  # lazy: each nvidia-smi parser only when that fallback is tried (the agent starts per call)
+    )
 
     fields = list(smi_csv.DEFAULT_FIELDS)
     for _ in range(len(smi_csv.DEFAULT_FIELDS)):  # at most one retry per field
@@ -190,7 +194,9 @@ def _from_csv(
 
 
 def _topology(smi: str, timeout: float) -> Dict[str, Any]:
-    from provision.agent.nvidia import topology
+    from provision.agent.nvidia import (
+        topology,  # lazy: the topology query only when asked for (the agent starts per call)
+    )
 
     code, out = run([smi, "topo", "-m"], timeout)
     if code != 0:

@@ -313,10 +313,3 @@ def _nvlink(nv: Any, gpus: List[Dict[str, Any]]) -> Dict[str, Any]:
         "via_nvswitch": via_switch,
         "connected": any(active.values()),
     }
-
-
-def importable() -> Optional[Any]:
-    """The pynvml module, or None where the host's Python does not have it."""
-    from provision.agent.nvidia import import_pynvml
-
-    return import_pynvml()

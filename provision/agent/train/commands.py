@@ -180,7 +180,9 @@ def stop(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
 
 
 def summary(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
-    from provision.agent.train.summary import summarize
+    from provision.agent.train.summary import (
+        summarize,  # lazy: the summary's parsers only for the summary command (the agent starts per call)
+    )
 
     directory = _run_dir(request)
     out = summarize(directory, points=int(request.get("points", 120)))
@@ -236,7 +238,9 @@ def torch_of(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     import json
     import subprocess
 
-    from provision.agent.facts import torch_info
+    from provision.agent.facts import (
+        torch_info,  # lazy: torch facts only where the run needs them (imports torch)
+    )
 
     python = os.path.expanduser(str(request.get("python") or "python3"))
     try:

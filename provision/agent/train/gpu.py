@@ -44,7 +44,9 @@ class GpuProbe(object):
                         "max_sm_mhz": nvml.call(lib.nvmlDeviceGetMaxClockInfo, h, 1),
                     }
                 return
-        from provision.agent.nvidia import find_nvidia_smi
+        from provision.agent.nvidia import (
+            find_nvidia_smi,  # looked up at call time: tests replace nvidia.find_nvidia_smi
+        )
 
         self._smi = find_nvidia_smi()
         if self._smi:
@@ -88,7 +90,7 @@ class GpuProbe(object):
         return rows
 
     def _nvidia_smi(self) -> List[Dict[str, Any]]:
-        from provision.agent.nvidia import run
+        from provision.agent.nvidia import run  # looked up at call time, as find_nvidia_smi above
 
         code, out = run([str(self._smi), "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader,nounits"], 10.0)
         if code != 0:

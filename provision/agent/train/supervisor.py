@@ -98,8 +98,12 @@ def _on_path(name: str, env: Dict[str, str]) -> bool:
 
 
 def _sample_loop(directory: str, child: Any, interval: float, stop: Any, log: Any) -> None:
-    from provision.agent.train.gpu import GpuProbe
-    from provision.agent.train.sampler import RunSampler
+    from provision.agent.train.gpu import (
+        GpuProbe,  # lazy: the samplers load in the detached sampler process only
+    )
+    from provision.agent.train.sampler import (
+        RunSampler,  # lazy: the samplers load in the detached sampler process only
+    )
 
     try:
         probe = GpuProbe()
@@ -197,7 +201,9 @@ def run_command(directory: str) -> int:
 
 
 def _idle_after(directory: str, state: Dict[str, Any], log: Any) -> None:
-    from provision.agent.train.gpu import GpuProbe
+    from provision.agent.train.gpu import (
+        GpuProbe,  # lazy: the samplers load in the detached sampler process only
+    )
 
     command = state.get("stop_command")
     if not command:
@@ -211,7 +217,9 @@ def _idle_after(directory: str, state: Dict[str, Any], log: Any) -> None:
 
 def run_idle(directory: str) -> int:
     """`provision idle HOST`: a watcher of its own (state in <runs>/.idle/state.json)."""
-    from provision.agent.train.gpu import GpuProbe
+    from provision.agent.train.gpu import (
+        GpuProbe,  # lazy: the samplers load in the detached sampler process only
+    )
 
     log = _Log(directory)
     state = rundir.read_state(directory) or {}
