@@ -111,6 +111,15 @@ def read(root: Path = ROOT) -> Graph:
         lines = text.splitlines()
         inside = _function_lines(tree)
         typing_only = _type_checking(tree)
+        # a block of imports shares the comment above its first one
+        block_comment: dict[int, str] = {}
+        for node in sorted(
+            (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))), key=lambda n: n.lineno
+        ):
+            own = _comment(lines, node)
+            prev = block_comment.get(node.lineno - 1)
+            block_comment[getattr(node, "end_lineno", node.lineno) or node.lineno] = own or prev or ""
+            block_comment[-node.lineno] = own or prev or ""
         for node in ast.walk(tree):
             targets: list[str] = []
             if id(node) in typing_only:
@@ -137,7 +146,7 @@ def read(root: Path = ROOT) -> Graph:
                         continue
                     if hop != target and name.startswith(hop + "."):
                         continue  # a parent of the importer itself: its __init__ already ran
-                    imp = Import(name, hop, node.lineno, id(node) in inside, _comment(lines, node))
+                    imp = Import(name, hop, node.lineno, id(node) in inside, block_comment[-node.lineno])
                     graph.imports.append(imp)
     return graph
 

@@ -134,9 +134,8 @@ def run(argv):
     sys.path_importer_cache.pop(folder, None)  # the stub's import looked before the unpack
     sys.dont_write_bytecode = False  # PYTHONDONTWRITEBYTECODE=1 would recompile every call
     sys.argv = [os.path.join(folder, "__main__.py"), command]
-    from provision.agent.protocol import (
-        main,  # only after the bundle is unpacked onto sys.path: it may not exist before
-    )
+    # only after the bundle is unpacked onto sys.path: it may not exist before
+    from provision.agent.protocol import main
 
     return main([command])
 

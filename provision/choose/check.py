@@ -35,7 +35,7 @@ def _bench_spec(name: str, shape: dict[str, Any]) -> Any:
     """The bench's workload as a choose ModelSpec (same classes the agent ran)."""
     # torch is optional on the controller: imported only when a prediction is made
     from provision.agent.bench import models as bench_models
-    from provision.choose.models import (  # torch is optional on the controller: imported only when a prediction is made
+    from provision.choose.models import (
         IMAGE,
         TOKENS,
         ModelSpec,

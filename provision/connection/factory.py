@@ -29,15 +29,13 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
     if data_plane:
         reason = openssh_unusable(host, options)
         if reason is None:
-            from provision.connection.openssh import (
-                OpenSSHConnection,  # start-up time: the OpenSSH data plane only for a staging connection
-            )
+            # start-up time: the OpenSSH data plane only for a staging connection
+            from provision.connection.openssh import OpenSSHConnection
 
             return OpenSSHConnection(host, options)
         log.debug("%s: paramiko for the data plane: %s", host.name, reason)
-    from provision.connection.ssh import (
-        SSHConnection,  # start-up time: paramiko (~100 ms) only for an SSH host, never for localhost
-    )
+    # start-up time: paramiko (~100 ms) only for an SSH host, never for localhost
+    from provision.connection.ssh import SSHConnection
 
     return SSHConnection(host, options)
 

@@ -44,17 +44,14 @@ class Bench(Module):
     supports_check_mode = False  # measuring changes nothing, but takes minutes: skipped in --check
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.errors import (
-            AgentError,  # start-up time: a playbook loads every module; the bench stack only when this one runs
-        )
-        from provision.remote.bench import (  # start-up time: a playbook loads every module; the bench stack only when this one runs
+        # start-up time: a playbook loads every module; the bench stack only when this one runs
+        from provision.errors import AgentError
+        from provision.remote.bench import (
             bench_request,
             dataset_sources,
             run_bench,
         )
-        from provision.remote.environment import (
-            managed_python,  # start-up time: a playbook loads every module; the bench stack only when this one runs
-        )
+        from provision.remote.environment import managed_python
 
         facts: dict[str, Any] = dict(ctx.facts or {})
         if not facts:

@@ -31,7 +31,7 @@ class CompatCheck(Module):
             ResolveInputError,
             TorchRequest,
         )
-        from provision.remote.compat import (  # start-up time: a playbook loads every module; the compat tables only when this one runs
+        from provision.remote.compat import (
             BROKEN,
             check_host,
         )

@@ -21,9 +21,8 @@ _sample_lock = threading.Lock()  # `up` may generate it in the background while 
 
 def sample_source() -> str:
     """The embedded sample as an ImageFolder on the controller, generated on first use."""
-    from provision.samples import (
-        make_sample_dataset,  # start-up time: a playbook loads every module; the sample generator only when this one runs
-    )
+    # start-up time: a playbook loads every module; the sample generator only when this one runs
+    from provision.samples import make_sample_dataset
 
     root = state_dir() / SAMPLE_NAME
     marker = root / ".complete"
@@ -59,9 +58,8 @@ class StageDataset(Module):
     supports_check_mode = False
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.staging.stage import (
-            stage_dataset,  # start-up time: a playbook loads every module; the staging stack only when this one runs
-        )
+        # start-up time: a playbook loads every module; the staging stack only when this one runs
+        from provision.staging.stage import stage_dataset
 
         src = ctx.args.get("src") or sample_source()
         name = ctx.args.get("name") or (None if ctx.args.get("src") else SAMPLE_NAME)

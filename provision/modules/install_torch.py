@@ -59,9 +59,8 @@ class InstallTorch(Module):
     supports_check_mode = True
 
     def check_args(self, args: dict) -> list[str]:
-        from provision.install.mirrors import (
-            PRESETS,  # start-up time: a playbook loads every module; the install stack only when this one runs
-        )
+        # start-up time: a playbook loads every module; the install stack only when this one runs
+        from provision.install.mirrors import PRESETS
 
         problems = []
         mirror = args.get("mirror")
@@ -79,9 +78,8 @@ class InstallTorch(Module):
                 f"install_torch: 'with' takes torchvision, torchaudio; got {', '.join(bad)}"
             )
         if args.get("conda"):
-            from provision.install.installer import (
-                CONDA_REMOVED,  # start-up time: a playbook loads every module; the install stack only when this one runs
-            )
+            # start-up time: a playbook loads every module; the install stack only when this one runs
+            from provision.install.installer import CONDA_REMOVED
 
             problems.append(f"install_torch: 'conda' {CONDA_REMOVED}")
         return problems
@@ -92,12 +90,8 @@ class InstallTorch(Module):
             InstallOptions,
             install,
         )
-        from provision.install.lockfile import (
-            read_lock,  # start-up time: a playbook loads every module; the install stack only when this one runs
-        )
-        from provision.install.mirrors import (
-            IndexOptions,  # start-up time: a playbook loads every module; the install stack only when this one runs
-        )
+        from provision.install.lockfile import read_lock
+        from provision.install.mirrors import IndexOptions
 
         a = ctx.args
         requirements = [

@@ -41,10 +41,9 @@ class Report(Module):
     }
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.report import (
-            history,  # start-up time: a playbook loads every module; the report stack (Jinja2, rich) only when this one runs
-        )
-        from provision.report.document import (  # start-up time: a playbook loads every module; the report stack (Jinja2, rich) only when this one runs
+        # start-up time: a playbook loads every module; the report stack (Jinja2, rich) only when this one runs
+        from provision.report import history
+        from provision.report.document import (
             build_report,
             write_report,
         )
@@ -55,9 +54,8 @@ class Report(Module):
             for d in (_data(x, "dataset") for x in _flat(ctx.args.get("datasets") or []))
             if isinstance(d, dict)
         ]
-        from provision.report.document import (
-            price_of,  # start-up time: a playbook loads every module; the report stack only when this one runs
-        )
+        # start-up time: a playbook loads every module; the report stack only when this one runs
+        from provision.report.document import price_of
 
         try:
             price = price_of(ctx.host)

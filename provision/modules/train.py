@@ -69,21 +69,18 @@ class Train(Module):
     supports_check_mode = False  # starting a job is the whole point: skipped in --check
 
     def run(self, ctx: TaskContext) -> ModuleResult:
-        from provision.train.gang import (
-            GangError,  # start-up time: a playbook loads every module; the train stack only when this one runs
-        )
-        from provision.train.launch import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+        # start-up time: a playbook loads every module; the train stack only when this one runs
+        from provision.train.gang import GangError
+        from provision.train.launch import (
             HostTrainer,
             TrainSpec,
             new_run_id,
         )
-        from provision.train.options import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+        from provision.train.options import (
             parse_duration,
             stop_command_hint,
         )
-        from provision.train.report import (
-            run_entry,  # start-up time: a playbook loads every module; the train stack only when this one runs
-        )
+        from provision.train.report import run_entry
 
         a = ctx.args
         code_dir = None
@@ -122,10 +119,9 @@ class Train(Module):
         return ModuleResult(changed=True, failed=failed, msg=msg, rc=entry["exit_code"], data={"run": entry})
 
     def _finish(self, trainer: Any, final: dict[str, Any], out: str | None) -> dict[str, Any]:
-        from provision.train.diagnosis import (
-            diagnose_run,  # start-up time: a playbook loads every module; the train stack only when this one runs
-        )
-        from provision.train.report import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+        # start-up time: a playbook loads every module; the train stack only when this one runs
+        from provision.train.diagnosis import diagnose_run
+        from provision.train.report import (
             build_document,
             run_entry,
             write,
@@ -135,9 +131,8 @@ class Train(Module):
         findings = diagnose_run(summary, trainer.facts, None, trainer.host)
         paths = None
         if out:
-            from provision.report import (
-                history,  # start-up time: a playbook loads every module; the train stack only when this one runs
-            )
+            # start-up time: a playbook loads every module; the train stack only when this one runs
+            from provision.report import history
 
             doc = build_document(trainer.host, summary["run"], summary, findings, trainer.facts)
             paths = write(doc, out)
@@ -149,13 +144,11 @@ class Train(Module):
             ClusterTrainer,
             finish_run,
         )
-        from provision.train.distributed import (  # start-up time: a playbook loads every module; the train stack only when this one runs
+        from provision.train.distributed import (
             DistributedOptions,
             parse_nproc,
         )
-        from provision.train.gang import (
-            gang_for,  # start-up time: a playbook loads every module; the train stack only when this one runs
-        )
+        from provision.train.gang import gang_for
 
         a = ctx.args
         names = [str(n) for n in (ctx.vars.get("ansible_play_hosts") or [ctx.host.name])]
@@ -175,9 +168,8 @@ class Train(Module):
                 cluster.measure_allreduce()
             cluster.start(None)
             if a["detach"]:
-                from provision.train.report import (
-                    run_entry,  # start-up time: a playbook loads every module; the train stack only when this one runs
-                )
+                # start-up time: a playbook loads every module; the train stack only when this one runs
+                from provision.train.report import run_entry
 
                 return {"runs": {n: run_entry(s["run"], None, [], None) for n, s in cluster.started.items()},
                         "distributed": cluster.distributed_section()}

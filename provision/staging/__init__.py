@@ -24,9 +24,8 @@ def __getattr__(name: str) -> Any:
     """The names above from stage.py, imported on first use: `provision stage` lists its source
     (source.py) while its SSH handshake runs, before the rest of the stack is imported."""
     if name in __all__:
-        from provision.staging import (
-            stage,  # start-up time: `provision stage` lists its source while the SSH handshake runs, before the rest is imported
-        )
+        # start-up time: `provision stage` lists its source while the SSH handshake runs, before the rest is imported
+        from provision.staging import stage
 
         return getattr(stage, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

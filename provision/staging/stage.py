@@ -505,9 +505,8 @@ def stage_hosts(
     a source that cannot be listed raises ConfigError, whatever the hosts said. `opened`:
     connections already begun (factory.open_early), taken from the dict and closed here.
     """
-    from provision.connection.factory import (
-        open_early,  # start-up time: the OpenSSH master starts before the heavy imports
-    )
+    # start-up time: the OpenSSH master starts before the heavy imports
+    from provision.connection.factory import open_early
 
     if plan is None and request.source.kind == "local":
         plan = PlanFuture(
@@ -606,12 +605,9 @@ def stage_local(
     """`provision stage SRC --local DEST.lmdb`: build the LMDB on this machine, in this process."""
     import os
 
-    from provision.agent.datasets import (
-        ingest,  # lazy: a local stage runs the agent's ingest in this process; a remote one never loads it
-    )
-    from provision.agent.datasets.download import (
-        stage_url,  # lazy: a local stage runs the agent's ingest in this process; a remote one never loads it
-    )
+    # lazy: a local stage runs the agent's ingest in this process; a remote one never loads it
+    from provision.agent.datasets import ingest
+    from provision.agent.datasets.download import stage_url
 
     if not target.endswith(".lmdb"):
         target = os.path.join(target, request.name + ".lmdb")

@@ -94,9 +94,8 @@ def _run_mode(torch, spec, base_model, device, mode, min_run_time, batch, quick=
     name, dtype, needs_scaler = mode
     probe = MemoryProbe(torch, device)
     probe.start()
-    from provision.agent.bench.models import (
-        make_optimizer,  # lazy: torch model code, loaded only by the section that trains (the agent starts per call)
-    )
+    # lazy: torch model code, loaded only by the section that trains (the agent starts per call)
+    from provision.agent.bench.models import make_optimizer
 
     model = copy.deepcopy(base_model).to(device).train()
     optimizer = make_optimizer(model.parameters(), probe.on_gpu, lr=0.01, momentum=0.9)
@@ -141,9 +140,8 @@ def _quick_timing(torch, step, device, min_run_time):
 def _prime(torch, spec, base_model, device, modes):
     """One tiny step per precision first: library set-up (oneDNN/cuBLAS workspaces, thread
     pools) happens once per process and would otherwise land in the first mode's peak memory."""
-    from provision.agent.bench.models import (
-        make_optimizer,  # lazy: torch model code, loaded only by the section that trains (the agent starts per call)
-    )
+    # lazy: torch model code, loaded only by the section that trains (the agent starts per call)
+    from provision.agent.bench.models import make_optimizer
 
     device_type = "cuda" if str(device).startswith("cuda") else "cpu"
     for _name, dtype, needs_scaler in modes:
@@ -159,9 +157,8 @@ def _prime(torch, spec, base_model, device, modes):
 
 def measure(request, quick, image_size=None):
     torch = import_torch()
-    from provision.agent.bench.models import (
-        workloads,  # lazy: torch model code, loaded only by the section that trains (the agent starts per call)
-    )
+    # lazy: torch model code, loaded only by the section that trains (the agent starts per call)
+    from provision.agent.bench.models import workloads
 
     on_gpu = cuda_available(torch)
     device = "cuda:0" if on_gpu else "cpu"

@@ -110,9 +110,8 @@ def detect_format(path):
 def open_source(source):
     fmt = source.get("format") or detect_format(source["path"])
     if fmt == "lmdb":
-        from provision.agent.datasets.reader import (
-            LMDBDataset,  # lazy: the LMDB reader (lmdb) only for an LMDB source
-        )
+        # lazy: the LMDB reader (lmdb) only for an LMDB source
+        from provision.agent.datasets.reader import LMDBDataset
 
         return fmt, LMDBDataset(source["path"])
     if fmt == "folder":

@@ -92,9 +92,8 @@ def run_rank(cfg):
 
 def _time_allreduce(torch, dist, tensor, device, iters, warmup):
     """Median seconds per all-reduce: synchronized per iteration, after warm-up."""
-    from provision.agent.bench.timing import (
-        median,  # lazy: the agent starts per call on the host; loaded only by the all-reduce section
-    )
+    # lazy: the agent starts per call on the host; loaded only by the all-reduce section
+    from provision.agent.bench.timing import median
 
     on_gpu = device.startswith("cuda")
     for _ in range(warmup):
@@ -273,9 +272,8 @@ def measure(request, quick):
 
 def _interconnect(torch, request, gpus):
     """NVLink vs PCIe between this host's GPUs: request facts first, else NVML and P2P access."""
-    from provision.agent.bench import (
-        nvml,  # lazy: pynvml only where the all-reduce samples the GPUs
-    )
+    # lazy: pynvml only where the all-reduce samples the GPUs
+    from provision.agent.bench import nvml
 
     fact = request.get("interconnect")
     links = [nvml.active_nvlinks(nvml.handle_for_cuda(torch, i)) for i in range(gpus)]

@@ -203,7 +203,7 @@ def measure(request, quick, amp_result=None):
         make_scaler,
         train_step,
     )
-    from provision.agent.bench.models import (  # lazy: torch model code, loaded only when the memory section runs
+    from provision.agent.bench.models import (
         make_optimizer,
         workloads,
     )

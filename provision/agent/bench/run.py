@@ -152,9 +152,8 @@ def _fit_cpu_threads(torch, request):
 
 def run(request, ctx):
     """Agent entry point: request as in docs/bench.md -> the bench result document."""
-    from provision.agent.bench.sampler import (
-        Sampler,  # lazy: the GPU sampler only when the bench samples under load
-    )
+    # lazy: the GPU sampler only when the bench samples under load
+    from provision.agent.bench.sampler import Sampler
 
     started = time.monotonic()
     wanted = validate(request)

@@ -28,9 +28,8 @@ class FramesTruncated(FrameError):
 def _zstandard():
     """The host's zstandard, else the copy the controller shipped (provision/staging/hostlib.py)
     -- looked up again on each call: it may land while a stage runs."""
-    from provision.agent.datasets.deps import (
-        import_optional,  # looked up on each call: the controller's zstandard may be shipped while a stage runs
-    )
+    # looked up on each call: the controller's zstandard may be shipped while a stage runs
+    from provision.agent.datasets.deps import import_optional
 
     return import_optional("zstandard")
 

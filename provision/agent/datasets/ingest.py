@@ -402,9 +402,7 @@ def resolve_path(request):
     dest = request.get("dest")
     if dest:
         return dest if dest.endswith(".lmdb") else os.path.join(dest, name + ".lmdb")
-    from provision.agent.facts import (
-        data_dir,  # lazy: the data-dir facts only when no destination is given (the agent starts per call)
-    )
+    from provision.agent.facts import data_dir  # lazy: only without a destination (per-call agent)
 
     chosen = data_dir.choose(
         {"data_dir": request.get("data_dir")} if request.get("data_dir") else {}
@@ -540,9 +538,8 @@ def _stage(request, emit, log, stdin):
         if kind == "host":
             return _stage_host_path(path, source, emit, log, verify_, clean, stall)
         if kind == "url":
-            from provision.agent.datasets.download import (
-                stage_url,  # cycle: download builds on this module's builder (same folder; not yet split)
-            )
+            # cycle: download builds on this module's builder (same folder; not yet split)
+            from provision.agent.datasets.download import stage_url
 
             return stage_url(path, source, emit, log, verify_, clean, stall)
     raise StageError("unknown source kind %r (stream, host or url)" % kind)

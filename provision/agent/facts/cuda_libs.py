@@ -169,9 +169,8 @@ def _version_json(root: str, component: str) -> Optional[str]:
     text = read_text(os.path.join(root, "version.json"))
     if not text:
         return None
-    from provision.agent.protocol import (
-        loads,  # lazy: the core bundle's facts start per call; JSON parsing only for a version.json
-    )
+    # lazy: the core bundle's facts start per call; JSON parsing only for a version.json
+    from provision.agent.protocol import loads
 
     try:
         return loads(text)[component]["version"]

@@ -213,9 +213,8 @@ def ip_addresses(timeout: float) -> Optional[Dict[Any, List[Dict[str, Any]]]]:
 
 
 def parse_ip_json(text: str) -> Optional[Dict[Any, List[Dict[str, Any]]]]:
-    from provision.agent.protocol import (
-        loads,  # lazy: the protocol module only for `ip -j` output (the agent starts per call)
-    )
+    # lazy: the protocol module only for `ip -j` output (the agent starts per call)
+    from provision.agent.protocol import loads
 
     try:
         links = loads(text)

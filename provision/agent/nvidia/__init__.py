@@ -126,9 +126,8 @@ def _driver_signs(state: Dict[str, Any]) -> bool:
 
 
 def _from_xml(smi: str, timeout: float, attempts: List[Dict[str, str]]) -> Optional[Dict[str, Any]]:
-    from provision.agent.nvidia import (
-        smi_xml,  # lazy: each nvidia-smi parser only when that fallback is tried (the agent starts per call)
-    )
+    # lazy: each nvidia-smi parser only when that fallback is tried (the agent starts per call)
+    from provision.agent.nvidia import smi_xml
 
     code, out = run([smi, "-q", "-x"], timeout)
     if code != 0:
@@ -147,9 +146,8 @@ def _from_xml(smi: str, timeout: float, attempts: List[Dict[str, str]]) -> Optio
 def _from_csv(
     smi: str, timeout: float, with_processes: bool, attempts: List[Dict[str, str]]
 ) -> Optional[Dict[str, Any]]:
-    from provision.agent.nvidia import (
-        smi_csv,  # lazy: each nvidia-smi parser only when that fallback is tried (the agent starts per call)
-    )
+    # lazy: each nvidia-smi parser only when that fallback is tried (the agent starts per call)
+    from provision.agent.nvidia import smi_csv
 
     fields = list(smi_csv.DEFAULT_FIELDS)
     for _ in range(len(smi_csv.DEFAULT_FIELDS)):  # at most one retry per field
@@ -194,9 +192,8 @@ def _from_csv(
 
 
 def _topology(smi: str, timeout: float) -> Dict[str, Any]:
-    from provision.agent.nvidia import (
-        topology,  # lazy: the topology query only when asked for (the agent starts per call)
-    )
+    # lazy: the topology query only when asked for (the agent starts per call)
+    from provision.agent.nvidia import topology
 
     code, out = run([smi, "topo", "-m"], timeout)
     if code != 0:

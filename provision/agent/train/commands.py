@@ -180,9 +180,8 @@ def stop(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
 
 
 def summary(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
-    from provision.agent.train.summary import (
-        summarize,  # lazy: the summary's parsers only for the summary command (the agent starts per call)
-    )
+    # lazy: the summary's parsers only for the summary command (the agent starts per call)
+    from provision.agent.train.summary import summarize
 
     directory = _run_dir(request)
     out = summarize(directory, points=int(request.get("points", 120)))
@@ -238,9 +237,8 @@ def torch_of(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     import json
     import subprocess
 
-    from provision.agent.facts import (
-        torch_info,  # lazy: torch facts only where the run needs them (imports torch)
-    )
+    # lazy: torch facts only where the run needs them (imports torch)
+    from provision.agent.facts import torch_info
 
     python = os.path.expanduser(str(request.get("python") or "python3"))
     try:

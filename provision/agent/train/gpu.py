@@ -44,9 +44,8 @@ class GpuProbe(object):
                         "max_sm_mhz": nvml.call(lib.nvmlDeviceGetMaxClockInfo, h, 1),
                     }
                 return
-        from provision.agent.nvidia import (
-            find_nvidia_smi,  # looked up at call time: tests replace nvidia.find_nvidia_smi
-        )
+        # looked up at call time: tests replace nvidia.find_nvidia_smi
+        from provision.agent.nvidia import find_nvidia_smi
 
         self._smi = find_nvidia_smi()
         if self._smi:

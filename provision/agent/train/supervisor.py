@@ -98,12 +98,9 @@ def _on_path(name: str, env: Dict[str, str]) -> bool:
 
 
 def _sample_loop(directory: str, child: Any, interval: float, stop: Any, log: Any) -> None:
-    from provision.agent.train.gpu import (
-        GpuProbe,  # lazy: the samplers load in the detached sampler process only
-    )
-    from provision.agent.train.sampler import (
-        RunSampler,  # lazy: the samplers load in the detached sampler process only
-    )
+    # lazy: the samplers load in the detached sampler process only
+    from provision.agent.train.gpu import GpuProbe
+    from provision.agent.train.sampler import RunSampler
 
     try:
         probe = GpuProbe()
@@ -201,9 +198,8 @@ def run_command(directory: str) -> int:
 
 
 def _idle_after(directory: str, state: Dict[str, Any], log: Any) -> None:
-    from provision.agent.train.gpu import (
-        GpuProbe,  # lazy: the samplers load in the detached sampler process only
-    )
+    # lazy: the samplers load in the detached sampler process only
+    from provision.agent.train.gpu import GpuProbe
 
     command = state.get("stop_command")
     if not command:
@@ -217,9 +213,8 @@ def _idle_after(directory: str, state: Dict[str, Any], log: Any) -> None:
 
 def run_idle(directory: str) -> int:
     """`provision idle HOST`: a watcher of its own (state in <runs>/.idle/state.json)."""
-    from provision.agent.train.gpu import (
-        GpuProbe,  # lazy: the samplers load in the detached sampler process only
-    )
+    # lazy: the samplers load in the detached sampler process only
+    from provision.agent.train.gpu import GpuProbe
 
     log = _Log(directory)
     state = rundir.read_state(directory) or {}
