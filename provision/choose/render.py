@@ -7,7 +7,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-
 _PARTS = (("weights_gb", "weights"), ("grads_gb", "grads"), ("optimizer_gb", "optimizer"),
           ("amp_weight_copies_gb", "fp16 weight copies"), ("saved_fixed_gb", "fixed saved tensors"),
           ("activations_gb", "activations"), ("cuda_context_gb", "CUDA context"),

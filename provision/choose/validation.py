@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import statistics
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from provision.choose import catalogue, graph, models, speed
@@ -69,7 +69,7 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     return num / den if den else 0.0
 
 
-@lru_cache(maxsize=None)
+@cache
 def _profile(name: str, seq_len: int | None) -> graph.Profile:
     return graph.measure(models.resolve(name, seq_len=seq_len))
 
