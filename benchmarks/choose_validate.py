@@ -1,6 +1,9 @@
-"""`provision choose`'s predictions against Lambda's published AMP training throughput.
+"""`provision choose`'s predictions against Lambda's published AMP and fp32 training throughput.
 
-    PYTHONPATH=$PWD python3 benchmarks/choose_validate.py [--markdown]
+    PYTHONPATH=$PWD python3 benchmarks/choose_validate.py [--markdown] [--fp32]
+
+--fp32: the fp32 table (benchmarks/data/lambda_fp32), predicted as `tf32` (NVIDIA's container
+turns fp32 matmuls into TF32 on Ampere and newer; see provision/choose/validation.py).
 
 Prints, per workload and GPU, the measured samples/s (benchmarks/data/lambda_fp16, source and
 commit in its README), the prediction, and predicted ÷ measured; then per workload Spearman's
@@ -17,7 +20,8 @@ from provision.choose import validation
 
 
 def main(argv: list[str]) -> int:
-    rows = validation.rows()
+    precision = "tf32" if "--fp32" in argv else "amp"
+    rows = validation.rows(validation.TABLES[precision], precision)
     md = "--markdown" in argv
     if md:
         print("| workload | GPU | batch | measured | predicted | predicted ÷ measured |")

@@ -43,6 +43,7 @@ class Op:
     fbytes_per: float
     ibytes_fixed: float  # integer / bool bytes (indices, masks): not scaled by precision
     ibytes_per: float
+    winograd: bool = False  # a 3x3, stride-1, undilated, ungrouped convolution (speed.py)
 
 
 @dataclass
@@ -74,7 +75,7 @@ def _nbytes(t: torch.Tensor) -> tuple[float, float]:
 class _Recorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
-        self.ops: list[tuple[str, float, float, float]] = []
+        self.ops: list[tuple[str, float, float, float, bool]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -102,11 +103,25 @@ class _Recorder(TorchDispatchMode):
             if packet in (_aten.fill_, _aten.zeros_like, _aten.zero_, _aten.full, _aten.zeros, _aten.ones,
                           _aten.ones_like, _aten.scalar_tensor, _aten.arange):
                 fb, ib = sum(_nbytes(t)[0] for t in outs), sum(_nbytes(t)[1] for t in outs)
-        self.ops.append((kind, flops, fb, ib))
+        self.ops.append((kind, flops, fb, ib, kind == CONV and _winograd_shape(packet, args)))
         return out
 
 
-def _trace(spec: ModelSpec, model: torch.nn.Module, batch: int) -> tuple[list[tuple[str, float, float, float]], float, float]:
+def _winograd_shape(packet: object, args: tuple) -> bool:
+    """A convolution cuDNN can run as Winograd F(2x2, 3x3): 3x3 kernel, stride 1, no dilation, no
+    groups. aten.convolution(input, weight, bias, stride, padding, dilation, transposed, out_pad,
+    groups); convolution_backward(grad, input, weight, bias_sizes, stride, ... the same after)."""
+    try:
+        at = 2 if packet is _aten.convolution_backward else 1
+        weight, stride, dilation = args[at], args[at + 2], args[at + 4]
+        groups = args[at + 7]
+        return (tuple(weight.shape[2:]) == (3, 3) and all(int(s) == 1 for s in stride)
+                and all(int(d) == 1 for d in dilation) and int(groups) == 1 and not args[at + 5])
+    except (IndexError, TypeError, AttributeError, ValueError):
+        return False
+
+
+def _trace(spec: ModelSpec, model: torch.nn.Module, batch: int) -> tuple[list[tuple[str, float, float, float, bool]], float, float]:
     params = {id(p) for p in model.parameters()}
     seen: dict[int, torch.Tensor] = {}
 
@@ -148,10 +163,10 @@ def measure(spec: ModelSpec) -> Profile:
                           " per-sample from per-step cost")
     ops = []
     step = _B2 - _B1
-    for (kind, f1, fb1, ib1), (_, f2, fb2, ib2) in zip(one, two, strict=True):
+    for (kind, f1, fb1, ib1, wino), (_, f2, fb2, ib2, _w) in zip(one, two, strict=True):
         fper, fbper, ibper = (max(b - a, 0.0) / step for a, b in ((f1, f2), (fb1, fb2), (ib1, ib2)))
         ops.append(Op(kind, max(f1 - _B1 * fper, 0.0), fper, max(fb1 - _B1 * fbper, 0.0), fbper,
-                      max(ib1 - _B1 * ibper, 0.0), ibper))
+                      max(ib1 - _B1 * ibper, 0.0), ibper, wino))
     counts = {k: sum(1 for op in ops if op.kind == k) for k in KINDS}
     return Profile(
         params=sum(p.numel() for p in model.parameters()),

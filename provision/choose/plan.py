@@ -23,6 +23,7 @@ class Request:
     samples: int | None = None  # samples per epoch
     epochs: int | None = None
     steps: int | None = None
+    precision_from: str | None = None  # where the precision was read (a script line), if not given
 
     def total_samples(self) -> int | None:
         if self.steps:
@@ -56,16 +57,17 @@ def gpu_entry(profile: Profile, mem: memory.Memory, gpu: GpuSpec, req: Request, 
               memory_gb: float | None = None, count: int = 1, link: str | None = None,
               link_gbs: float | None = None) -> dict[str, Any]:
     """One GPU (or `count` of them): fit, max batch, speed. `reason` says why it does not fit."""
-    have = float(memory_gb or gpu.vram_gb or 0)
+    have = float(memory_gb or gpu.memory_gib or 0)  # the driver's MiB (catalogue), not the marketing GB
     most = mem.max_batch(have)
     entry: dict[str, Any] = {"gpu": gpu.name, "memory_gb": _r(have), "fits": False, "max_batch": most,
                              "predicted_samples_per_s": None, "basis": None, "micro_batch": None,
-                             "accumulation_steps": None, "reason": None}
+                             "accumulation_steps": None, "reason": None, "rates": None}
     if most < 1:
-        entry["reason"] = (f"model states alone need {mem.total_gb(0):.1f} GB of {have:.0f} GB"
+        entry["reason"] = (f"model states alone need {mem.total_gb(0):.1f} GB of {have:.1f} GB"
                            f" ({req.precision}, {req.optimizer})")
         return entry
     try:
+        entry["rates"] = speed.rates(gpu, req.precision)
         s = speed.step(profile, gpu, req.precision, req.optimizer, req.batch, most, count, link, link_gbs)
     except speed.Unsupported as exc:
         entry["reason"] = str(exc)
@@ -92,7 +94,7 @@ def offer_entry(profile: Profile, mem: memory.Memory, offer: Offer, req: Request
     g = gpu_entry(profile, mem, spec, req, cal, offer.memory_gb, offer.count, offer.link, offer.link_gbs)
     base.update(catalogue_gpu=spec.name, fits=g["fits"], reason=g["reason"], micro_batch=g["micro_batch"],
                 accumulation_steps=g["accumulation_steps"], max_batch=g["max_batch"],
-                scaling=g.get("scaling"), basis=g["basis"])
+                scaling=g.get("scaling"), basis=g["basis"], rates=g["rates"])
     rate = g["predicted_samples_per_s"]
     if rate:
         base["predicted_samples_per_s"] = rate
@@ -153,18 +155,17 @@ def build(spec: ModelSpec, profile: Profile, req: Request, gpus: list[GpuSpec], 
     rank(offer_rows)
     offer_rows.sort(key=lambda o: (o["rank"] is None, o["rank"] or 0))
     half = req.precision in ("amp", "bf16")
+    parts = {k: _r(v) for k, v in mem.breakdown(req.batch).items()}
     return {
         "schema": SCHEMA,
         "model": {
             "name": spec.describe(), "params": profile.params,
             "flops_per_sample": _r(profile.flops_per_sample()),
             "bytes_per_sample": _r(profile.bytes_per_sample(half)),
-            "memory": {"weights_gb": _r(mem.weights_gb), "grads_gb": _r(mem.grads_gb),
-                       "optimizer_gb": _r(mem.optimizer_gb),
-                       "activations_gb_per_sample": _r(mem.activations_gb_per_sample),
-                       "total_gb": _r(mem.total_gb(req.batch))},
+            "memory": {**parts, "activations_gb_per_sample": _r(mem.activations_gb_per_sample)},
         },
-        "request": {"batch": req.batch, "precision": req.precision, "optimizer": req.optimizer,
+        "request": {"batch": req.batch, "precision": req.precision, "precision_from": req.precision_from,
+                    "optimizer": req.optimizer,
                     "unit": spec.unit, "seq_len": spec.seq_len, "image_size": spec.image_size,
                     "total_samples": req.total_samples()},
         "gpus": gpu_rows,

@@ -7,6 +7,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+_PARTS = (("weights_gb", "weights"), ("grads_gb", "grads"), ("optimizer_gb", "optimizer"),
+          ("amp_weight_copies_gb", "fp16 weight copies"), ("saved_fixed_gb", "fixed saved tensors"),
+          ("activations_gb", "activations"), ("cuda_context_gb", "CUDA context"),
+          ("fragmentation_gb", "fragmentation"))
+
 
 def _n(x: Any, fmt: str = "{:.3g}") -> str:
     return "—" if x is None else fmt.format(x)
@@ -16,11 +21,15 @@ def print_plan(doc: dict[str, Any], console: Console) -> None:
     m, req, rec = doc["model"], doc["request"], doc["recommendation"]
     mem = m["memory"]
     console.print(f"[bold]Recommendation:[/] {rec['offer'] or '—'}  {rec['why']}")
+    parts = " + ".join(f"{label} {mem[key]:.3g}" for key, label in _PARTS if (mem.get(key) or 0) >= 5e-4)
+    source = f" (from {req['precision_from']})" if req.get("precision_from") else ""
     console.print(
         f"[dim]{m['name']}: {m['params'] / 1e6:.1f} M params, {m['flops_per_sample'] / 1e9:.3g} GFLOP/sample;"
-        f" batch {req['batch']}, {req['precision']}, {req['optimizer']}: weights {mem['weights_gb']:.3g} +"
-        f" grads {mem['grads_gb']:.3g} + optimizer {mem['optimizer_gb']:.3g} GB +"
-        f" {mem['activations_gb_per_sample'] * 1024:.4g} MB/sample activations → {mem['total_gb']:.3g} GB[/]")
+        f" batch {req['batch']}, {req['precision']}{source}, {req['optimizer']}: {parts}"
+        f" = {mem['total_gb']:.3g} GB ({mem['activations_gb_per_sample'] * 1024:.4g} MB/sample activations)[/]")
+    rated = next((g["rates"] for g in doc["gpus"] if g.get("rates")), None)
+    if rated and len(doc["gpus"]) == 1:
+        console.print(f"[dim]rates assumed (TFLOPS, dense): matmul {rated['matmul']}; conv {rated['conv']}[/]")
     if doc["offers"]:
         t = Table(title="Offers, cheapest to finish first", title_justify="left", pad_edge=False)
         for col in ("rank", "offer", "GPU", "samples/s", "$/h", "hours", "cost", "note"):
@@ -38,11 +47,11 @@ def print_plan(doc: dict[str, Any], console: Console) -> None:
         console.print(t)
         return
     t = Table(title="GPUs, fastest first", title_justify="left", pad_edge=False)
-    for col in ("GPU", "GB", "max batch", "samples/s", "note"):
-        t.add_column(col, justify="left" if col in ("GPU", "note") else "right")
+    for col in ("GPU", "GiB", "max batch", "samples/s", "matmul at", "note"):
+        t.add_column(col, justify="left" if col in ("GPU", "matmul at", "note") else "right")
     rows = sorted(doc["gpus"], key=lambda g: -(g["predicted_samples_per_s"] or 0))
     for g in rows[:24]:
-        t.add_row(g["gpu"], _n(g["memory_gb"], "{:.0f}"), str(g["max_batch"]),
-                  _n(g["predicted_samples_per_s"], "{:.4g}"), g.get("reason") or "",
-                  style=None if g["fits"] else "dim")
+        t.add_row(g["gpu"], _n(g["memory_gb"], "{:.1f}"), str(g["max_batch"]),
+                  _n(g["predicted_samples_per_s"], "{:.4g}"), (g.get("rates") or {}).get("matmul", ""),
+                  g.get("reason") or "", style=None if g["fits"] else "dim")
     console.print(t)

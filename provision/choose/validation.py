@@ -1,9 +1,12 @@
 """The prediction against a published table of measured training throughput.
 
-benchmarks/data/lambda_fp16/throughput.csv: Lambda's PyTorch benchmark (NVIDIA's
-DeepLearningExamples, AMP), single-GPU samples/s of ResNet-50 (224 px, SGD momentum) and BERT
-base/large SQuAD fine-tuning (sequence 384, Adam), each at the batch the table ran. The
-table is for checking the model, never its input: nothing here feeds back into speed.py.
+benchmarks/data/lambda_fp16/throughput.csv and lambda_fp32/throughput.csv: Lambda's PyTorch
+benchmark (NVIDIA's DeepLearningExamples in NVIDIA's PyTorch container), single-GPU samples/s of
+ResNet-50 (224 px, SGD momentum) and BERT base/large SQuAD fine-tuning (sequence 384, Adam), each
+at the batch the table ran, with AMP and in "fp32". The container sets
+TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1, so its fp32 runs are choose's `tf32` (TF32 matmuls where the
+GPU has TF32, IEEE FP32 before Ampere). The tables are for checking the model, never its input:
+nothing here feeds back into speed.py.
 """
 
 from __future__ import annotations
@@ -11,11 +14,16 @@ from __future__ import annotations
 import csv
 import statistics
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from provision.choose import catalogue, graph, models, speed
 
-TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "lambda_fp16" / "throughput.csv"
+_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+TABLE = _DATA / "lambda_fp16" / "throughput.csv"
+TABLE_FP32 = _DATA / "lambda_fp32" / "throughput.csv"
+# each table with the precision choose predicts it at (see the module docstring)
+TABLES = {"amp": TABLE, "tf32": TABLE_FP32}
 # table column -> (architecture, seq_len, optimizer)
 WORKLOADS = {
     "resnet50": ("resnet50", None, "sgd"),
@@ -61,16 +69,21 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     return num / den if den else 0.0
 
 
-def rows(table: Path = TABLE) -> list[Row]:
+@cache
+def _profile(name: str, seq_len: int | None) -> graph.Profile:
+    return graph.measure(models.resolve(name, seq_len=seq_len))
+
+
+def rows(table: Path = TABLE, precision: str = "amp") -> list[Row]:
     with table.open(newline="", encoding="utf-8") as f:
         records = list(csv.DictReader(f))
     out = []
     for column, (name, seq_len, optimizer) in WORKLOADS.items():
-        profile = graph.measure(models.resolve(name, seq_len=seq_len))
+        profile = _profile(name, seq_len)
         for rec in records:
             gpu = catalogue.require(rec["gpu"], where=f"{table.name}")
             batch = int(rec[f"{column}_batch"])
-            s = speed.step(profile, gpu, "amp", optimizer, batch, max_batch=batch)
+            s = speed.step(profile, gpu, precision, optimizer, batch, max_batch=batch)
             out.append(Row(column, gpu.name, rec["source_name"], batch, float(rec[column]), s.samples_per_s))
     return out
 

@@ -26,7 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=_positive, help="global batch per optimizer step (default 32 images, 8 sequences)")
     parser.add_argument("--seq-len", type=_positive, metavar="L", help="sequence length (text models)")
     parser.add_argument("--image-size", type=_positive, metavar="S", help="image side in pixels (vision models)")
-    parser.add_argument("--precision", choices=["fp32", "amp", "bf16"], default="amp")
+    parser.add_argument("--precision", choices=["fp32", "tf32", "amp", "bf16"], default=None,
+                        help="what the job trains in (default: read from --script, else amp); tf32 = fp32 tensors"
+                             " with TF32 matmuls (NVIDIA's containers, set_float32_matmul_precision('high'))")
+    parser.add_argument("--script", metavar="FILE",
+                        help="the training script: its precision settings (autocast, TF32) are read, not run")
     parser.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adamw")
     parser.add_argument("--gpu", action="append", default=[], metavar="NAME",
                         help="consider only this GPU (repeatable; names as nvidia-smi or providers write them)")
@@ -52,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--epochs needs --samples (samples per epoch)")
     spec = models.resolve(args.model, seq_len=args.seq_len, image_size=args.image_size)
     batch = args.batch or (32 if spec.unit == models.IMAGE else 8)
-    req = plan.Request(batch, args.precision, args.optimizer, args.samples, args.epochs, args.steps)
+    chosen, source = _precision(args)
+    req = plan.Request(batch, chosen, args.optimizer, args.samples, args.epochs, args.steps, source)
     wanted = [catalogue.require(name) for name in args.gpu]
     loaded = [o for path in args.offers for o in offers.load(path)]
     if wanted:
@@ -69,6 +74,27 @@ def run(args: argparse.Namespace) -> int:
 
         print_plan(doc, get_console())
     return 0
+
+
+def _precision(args: argparse.Namespace) -> tuple[str, str | None]:
+    """--precision as given; else what --script sets (PyTorch's fp32 when it sets nothing); else amp."""
+    if args.precision:
+        return args.precision, None
+    if not args.script:
+        return "amp", None
+    from pathlib import Path
+
+    from provision.choose import precision
+
+    path = Path(args.script).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"--script {args.script}: cannot read it ({exc.strerror or exc})") from None
+    found = precision.detect(text, where=path.name)
+    if found is None:
+        return "fp32", f"{path.name} sets no autocast or TF32: PyTorch's default fp32"
+    return found.precision, found.evidence
 
 
 def _offer_gpus(loaded: list) -> list:

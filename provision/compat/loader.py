@@ -180,12 +180,20 @@ class GpuSpec:
     aliases: tuple[str, ...] = ()
     notes: str | None = None
     max_driver_branch: int | None = None
+    vram_mib: float | None = None  # memory.total as the driver reports it (nvidia-smi)
+    vram_source: str | None = None  # where vram_mib came from, or the rule that gave it
+
+    @property
+    def memory_gib(self) -> float | None:
+        """What a job can allocate from, GiB: the driver's MiB / 1024, else the marketing size."""
+        return self.vram_mib / 1024 if self.vram_mib else self.vram_gb
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "compute_capability": self.cc,
             "vram_gb": self.vram_gb,
+            "vram_mib": self.vram_mib,
             "memory_bandwidth_gbs": self.bw_gbs,
             "fp32_tflops": self.fp32,
             "tf32_tflops": self.tf32,
@@ -411,11 +419,15 @@ def _num(value: Any) -> float | None:
 
 def _load_gpus(r: _Reader) -> tuple[GpuSpec, ...]:
     gpus = []
+    sources = r.doc.get("vram_sources") or {}
     for g in r.need(r.doc, "gpus", "gpus"):
         name = str(r.need(g, "name", "gpu"))
         cc = str(r.need(g, "cc", name))
         if not re.match(r"^\d+\.\d+$", cc):
             raise r.fail(g, f"{name}: cc {cc!r} is not 'X.Y'")
+        src = g.get("vram_src")
+        if g.get("vram_mib") is not None and str(src) not in sources:
+            raise r.fail(g, f"{name}: vram_mib needs a vram_src listed in vram_sources (got {src!r})")
         try:
             gpus.append(
                 GpuSpec(
@@ -432,6 +444,8 @@ def _load_gpus(r: _Reader) -> tuple[GpuSpec, ...]:
                     aliases=tuple(str(a) for a in g.get("aliases") or ()),
                     notes=g.get("notes"),
                     max_driver_branch=g.get("max_driver_branch"),
+                    vram_mib=_num(g.get("vram_mib")),
+                    vram_source=f"{src}: {sources[str(src)]}" if src is not None and str(src) in sources else None,
                 )
             )
         except (TypeError, ValueError) as exc:

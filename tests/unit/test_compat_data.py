@@ -186,6 +186,8 @@ def _edit(path: Path, old: str, new: str) -> None:
          "pypi_default: cu125\n    pypi_default_confidence: medium\n    variants:\n      cu118", "pypi_default cu125"),
         ("torch_releases.yaml", '"2.6.0": {torchvision', '"2.7.9": {torchvision', "patch 2.7.9 does not belong"),
         ("gpus.yaml", 'name: "Tesla T4", cc: "7.5"', 'name: "Tesla T4", cc: "seven"', "Tesla T4: cc 'seven'"),
+        ("gpus.yaml", "vram_mib: 15360, vram_src: modal-2797", "vram_mib: 15360, vram_src: somewhere",
+         "Tesla T4: vram_mib needs a vram_src listed in vram_sources"),
         ("cuda_toolkit_drivers.yaml", 'min_driver_linux: "570.26"', 'min_driver_linux: "R570"', "CUDA 12.8"),
         ("torch_releases.yaml", "cu117: {status: experimental", "cu117: {status: nightly", "status must be stable"),
     ],
