@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import sys
 
-from provision.agent.nvidia import nvml
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
@@ -72,6 +70,9 @@ def collect(
             {"source": "nvml", "error": "pynvml (nvidia-ml-py) is not importable by this Python"}
         )
     else:
+        # lazy: nvml.py imports typing; facts on a host without pynvml import nothing expensive
+        from provision.agent.nvidia import nvml
+
         try:
             result = nvml.collect(module, with_processes=with_processes)
             result["source"] = "nvml"
