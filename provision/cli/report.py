@@ -104,6 +104,11 @@ def apply_prices(docs: list[dict[str, Any]], inventory_files: list[str]) -> list
 
 
 def run(args: argparse.Namespace) -> int:
+    # the sections other packages provide (train's layout and compared figures, choose's
+    # prediction) register when their package is imported; start-up time: only here
+    import provision.choose  # noqa: F401
+    import provision.train  # noqa: F401
+
     docs, read = collect_reports(args.files)
     if args.record:
         for doc in read:
