@@ -81,6 +81,9 @@ def _bench(host: Host, args: argparse.Namespace, agent: Agent, facts: dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up time: choose (its prediction section registers on import) only for a bench
+    import provision.choose  # noqa: F401
+
     options = connect_options(args)
     hosts = resolve_targets(args.targets, args.inventory, options)
     spec_of: dict[str, dict[str, Any] | None] = {h.name: None for h in hosts}
