@@ -119,7 +119,7 @@ RESULTS: dict[str, Shape] = {
     "train_code_plan": Obj(required=("have",), have=MapOf(WORD)),
     "train_start": Obj(run=RUN),
     "train_list": Obj(required=("runs",), runs=ListOf(RUN)),
-    "train_status": Obj(required=("run",), run=RUN, tail=TAIL),
+    "train_status": Obj(required=("run", "tail"), run=RUN, tail=TAIL),
     "train_follow": Obj(offset=COUNT, ended=Bool(), run=RUN),
     "train_stop": Obj(run=RUN),
     "train_summary": Obj(run=RUN, tail=TAIL),

@@ -3,7 +3,7 @@
 A shape says what the controller reads: types, ranges, finite numbers, lengths, enumerations.
 Objects are open (keys no shape names pass unchecked: the controller does not read them) and
 every named field may be absent or null (the agent's convention: null means "this host does not
-say"), unless the object lists it as required. A value that does not fit raises ShapeError with
+say"), unless the object lists it as required; a list's items may not be null. A value that does not fit raises ShapeError with
 the path of the field (`gpus[2].memory.total_mib`), what was expected and what came.
 
 Declared shapes: provision/remote/replies.py.
@@ -125,9 +125,7 @@ class ListOf(Shape):
             raise ShapeError(path, self.expected, value)
         if isinstance(self.item, AnyValue):
             return
-        for i, item in enumerate(value):
-            if item is None:
-                continue
+        for i, item in enumerate(value):  # an item is never null: a list's readers iterate it
             self.item.check(item, f"{path}[{i}]")
 
 
