@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from provision import strict_json
 from provision.connection.base import ConnectOptions
 
 if TYPE_CHECKING:
@@ -173,7 +173,8 @@ def usage_error(message: str) -> int:
 
 
 def emit_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n")
+    # the one writer of --json documents: strict JSON (a host's NaN/Infinity as null and why)
+    sys.stdout.write(strict_json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 

@@ -155,7 +155,7 @@ def _network_rows(net: Any) -> list[tuple[str, str]]:
         return [("Network", f"? ({_get(net, 'error', default='not gathered')})")]
     default = {r.get("iface") for r in net.get("default_routes") or []}
     rows = []
-    for i in net["interfaces"]:
+    for i in net["interfaces"] or []:
         addrs = [f"{a['address']}/{a['prefix']}" for a in i.get("ipv4") or []]
         addrs += [f"{a['address']}/{a['prefix']}" for a in i.get("ipv6") or [] if a.get("scope") == "global"]
         if i.get("kind") == "loopback" or not addrs:

@@ -8,6 +8,7 @@ import argparse
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
 from provision.errors import ConfigError
+from provision.secrets import mask_tree
 from provision.train.launch import HostTrainer
 from provision.train.options import parse_duration, stop_command_hint
 
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     outcomes = on_hosts(args, args.targets, work)
     if args.json:
-        emit_json({"hosts": {n: (o.value if o.ok else {"error": o.message}) for n, o in outcomes.items()}})
+        # the watcher's state holds the stop command (often a token): masked by the one rule
+        emit_json({"hosts": {n: (mask_tree(o.value) if o.ok else {"error": o.message}) for n, o in outcomes.items()}})
     else:
         for name, o in outcomes.items():
             if o.ok:

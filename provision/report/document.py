@@ -25,6 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from provision import strict_json
+
 SCHEMA = "provision.report/v1"
 REQUIRED_KEYS = (
     "schema",
@@ -249,7 +251,7 @@ def write_report(doc: dict[str, Any], out_dir: str | Path) -> dict[str, str]:
     from provision.paths import write_atomic
 
     # each by temp file + rename: a crash never leaves a truncated JSON for `report --compare`
-    write_atomic(paths["json"], json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
+    write_atomic(paths["json"], strict_json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
     write_atomic(paths["markdown"], render_markdown([doc]))
     write_atomic(paths["html"], render_html([doc]))
     return {k: str(v) for k, v in paths.items()}
@@ -264,7 +266,7 @@ def add_timings(paths: dict[str, str], timings: dict[str, Any]) -> None:
     doc = load_report(paths["json"])
     doc["timings"] = timings
     validate(doc, paths["json"])
-    write_atomic(Path(paths["json"]), json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
+    write_atomic(Path(paths["json"]), strict_json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
     write_atomic(Path(paths["markdown"]), render_markdown([doc]))
     write_atomic(Path(paths["html"]), render_html([doc]))
 

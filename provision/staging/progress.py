@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 EventCallback = Callable[[dict[str, Any]], None]
 
 
+# The phases a stage goes through: those the agent reports (provision/agent/datasets/) and those
+# the controller marks itself (staging/stage.py). Any other name is no progress (the watchdog).
+PHASES = frozenset({"start", "list", "download", "stage", "verify", "lmdb", "status", "skipped", "done"})
+UNSIZED_PHASES = frozenset({"download"})  # a download's length may be unknown: bytes count alone
 # The fields of a progress event that are numbers; anything else a host puts there is dropped.
 _NUMBERS = ("done", "total", "bytes", "total_bytes", "bytes_per_s", "samples_per_s", "eta_s", "count", "start")
 _TEXT_MAX = 4096

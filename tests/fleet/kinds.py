@@ -33,7 +33,9 @@ A host's kind is a set of traits; `Fleet(3, kinds=["noisy", {"conda", "noisy"}, 
                 that would break every command are off until a test creates their flag file
                 (Fleet.hostile_on): ``endless`` / ``endless-err`` (a banner without end on stdout
                 / stderr), ``home`` ($HOME set to the file's text), ``lie-path`` (a sha1sum on
-                PATH that slips the file's text into fetch's reply as an `@@path` line).
+                PATH that slips the file's text into fetch's reply as an `@@path` line),
+                ``agent-COMMAND`` (issue 29: the host's python3 answers that agent command with
+                what the file's Python code emits: LYING_PYTHON, FAKE_AGENT).
 - ``ownroot``   its own writable copy of this machine's root filesystem: an overlay over `/`
                 (writes go to the host's tmpfs), sshd chrooted into it, so a playbook may change
                 /etc, /usr, /var (users, sshd_config, sysctl.conf, pam.d...) on that host only.
@@ -293,7 +295,41 @@ def hostile_rc(canary: str) -> str:
         f'if [ -e {f}/endless-err ]; then while :; do echo "warning: $(printf "%0200d" 0)" >&2; done; fi\n'
         f'if [ -e {f}/home ]; then HOME=$(cat {f}/home); export HOME; fi\n'
         f'if [ -e {f}/lie-path ]; then PATH={f}/bin:$PATH; export PATH; fi\n'
+        f'if ls {f}/agent-* >/dev/null 2>&1; then PATH={f}/pybin:$PATH; export PATH; fi\n'
     )
+
+
+# Issue 29: the host's own python3 answers agent commands as it likes. With a flag file
+# `agent-COMMAND` (Python code run with `emit(**event)` and `result(data)`), that command's reply
+# is the code's; every other command goes to the real python3 (the wrapper takes its own folder
+# out of PATH first).
+LYING_PYTHON = (
+    "#!/bin/sh\n"
+    "for a; do\n"
+    '  case "$a" in ""|*[!a-z_]*) continue ;; esac\n'
+    f'  if [ -e {HOSTILE_FLAGS}/agent-"$a" ]; then PATH=$(printf %s "$PATH" | sed "s#{HOSTILE_FLAGS}/pybin:##g") exec python3 {HOSTILE_FLAGS}/fake_agent.py "$a"; fi\n'
+    "done\n"
+    f'PATH=$(printf %s "$PATH" | sed "s#{HOSTILE_FLAGS}/pybin:##g") exec python3 "$@"\n'
+)
+FAKE_AGENT = (
+    "import json, os, sys, threading, time\n"
+    "def drain():\n"
+    "    try:\n"
+    "        while os.read(0, 1 << 16):\n"
+    "            pass\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "reader = threading.Thread(target=drain, daemon=True)\n"
+    "reader.start()\n"
+    "def emit(**event):\n"
+    "    sys.stdout.write(json.dumps(event) + '\\n')\n"
+    "    sys.stdout.flush()\n"
+    "def result(data):\n"
+    "    reader.join(10)\n"
+    "    emit(event='result', data=data)\n"
+    f"code = open('{HOSTILE_FLAGS}/agent-' + sys.argv[1]).read()\n"
+    "exec(compile(code, 'agent-' + sys.argv[1], 'exec'), {'emit': emit, 'result': result, 'time': time, 'sys': sys})\n"
+)
 
 
 # A sha1sum that first writes a false `@@path` line into its shell's stdout (fetch's reply).
@@ -329,6 +365,10 @@ def hostile_script(root: str, host, peer: str, canary: str) -> list[str]:
         f"cp {root}/root/.bashrc {root}/root/.profile",
         f"printf '%s' {q(LYING_SHA1SUM)} > {root}{HOSTILE_FLAGS}/bin/sha1sum",
         f"chmod 755 {root}{HOSTILE_FLAGS}/bin/sha1sum",
+        f"mkdir -p {root}{HOSTILE_FLAGS}/pybin",
+        f"printf '%s' {q(LYING_PYTHON)} > {root}{HOSTILE_FLAGS}/pybin/python3",
+        f"chmod 755 {root}{HOSTILE_FLAGS}/pybin/python3",
+        f"printf '%s' {q(FAKE_AGENT)} > {root}{HOSTILE_FLAGS}/fake_agent.py",
         f"printf '%s' {q(json.dumps(hostile_state(peer, host.name)))} > {run_dir}/state.json",
         f"printf '%s\\n' {q(hostile_template(canary))} {q(ESCAPES)} {q(MARKUP)} > {run_dir}/output.log",
         f"umask 077; echo root-only > {root}{HOSTILE_SECRET_TARGET}",
