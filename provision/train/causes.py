@@ -108,7 +108,8 @@ def too_many_open_files(ctx: dict[str, Any]) -> Finding | None:
                    "at the top of the script, or use fewer num_workers")
 
 
-CUDA_WORD = re.compile(r"\bcuda\b", re.I)  # device='cuda', .cuda(), torch/cuda/, "CUDA is not available"
+# device='cuda', .cuda(), torch/cuda/, "CUDA is not available", Lightning's `CUDAAccelerator`
+CUDA_WORD = re.compile(r"(?<![A-Za-z])cuda", re.I)
 
 
 def _last_traceback(lines: list[str]) -> tuple[int, int] | None:

@@ -160,10 +160,19 @@ def _creation_frames(loader):
             break
         name = frame.f_code.co_filename
         if (name != _HERE and not (_TORCH_DIR and name.startswith(_TORCH_DIR)) and not name.startswith("<")
-                and frame.f_locals.get("self") is not loader):
+                and not _holds(frame, loader)):
             found.append("%s:%d" % (name, frame.f_lineno))
         frame = frame.f_back
     return found
+
+
+def _holds(frame, loader):
+    """A frame that already has the loader being built is part of its construction (a subclass's
+    __init__, Lightning's wrapper that records the init arguments), not where it was made."""
+    try:
+        return any(value is loader for value in list(frame.f_locals.values())[:64])
+    except Exception:
+        return False
 
 
 def _origin_of(dataset, site):
@@ -246,7 +255,10 @@ def _instance(loader):
     inst = getattr(loader, "_provision_inst", None)
     if inst is None:
         site = getattr(loader, "_provision_site", None)
-        inst = {"key": site or ("id", id(loader)), "doc": _loader_doc(loader), "trained": False,
+        origin = getattr(loader, "_provision_origin", None)
+        # a framework rebuilds every user loader at one line of its own: the user's line tells them apart
+        key = (site, origin) if origin else site
+        inst = {"key": key or ("id", id(loader)), "doc": _loader_doc(loader), "trained": False,
                 "batches": 0, "wait": 0.0, "step": 0.0, "epochs": 0, "first": None}
         inst["rec"] = _record(inst, "other")
         inst["rec"]["untrained"] += 1
