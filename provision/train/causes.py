@@ -108,8 +108,9 @@ def too_many_open_files(ctx: dict[str, Any]) -> Finding | None:
                    "at the top of the script, or use fewer num_workers")
 
 
-# device='cuda', .cuda(), torch/cuda/, "CUDA is not available", Lightning's `CUDAAccelerator`
-CUDA_WORD = re.compile(r"(?<![A-Za-z])cuda", re.I)
+# device='cuda', .cuda(), torch/cuda/, "CUDA is not available", Lightning's `CUDAAccelerator` and
+# (a CPU-only torch) "No supported gpu backend found!", nccl
+CUDA_WORD = re.compile(r"(?<![A-Za-z])(?:cuda|gpu|nccl)", re.I)
 
 
 def _last_traceback(lines: list[str]) -> tuple[int, int] | None:

@@ -94,7 +94,7 @@ def workers_knob(loader: dict[str, Any], n: int, settings: list[str], workdir: s
     fw = framework_of(_loader_paths(loader))
     if fw is not None:
         extra = [fw.settings.get(s, s) for s in settings]
-        return (f"{fw.name} built the training loader: set " + fw.workers.format(n=n, at=at)
+        return (f"the training loader comes through {fw.name}: set " + fw.workers.format(n=n, at=at)
                 + (f", and {', '.join(extra)}" if extra else ""))
     site = user_path(loader.get("site"), workdir)
     if site and TORCHVISION_REFERENCE.search(site):
@@ -107,4 +107,4 @@ def workers_knob(loader: dict[str, Any], n: int, settings: list[str], workdir: s
 def device_flag(frames: list[str]) -> str | None:
     """A known framework's way of choosing the CPU, when the traceback passes through it."""
     fw = framework_of(frames)
-    return f"{fw.name} asked for CUDA (its default or the flag given): use {fw.device}" if fw else None
+    return f"{fw.name} asked for a GPU (its default or the setting given): use {fw.device}" if fw else None

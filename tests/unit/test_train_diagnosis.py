@@ -250,9 +250,10 @@ def test_report_lists_each_loader_with_its_role() -> None:
     s = summary(loader=train, loaders=[train, ev])
     doc = build_document("gpu1", s["run"], s, diagnose_run(s, FACTS_16), FACTS_16)
     md = render_markdown([doc])
-    assert "| train | /w/main.py:88 | 32 | 2 | True | True | Slow | 640 | 3 | 57 | 60 | 75% |" in md
-    assert "| eval | /w/main.py:91 | 100 | 0 | False | False | Stream (iterable) | — | 3 | 9 | 0 | — |" in md
-    assert "| training loader | /w/main.py:88 |" in md
+    # sites relative to the shipped project (workdir /w; issue 31)
+    assert "| train | main.py:88 | 32 | 2 | True | True | Slow | 640 | 3 | 57 | 60 | 75% |" in md
+    assert "| eval | main.py:91 | 100 | 0 | False | False | Stream (iterable) | — | 3 | 9 | 0 | — |" in md
+    assert "| training loader | main.py:88 |" in md
     assert "<th>created at</th>" in render_html([doc])
 
 
@@ -284,6 +285,17 @@ def test_a_cuda_failure_is_known_by_what_happened_not_by_its_message() -> None:
     hf = [line.replace("timm/utils/distributed.py", "transformers/training_args.py") for line in TIMM_TRACE]
     [cuda] = [f for f in diagnose_run(summary(run=run, failure_lines=hf), FACTS_16) if f.id == "cuda_unavailable"]
     assert "use_cpu=True" in cuda.recommendation
+    lightning = [  # Trainer(accelerator="gpu") under a CPU-only torch: no "CUDA" anywhere in it
+        "Traceback (most recent call last):",
+        f'  File "{RUN_CODE}/fit.py", line 60, in main',
+        "    trainer = L.Trainer(accelerator=args.accelerator, devices=1)",
+        f'  File "{SITE_PACKAGES}/lightning/pytorch/trainer/connectors/accelerator_connector.py", line 341, '
+        "in _choose_gpu_accelerator_backend",
+        '    raise MisconfigurationException("No supported gpu backend found!")',
+        "lightning.fabric.utilities.exceptions.MisconfigurationException: No supported gpu backend found!"]
+    [cuda] = [f for f in diagnose_run(summary(run=run, failure_lines=lightning), FACTS_16)
+              if f.id == "cuda_unavailable"]
+    assert "fit.py:60: trainer = L.Trainer(" in cuda.evidence and "Trainer(accelerator='cpu')" in cuda.recommendation
     oom = TIMM_TRACE[:-1] + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
     assert "cuda_unavailable" not in ids(diagnose_run(summary(run=run, failure_lines=oom), FACTS_H100))
     other = TIMM_TRACE[:5] + ["KeyError: 'label'"]

@@ -35,7 +35,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     model, optimizer, train, evaluate = accelerator.prepare(model, optimizer, train, evaluate)
     steps = 0
-    for epoch in range(args.epochs):
+    for _ in range(args.epochs):
         model.train()
         for x, y in train:
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -45,7 +45,7 @@ def main():
             steps += 1
         model.eval()
         with torch.no_grad():
-            for x, y in evaluate:
+            for x, _ in evaluate:
                 model(x)
     accelerator.print("trained", steps, "steps")
 
