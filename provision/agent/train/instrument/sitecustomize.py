@@ -184,7 +184,10 @@ def _origin_of(dataset, site):
 
     held = _origins.get(id(dataset))
     if held is not None and held[0]() is dataset:
-        return held[1] if held[1] != site else None
+        # only a loader a library makes is a rebuild: the user's own second loader over a dataset
+        # (minGPT's adder evaluates on the training set) is a loader of its own
+        rebuilt = "/site-packages/" in site or "/dist-packages/" in site
+        return held[1] if rebuilt and held[1] != site else None
     try:
         _origins[id(dataset)] = (weakref.ref(dataset), site)
     except TypeError:  # not weakly referable: no origin, never an id reused by another object
