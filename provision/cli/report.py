@@ -23,6 +23,7 @@ from provision.report import history
 from provision.report.document import load_report
 from provision.report.history import utc
 from provision.report.render import print_console, rankings, render_html, render_markdown
+from provision.terminal import console as text_console
 
 describe = "re-render saved reports; rank hosts by throughput and by samples per unit of money"
 
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
             document["compare"] = {d["host"]: comparisons.get(d["host"]) for d in docs}
         emit_json(document)
         return EXIT_OK
-    print_console(docs, console, comparisons, detail=bool(args.verbose))
+    # the report is this command's output: stdout (`> report.txt`, `| less`); notes stay on stderr
+    print_console(docs, text_console(highlight=False, soft_wrap=True), comparisons, detail=bool(args.verbose))
     if args.compare:
         missing = [d["host"] for d in docs if d["host"] not in comparisons]
         if missing:
