@@ -10,7 +10,8 @@ three backticks that closes a fence.
 - `visible()`: every C0/C1 control except `\\n` and `\\t`, DEL and the bidi controls shown as
   escapes (`\\x1b`, `\\u202e`); `\\r\\n` is a newline. The CLI's console (`console()`) applies it
   to every string it renders, so a call site that forgets cannot emit a control sequence.
-- `text(value)`: a host value as a rich `Text` (table cells, progress descriptions, panels).
+- `text(value)`: a host value as a rich `Text` (table cells, progress descriptions, panels);
+  `add_row(table, *cells)`: a table row whose str cells are text.
 - `markup(template, *values)`: provision's own markup with `{}` fields filled by host values
   as literal text: the values never pass through rich's markup parser.
 - `escape()`: rich's markup escaping, for the few places that must hand rich a markup string.
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-__all__ = ["MdText", "console", "escape", "markup", "md", "md_code", "md_fence", "text", "visible"]
+__all__ = ["MdText", "add_row", "console", "escape", "markup", "md", "md_code", "md_fence", "text", "visible"]
 
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -65,10 +66,19 @@ def console(**options: Any) -> Console:
 
 
 def text(value: Any, style: str = "") -> Text:
-    """A host value as a rich Text: shown literally, controls visible."""
+    """A host value as a rich Text: shown literally, controls visible (a Text passes as it is)."""
     from rich.text import Text
 
+    if isinstance(value, Text):
+        return value
     return Text(visible(value), style=style)
+
+
+def add_row(table: Any, *cells: Any, **options: Any) -> None:
+    """`table.add_row` with every cell as text (`text()`): a str cell is never markup. A cell that
+    is already a renderable (Text, a table) is kept; None stays an empty cell."""
+    table.add_row(*(c if c is None or (not isinstance(c, str) and hasattr(c, "__rich_console__"))
+                    else text(c) for c in cells), **options)
 
 
 # field placeholders while a template is parsed: private-use characters provision never prints
@@ -78,7 +88,7 @@ _FIELDS = re.compile("[\U000F0000-\U000F00FF]")
 
 def markup(template: str, *values: Any, **named: Any) -> Text:
     """`template` (provision's own rich markup, `str.format` fields) with each field a host value
-    as literal text. The template is parsed with a placeholder per field; each placeholder is then
+    as literal text (a Text value keeps its style). The template is parsed with a placeholder per field; each placeholder is then
     replaced by its value, styled as the markup around it says. `{}` only, no format specs."""
     import string
 
@@ -108,7 +118,7 @@ def markup(template: str, *values: Any, **named: Any) -> Text:
     at = 0
     for m in _FIELDS.finditer(parsed.plain):
         out.append_text(parsed[at:m.start()])
-        piece = Text(visible(order[ord(m.group()) - _FIELD]))
+        piece = text(order[ord(m.group()) - _FIELD]).copy()  # a Text value keeps its own style
         for span in parsed.spans:
             if span.start <= m.start() < span.end:
                 piece.stylize(span.style)

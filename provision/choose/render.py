@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from provision.terminal import add_row, markup
+
 
 def _n(x: Any, fmt: str = "{:.3g}") -> str:
     return "—" if x is None else fmt.format(x)
@@ -15,12 +17,13 @@ def _n(x: Any, fmt: str = "{:.3g}") -> str:
 def print_plan(doc: dict[str, Any], console: Console) -> None:
     m, req, rec = doc["model"], doc["request"], doc["recommendation"]
     mem = m["memory"]
-    console.print(f"[bold]Recommendation:[/] {rec['offer'] or '—'}  {rec['why']}")
-    console.print(
-        f"[dim]{m['name']}: {m['params'] / 1e6:.1f} M params, {m['flops_per_sample'] / 1e9:.3g} GFLOP/sample;"
+    # a model's name comes from a downloaded config.json, offers from a file: text, never markup
+    console.print(markup("[bold]Recommendation:[/] {}  {}", rec["offer"] or "—", rec["why"]))
+    console.print(markup("[dim]{}[/]", (
+        f"{m['name']}: {m['params'] / 1e6:.1f} M params, {m['flops_per_sample'] / 1e9:.3g} GFLOP/sample;"
         f" batch {req['batch']}, {req['precision']}, {req['optimizer']}: weights {mem['weights_gb']:.3g} +"
         f" grads {mem['grads_gb']:.3g} + optimizer {mem['optimizer_gb']:.3g} GB +"
-        f" {mem['activations_gb_per_sample'] * 1024:.4g} MB/sample activations → {mem['total_gb']:.3g} GB[/]")
+        f" {mem['activations_gb_per_sample'] * 1024:.4g} MB/sample activations → {mem['total_gb']:.3g} GB")))
     if doc["offers"]:
         t = Table(title="Offers, cheapest to finish first", title_justify="left", pad_edge=False)
         for col in ("rank", "offer", "GPU", "samples/s", "$/h", "hours", "cost", "note"):
@@ -30,7 +33,7 @@ def print_plan(doc: dict[str, Any], console: Console) -> None:
             if o["id"] == rec.get("fastest") and o["id"] != rec.get("offer"):
                 note = ("fastest; " + note).rstrip("; ")
             style = "bold green" if o["id"] == rec.get("offer") else ("dim" if not o["fits"] else None)
-            t.add_row(_n(o["rank"], "{}"), str(o["id"]), f"{o['count']}× {o['gpu']}",
+            add_row(t, _n(o["rank"], "{}"), str(o["id"]), f"{o['count']}× {o['gpu']}",
                       _n(o["predicted_samples_per_s"], "{:.4g}"), f"{o['price_per_hour']:g}",
                       _n(o["predicted_hours"]), _n(o["predicted_cost"], "${:.2f}"), note, style=style)
         if len(doc["offers"]) > 20:
@@ -42,7 +45,7 @@ def print_plan(doc: dict[str, Any], console: Console) -> None:
         t.add_column(col, justify="left" if col in ("GPU", "note") else "right")
     rows = sorted(doc["gpus"], key=lambda g: -(g["predicted_samples_per_s"] or 0))
     for g in rows[:24]:
-        t.add_row(g["gpu"], _n(g["memory_gb"], "{:.0f}"), str(g["max_batch"]),
+        add_row(t, g["gpu"], _n(g["memory_gb"], "{:.0f}"), str(g["max_batch"]),
                   _n(g["predicted_samples_per_s"], "{:.4g}"), g.get("reason") or "",
                   style=None if g["fits"] else "dim")
     console.print(t)
