@@ -135,9 +135,11 @@ class MdText(str):
     """Markdown provision made (a table row, a fenced block): a renderer passes it on as it is."""
 
 
-# CommonMark's backslash escapes; `<`, `>`, `&` as entities (raw HTML and autolinks need them)
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
-_MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;"}
+# CommonMark's backslash escapes; `<`, `>`, `&` as entities (raw HTML and autolinks need them).
+# A backslash is escaped only before punctuation (elsewhere it is literal: `\\x1b` stays as is),
+# an underscore only where it could open or close emphasis (not inside `num_workers`).
+_MD_SPECIAL = re.compile(r"\\(?=[!-/:-@\[-`{-~])|[`*\[\]|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
 def md(value: Any) -> MdText:
@@ -146,8 +148,8 @@ def md(value: Any) -> MdText:
     if isinstance(value, MdText):
         return value
     shown = visible(value).replace("\r", " ").replace("\n", " ")
+    shown = _MD_SPECIAL.sub(lambda m: "\\" + m.group(), shown)
     shown = "".join(_MD_ENTITY.get(c, c) for c in shown)
-    shown = _MD_SPECIAL.sub(r"\\\1", shown)
     # at a line's start: a heading, a list item, a setext underline, an ordered list
     shown = re.sub(r"^([#+=-])(?=[#=-]*(\s|$))", r"\\\1", shown)
     return MdText(re.sub(r"^(\d+)([.)])(?=\s|$)", r"\1\\\2", shown))

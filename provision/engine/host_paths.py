@@ -10,13 +10,12 @@ plain path segment: no `/`, no `..`, no NUL, not absolute. The project's own tex
 hold slashes; `{{ playbook_dir }}/vars/{{ ansible_distribution }}.yml` is fine, a distribution
 named `../../x` is refused with the variable's name and value.
 
-How it knows: while a controller path is rendered, every variable a template looks up is seen
-(`noted()`): a host's string (`HostStr`, engine/taint.py) is checked there and then, wherever
-it is used; a host's mapping or list (`ansible_facts`, a registered result) is noted in the
-template evaluation's frame (`Templar._run`), and the `{{ }}`'s value made from it is checked as
-it is finalized (`check()`), as is any `{{ }}` whose value is a host's string itself.
-A host string a filter changed and `set_fact` stored is template output, no longer the host's
-word: that chain is not followed.
+How it knows: while a controller path is rendered, every value a template reaches — a variable
+(`_JinjaVars`), an attribute or item (`x.stdout`, `ansible_facts['distribution']`: the
+environments' getattr/getitem) and each `{{ }}`'s value — is seen by `noted()`: a host's string
+(`HostStr`, engine/taint.py) must be a plain segment there and then, whatever the template goes
+on to do with it. A host string a filter changed and `set_fact` stored is template output, no
+longer the host's word: that chain is not followed.
 """
 
 from __future__ import annotations
@@ -26,10 +25,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from provision.engine.taint import HostStr, is_host_data
+from provision.engine.taint import HostStr
 from provision.errors import TemplateError
 
-__all__ = ["HostPathError", "active", "check", "controller_path", "frame", "noted", "segment_problem"]
+__all__ = ["HostPathError", "active", "controller_path", "noted", "segment_problem"]
 
 _state = threading.local()
 
@@ -58,8 +57,6 @@ def controller_path(what: str) -> Iterator[None]:
     """Render a controller path inside this: `what` names it in errors ("include_vars file")."""
     outer = getattr(_state, "what", None)
     _state.what = what
-    if outer is None:
-        _state.frames = []
     try:
         yield
     finally:
@@ -70,45 +67,12 @@ def active() -> bool:
     return getattr(_state, "what", None) is not None
 
 
-@contextlib.contextmanager
-def frame() -> Iterator[None]:
-    """One template evaluation's own list of host-data variables it looked up."""
-    frames: list[list[str]] = _state.frames
-    frames.append([])
-    try:
-        yield
-    finally:
-        frames.pop()
-
-
-def _refuse(source: str, text: str, problem: str) -> None:
-    raise HostPathError(
-        f"{_state.what}: host data {source} = {text!r} {problem}: a host's value may be one "
-        "segment of a controller path, never a path (docs/threat-model.md)")
-
-
-def noted(name: str, value: Any) -> None:
-    """A template looked up variable `name`. A host's string must be a plain segment; a host's
-    mapping or list is remembered, and what the `{{ }}` makes of it checked (`check`)."""
+def noted(name: Any, value: Any) -> None:
+    """A template reached `value` (as variable, attribute or item `name`): a host's string must
+    be a plain path segment."""
     if type(value) is HostStr:
         problem = segment_problem(value)
         if problem:
-            _refuse(name, value, problem)
-    elif is_host_data(value) and _state.frames:
-        _state.frames[-1].append(name)
-
-
-def check(value: Any) -> None:
-    """A `{{ }}`'s value in a controller path: a host's string (`ansible_facts.distribution`), or
-    what was computed from a host's mapping, must be a plain segment."""
-    frames = _state.frames
-    names = frames[-1] if frames else []
-    if frames:
-        frames[-1] = []
-    if not names and not is_host_data(value):
-        return
-    for text in value if isinstance(value, (list, tuple)) else (value,):
-        if isinstance(text, str):
-            problem = segment_problem(text)
-            if problem:
-                _refuse(", ".join(dict.fromkeys(names)) or "(a host's value)", text, problem)
+            raise HostPathError(
+                f"{_state.what}: host data {name} = {str(value)!r} {problem}: a host's value may be "
+                "one segment of a controller path, never a path (docs/threat-model.md)")

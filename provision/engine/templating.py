@@ -149,7 +149,24 @@ def _shell_finalize(ctx: Any, value: Any) -> Any:
     return f"{_shell_state.nonce}{len(registry) - 1}_"
 
 
+class _Lookups:
+    """Attribute and item access (`x.stdout`, `facts['os']`) seen by the controller-path rule."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        value = super().getattr(obj, attribute)  # type: ignore[misc]
+        if host_paths.active():
+            host_paths.noted(attribute, value)
+        return value
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        value = super().getitem(obj, argument)  # type: ignore[misc]
+        if host_paths.active():
+            host_paths.noted(argument, value)
+        return value
+
+
 def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> jinja2.Environment:
+    cls = type(cls.__name__, (_Lookups, cls), {})
     env = cls(
         undefined=StrictChainableUndefined,
         keep_trailing_newline=True,
@@ -174,7 +191,7 @@ def _keep_value(ctx: Any, value: Any) -> Any:
     time, so `{{ 'yes' | bool }}` stays True. In a controller path, a host's value must be one
     plain segment (engine/host_paths.py)."""
     if host_paths.active():
-        host_paths.check(value)
+        host_paths.noted("(a value)", value)
     return value
 
 
@@ -359,11 +376,7 @@ class Templar:
     def _run(self, template: jinja2.Template, variables: Mapping[str, Any]) -> Any:
         ctx = template.new_context(_JinjaVars(self.vars(variables)), shared=True)
         try:
-            if host_paths.active():
-                with host_paths.frame():
-                    out = list(template.root_render_func(ctx))
-            else:
-                out = list(template.root_render_func(ctx))
+            out = list(template.root_render_func(ctx))
         except jinja2.UndefinedError as exc:
             raise _undefined_error(exc) from None
         except TemplateError:
