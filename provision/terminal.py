@@ -111,6 +111,8 @@ def markup(template: str, *values: Any, **named: Any) -> Text:
             value = named[field]
         pieces.append(chr(_FIELD + len(order)))
         order.append(value)
+    if auto and auto != len(values):  # a value with no field would vanish from the message
+        raise ValueError(f"markup(): {len(values)} values for {auto} fields in {template!r}")
     parsed = Text.from_markup("".join(pieces), emoji=False)
     if not order:
         return parsed

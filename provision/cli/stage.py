@@ -217,11 +217,16 @@ def _run_hosts(
                 if not warned:
                     _print_warnings(o.value)
                     warned = True
-                console.print(markup("[green]{}[/]: {}", name, _summary(o.value)))  # the host's words: text
+                print_staged(name, o.value)
             else:
                 kind = "unreachable" if o.unreachable else "failed"
                 console.print(markup("[bold red]{}: {}[/]: {}", name, kind, o.message))
     return exit_code_for(outcomes)
+
+
+def print_staged(name: str, result: dict[str, Any]) -> None:
+    """One host's stage result; its path and problems are the host's words: text."""
+    get_console().print(markup("[green]{}[/]: {}", name, _summary(result)))
 
 
 def _print_warnings(result: dict[str, Any]) -> None:

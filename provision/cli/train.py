@@ -129,7 +129,7 @@ def report_entries(outcomes: dict[str, Any], as_json: bool) -> int:
             console.print(markup("[bold]{}[/]: run {} {}{}{}", name, e["run_id"], e["state"], code, after))
             for f in e.get("findings") or []:
                 # the entry, its log lines in the evidence included, is the host's: text, never markup
-                console.print(markup("  {}\n    {}\n    do: {}", text(f["severity"], SEVERITY_STYLE.get(f["severity"], "")),
+                console.print(markup("  {} {}\n    {}\n    do: {}", text(f["severity"], SEVERITY_STYLE.get(f["severity"], "")),
                                      f["title"], f["evidence"], f["recommendation"]), highlight=False)
             if e.get("report"):
                 console.print(f"  report {e['report']['html']}", markup=False)

@@ -184,6 +184,6 @@ def print_distributed(doc: dict[str, Any], as_json: bool) -> int:
         if e.get("report"):
             console.print(f"  report {e['report']['html']}", markup=False)
     for f in section.get("findings") or []:
-        console.print(markup("  {}\n    {}\n    do: {}", text(f["severity"], SEVERITY_STYLE.get(f["severity"], "")),
+        console.print(markup("  {} {}\n    {}\n    do: {}", text(f["severity"], SEVERITY_STYLE.get(f["severity"], "")),
                              f["title"], f["evidence"], f["recommendation"]), highlight=False)
     return EXIT_HOST_FAILED if failed else EXIT_OK
