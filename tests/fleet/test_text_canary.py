@@ -58,7 +58,12 @@ def _argv(hostile: Hostile, command: str) -> list[str]:  # noqa: F811
 
 @pytest.mark.parametrize("command", sorted(text_plan.FLEET))
 def test_the_hosts_words_come_out_as_typed(canary_host: Hostile, command: str) -> None:
-    proc = canary_host.provision(*_argv(canary_host, command), timeout=240)
+    argv = _argv(canary_host, command)
+    if "--" in argv:  # the connection options go before the command line `train` runs
+        cut = argv.index("--")
+        argv = [*argv[:cut], "-i", str(canary_host.inventory), "--ssh-config", str(canary_host.ssh_config),
+                "--known-hosts", "accept-new", *argv[cut:]]
+    proc = canary_host.provision(*argv, timeout=240)
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out and "MarkupError" not in out, out[-3000:]
     assert "\x1b]8;" not in out, "a host's [link=…] became a hyperlink"
