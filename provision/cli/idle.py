@@ -9,6 +9,7 @@ from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
 from provision.errors import ConfigError
 from provision.secrets import mask_tree
+from provision.terminal import text
 from provision.train.launch import HostTrainer
 from provision.train.options import parse_duration, stop_command_hint
 
@@ -45,10 +46,10 @@ def run(args: argparse.Namespace) -> int:
             if o.ok:
                 w = o.value.get("watcher") or {}
                 if args.cancel:
-                    console.print(f"{name}: idle watch {'cancelled' if o.value.get('cancelled') else 'was not running'}")
+                    console.print(text(f"{name}: idle watch {'cancelled' if o.value.get('cancelled') else 'was not running'}"))
                 elif args.status:
-                    console.print(f"{name}: idle watch {w.get('status') or 'none'}")
+                    console.print(text(f"{name}: idle watch {w.get('status') or 'none'}"))
                 else:
-                    console.print(f"{name}: stop_command runs after {duration:g}s idle (log {o.value.get('log')})")
+                    console.print(text(f"{name}: stop_command runs after {duration:g}s idle (log {o.value.get('log')})"))
     print_failures(outcomes)
     return exit_code_for(outcomes)

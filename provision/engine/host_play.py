@@ -23,7 +23,7 @@ from provision.engine.run_state import (
     _PlayState,
     tags_selected,
 )
-from provision.engine.taint import as_data
+from provision.engine.taint import as_data, as_host_data
 from provision.engine.task_exec import TaskExecution, failed_task_var
 from provision.engine.templating import (
     Templar,
@@ -154,7 +154,7 @@ class _HostPlay(TaskExecution):
             self.record(result)
             self.fail(result, fatal=self.play.any_errors_fatal)
             return
-        self.rt.vars.add_facts(as_data(facts))  # the host's facts are data
+        self.rt.vars.add_facts(as_host_data(facts))  # the host's facts: data, and its word
         self.rt.facts_gathered = True
         self.runner.masker.add(collect_secrets([facts]))
         result.seconds = time.monotonic() - start
@@ -302,7 +302,7 @@ class _HostPlay(TaskExecution):
                 if node.static_children is not None:
                     children = node.static_children
                 else:
-                    file = self.templar.render(node.file, ChainMap(scope, variables))
+                    file = self.templar.render_path(node.file, ChainMap(scope, variables), "include_tasks")
                     children = self.runner.include_cache(node, str(file))
             except (TemplateError, ConfigError) as exc:
                 self.task_error(node, name, "include_tasks", exc)

@@ -27,8 +27,11 @@ class LoopItems:
     templar: Templar
 
     def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
-        raw = as_data(self.templar.render(node.loop, variables))  # items are values, not templates
         kind = node.loop_kind
+        if kind == "with_first_found":  # its terms name controller files (engine/host_paths.py)
+            raw = as_data(self.templar.render_path(node.loop, variables, "with_first_found"))
+        else:
+            raw = as_data(self.templar.render(node.loop, variables))  # items are values, not templates
         if kind is not None and kind not in NATIVE_LOOPS:
             return self.lookup_items(node, kind[len("with_") :], raw, variables)
         if kind == "with_dict":

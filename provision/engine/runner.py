@@ -171,7 +171,7 @@ class PlaybookRunner:
         for file, pos in play.vars_files:
             name = file
             if "{{" in file:
-                name = str(self.templar.render(file, self.vm.task_vars(rt.vars)))
+                name = str(self.templar.render_path(file, self.vm.task_vars(rt.vars), "vars_files"))
             path = Path(name).expanduser()
             path = path if path.is_absolute() else play.base_dir / path
             data = load_yaml(path)

@@ -17,7 +17,7 @@ from provision.engine.playbook import (
 )
 from provision.engine.results import TaskResult, clean_result
 from provision.engine.run_state import DEFAULT_RETRY_DELAY, UNREACHABLE_ERRORS, Stop, tags_selected
-from provision.engine.taint import as_data
+from provision.engine.taint import as_data, as_host_data
 from provision.engine.templating import (
     OMIT,
     TemplateError,
@@ -347,6 +347,8 @@ class TaskExecution(LoopItems):
                     if isinstance(value, str)
                     else self.templar.render(value, lazy)
                 )
+            elif key in module.path_args or (key == "_raw" and module.free_form in module.path_args):
+                args[key] = self.templar.render_path(value, lazy, f"{module.name} {key.lstrip('_')}")
             else:
                 args[key] = self.templar.render(value, lazy)
         args = {k: v for k, v in args.items() if not (isinstance(v, str) and v == OMIT)}
@@ -446,7 +448,8 @@ class TaskExecution(LoopItems):
                 mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
             finally:
                 conn.doing = None
-            full = as_data(mres.as_dict())  # what the module (the host) returned is data
+            # what the module (the host) returned is data; a connected module's, the host's word
+            full = (as_host_data if module.needs_connection else as_data)(mres.as_dict())
             if module.name in ("add_host", "group_by") and not mres.failed:
                 full["changed"] = self.runner.change_inventory(self.rt.host, full)
             if attempts > 1:
@@ -474,7 +477,9 @@ class TaskExecution(LoopItems):
                     full["msg"] = (
                         full["msg"] + " " if full["msg"] else ""
                     ) + f"(gave up after {attempts} attempts)"
-        return full, (dict(mres.facts) if module.facts_are_templates else as_data(mres.facts))
+        if module.facts_are_templates:
+            return full, dict(mres.facts)
+        return full, (as_host_data if module.needs_connection else as_data)(mres.facts)
 
     def _changed_failed_when(
         self, task: Task, full: dict[str, Any], post: Mapping[str, Any]

@@ -28,6 +28,7 @@ from jinja2 import nodes
 from jinja2.nativetypes import NativeCodeGenerator
 from jinja2.runtime import ChainableUndefined, StrictUndefined
 
+from provision.engine import host_paths
 from provision.engine.conditionals import (
     BrokenConditionalError,
     conditional_truth,
@@ -110,7 +111,7 @@ def is_template(value: Any) -> bool:
 def contains_template(value: Any) -> bool:
     if isinstance(value, str):
         return is_template(value)
-    if type(value) in (DataDict, DataList):  # marked whole: no walk
+    if isinstance(value, (DataDict, DataList)):  # marked whole: no walk
         return False
     if isinstance(value, dict):  # plain data only: never walk views like hostvars
         return any(contains_template(k) or contains_template(v) for k, v in value.items())
@@ -148,7 +149,24 @@ def _shell_finalize(ctx: Any, value: Any) -> Any:
     return f"{_shell_state.nonce}{len(registry) - 1}_"
 
 
+class _Lookups:
+    """Attribute and item access (`x.stdout`, `facts['os']`) seen by the controller-path rule."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        value = super().getattr(obj, attribute)  # type: ignore[misc]
+        if host_paths.active():
+            host_paths.noted(attribute, value)
+        return value
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        value = super().getitem(obj, argument)  # type: ignore[misc]
+        if host_paths.active():
+            host_paths.noted(argument, value)
+        return value
+
+
 def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> jinja2.Environment:
+    cls = type(cls.__name__, (_Lookups, cls), {})
     env = cls(
         undefined=StrictChainableUndefined,
         keep_trailing_newline=True,
@@ -170,10 +188,14 @@ _ENV = _make_env()
 @jinja2.pass_context
 def _keep_value(ctx: Any, value: Any) -> Any:
     """Identity; needing the context stops Jinja from folding constants into strings at compile
-    time, so `{{ 'yes' | bool }}` stays True."""
+    time, so `{{ 'yes' | bool }}` stays True. In a controller path, a host's value must be one
+    plain segment (engine/host_paths.py)."""
+    if host_paths.active():
+        host_paths.noted("(a value)", value)
     return value
 
 
+_ENV.finalize = _keep_value
 _NATIVE_ENV = _make_env(_NativeEnvironment, finalize=_keep_value)
 _SHELL_ENV = _make_env(finalize=_shell_finalize)
 
@@ -306,11 +328,14 @@ class _JinjaVars(Mapping):
 
     def __getitem__(self, key: str) -> Any:
         try:
-            return self._lazy[key]
+            value = self._lazy[key]
         except UndefinedVariableError as exc:
             if exc.attribute or not exc.variable:
                 return StrictChainableUndefined(hint=str(exc), name=key)
             return StrictChainableUndefined(name=exc.variable)
+        if host_paths.active():
+            host_paths.noted(key, value)
+        return value
 
     def __contains__(self, key: object) -> bool:
         return key in self._lazy
@@ -376,13 +401,21 @@ class Templar:
                     return out[0]
                 return "".join(str(v) for v in out)
             return "".join(self._run(self._template(value, "str"), variables))
-        if type(value) in (DataDict, DataList):
+        if isinstance(value, (DataDict, DataList)):
             return value
         if isinstance(value, dict):
             return {self.render(k, variables): self.render(v, variables) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.render(v, variables) for v in value]
         return value
+
+    def render_path(self, value: Any, variables: Mapping[str, Any], what: str) -> Any:
+        """`render` for a controller path (`what` names it): each `{{ }}` value from host data
+        must be one plain path segment (engine/host_paths.py)."""
+        if not contains_template(value):
+            return value
+        with host_paths.controller_path(what):
+            return self.render(value, variables)
 
     def render_text(
         self, source: str, variables: Mapping[str, Any], name: str = "<template>"

@@ -69,11 +69,11 @@ class HostVars:
     def add_facts(self, facts: Mapping[str, Any]) -> None:
         """Facts from `setup` or a module: each name as returned, and `ansible_facts` (the same
         without the `ansible_` prefix) rebuilt so both spellings stay in step."""
-        from provision.engine.taint import as_data
+        from provision.engine.taint import as_host_data
         from provision.modules.facts_ansible import namespaced
 
         self.facts.update(facts)
-        self.facts["ansible_facts"] = as_data(namespaced(self.facts))  # host data: never a template
+        self.facts["ansible_facts"] = as_host_data(namespaced(self.facts))  # the host's word: never a template
 
 
 class HostVarsView(Mapping):

@@ -814,7 +814,7 @@ def install(
         if not uv_path:  # uv writes no pip report: its packages are listed below
             with contextlib.suppress(OSError, ValueError):
                 report = json.loads(env_conn.get(f"{meta_dir}/pip-report.json"))
-                result.packages = {p.name: p.version for p in packages_from_report(report)}
+                result.packages = {p.name: p.version for p in packages_from_report(report, f"{host}'s pip report")}
 
         say("verifying on the host")
         with _timed(t, "verify"):
@@ -1162,7 +1162,7 @@ def create_lock(
         if not run.ok:
             lines = relevant_lines(run.stdout + "\n" + run.stderr, cmd.secrets)
             raise HostError(host, "resolving failed: pip --dry-run: " + " | ".join(lines[-4:]))
-        packages = packages_from_report(json.loads(connection.get(f"{tmp}/report.json")))
+        packages = packages_from_report(json.loads(connection.get(f"{tmp}/report.json")), f"{host}'s pip report")
     finally:
         connection.run(f"rm -rf -- {q(tmp)}", timeout=120)
     packages = _hash_missing(connection, packages, host)

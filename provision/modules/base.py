@@ -203,6 +203,8 @@ class Module:
     # (package -> apt/dnf, as Ansible's package does); that module checks them
     forwards_args: ClassVar[bool] = False
     shell_args: ClassVar[tuple[str, ...]] = ()  # rendered with Templar.render_shell (values = data)
+    # controller paths: a host's value in them is one plain segment (engine/host_paths.py)
+    path_args: ClassVar[tuple[str, ...]] = ()
     raw_args: ClassVar[tuple[str, ...]] = ()  # left unrendered: the module evaluates them (assert)
     # include_vars: the facts are the project's own vars file, templates as in Ansible; every
     # other module's facts and results are data (engine/taint.py)

@@ -20,7 +20,7 @@ from provision.report import charts
 from provision.report.diagnosis import cudnn_text, loader_curve
 from provision.report.document import SCHEMA, get, headline
 from provision.report.timings import timing_rows
-from provision.terminal import escape, visible
+from provision.terminal import MdText, escape, md, md_code, md_fence, visible
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -563,19 +563,26 @@ def _env() -> jinja2.Environment:
         finalize=_shown,  # every value a report shows: a host's text carries no escape sequence
     )
     env.filters["num"] = num
-    env.filters["md"] = _md_cell
     return env
+
+
+def markdown_env() -> jinja2.Environment:
+    """The Markdown templates' environment: every value is host text unless provision made it as
+    Markdown (MdText) — escaped by provision/terminal.py's `md`, like HTML's autoescape."""
+    env = _env()
+    env.finalize = lambda value: value if isinstance(value, MdText) else md(value)
+    env.filters.update(md=md, code=md_code, fence=md_fence, join=_md_join)
+    return env
+
+
+def _md_join(values: Any, separator: str = "") -> MdText:
+    return MdText(separator.join(md(v) for v in values))
 
 
 def _shown(value: Any) -> Any:
     if isinstance(value, str) and not isinstance(value, Markup):  # Markup: our own SVG charts
         return visible(value)
     return value
-
-
-def _md_cell(value: Any) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _context(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None) -> dict[str, Any]:
@@ -598,7 +605,7 @@ def render_markdown(docs: list[dict[str, Any]], comparisons: dict[str, Any] | No
         from provision.report import train_render
 
         return train_render.render_markdown(docs, comparisons)
-    return _env().get_template("report.md.j2").render(**_context(docs, comparisons))
+    return markdown_env().get_template("report.md.j2").render(**_context(docs, comparisons))
 
 
 def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:

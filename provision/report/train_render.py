@@ -91,9 +91,9 @@ def context(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None) -> d
 
 
 def render_markdown(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:
-    from provision.report.render import _env
+    from provision.report.render import markdown_env
 
-    return _env().get_template("train_report.md.j2").render(**context(docs, comparisons))
+    return markdown_env().get_template("train_report.md.j2").render(**context(docs, comparisons))
 
 
 def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:

@@ -84,14 +84,15 @@ class StageProgress:
             return
         from rich.progress import BarColumn, Progress, TextColumn
 
+        # the fields hold the host's words (its name, the phase it reports): text, never markup
         self.progress = Progress(
-            TextColumn("[bold]{task.fields[host]}", justify="left"),
-            TextColumn("{task.fields[phase]:<9}"),
+            TextColumn("{task.fields[host]}", style="bold", justify="left", markup=False),
+            TextColumn("{task.fields[phase]:<9}", markup=False),
             BarColumn(bar_width=28),
-            TextColumn("{task.fields[count]:>17}"),
-            TextColumn("{task.fields[rate]:>12}"),
-            TextColumn("{task.fields[srate]:>11}"),
-            TextColumn("ETA {task.fields[eta]:>7}"),
+            TextColumn("{task.fields[count]:>17}", markup=False),
+            TextColumn("{task.fields[rate]:>12}", markup=False),
+            TextColumn("{task.fields[srate]:>11}", markup=False),
+            TextColumn("ETA {task.fields[eta]:>7}", markup=False),
             console=console,
             disable=not self.enabled,
             refresh_per_second=4,

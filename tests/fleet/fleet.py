@@ -569,6 +569,13 @@ class Fleet(HostActions):
     def hostile_off(self, host: FleetHost | str, attack: str) -> None:
         self.ns_exec(host, f"rm -f {kinds_mod.HOSTILE_FLAGS}/{attack}")
 
+    def hostile_os_release(self, host: FleetHost | str, text: str | None) -> None:
+        """What the host's /etc/os-release says (kinds.HOSTILE_OS_RELEASE); None: the real one again."""
+        real = f"cat {kinds_mod.HOSTILE_OS_RELEASE}.orig"
+        source = real if text is None else f"printf '%s' {shlex.quote(text)}"
+        # in place (same inode): the bind mount over /etc/os-release shows it
+        self.ns_exec(host, f"{source} > {kinds_mod.HOSTILE_OS_RELEASE}")
+
     def _start_keepers(self) -> None:
         for host in self._all_hosts():
             host.keeper = subprocess.Popen(
