@@ -305,7 +305,7 @@ class TaskExecution(LoopItems):
                 one["_ansible_item_label"] = label
             results.append(one)
             self.runner.display.item_result(
-                self.rt.host.name, task.display_name, _short(label), one
+                self.rt.host.name, task.display_name, _short(label), one, action=task.action
             )
             if pause and index + 1 < len(items):
                 self.runner.stop.wait(pause)
