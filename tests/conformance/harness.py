@@ -279,12 +279,27 @@ _FAILURE_LINE = re.compile(
 )
 
 
+def _ignored(lines: list[str], i: int) -> bool:
+    """Whether the failure reported at lines[i] is followed by `...ignoring` in its task."""
+    for line in lines[i + 1:]:
+        if line.startswith(("TASK [", "PLAY ", "RUNNING HANDLER [")):
+            return False
+        if line.strip() == "...ignoring":
+            return True
+    return False
+
+
 def first_failure(text: str, rc: int) -> str:
-    """The failure's first line: the first line that reports one, else the last line."""
+    """The failure's first line (with the task it happened in), else the output's last line."""
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if _FAILURE_LINE.match(line) and "...ignoring" not in line:
-            return line[:300]
+    task = ""
+    for i, line in enumerate(lines):
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.rstrip("* ")
+        if _FAILURE_LINE.match(line) and not _ignored(lines, i):
+            if line.endswith(":") and i + 1 < len(lines):
+                line = f"{line} {lines[i + 1].strip()}"
+            return (f"{task}: {line}" if task and not line.startswith("fatal") else line)[:300]
     tail = [line for line in lines if not line.startswith("+")]
     return (tail[-1][:300] if tail else f"exit {rc}, no output")
 
