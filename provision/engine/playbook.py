@@ -29,6 +29,7 @@ from provision.engine.playbook_model import (
     SPECIAL_ACTIONS,
     TASK_KEYWORDS,
     UNSUPPORTED,
+    VARIABLE_PARAMS,
     Block,
     Include,
     Inherit,
@@ -45,7 +46,7 @@ from provision.engine.playbook_model import (
 )
 from provision.engine.playbook_plays import PlayLoading
 from provision.engine.playbook_roles import RoleLoading
-from provision.engine.templating import check_syntax, is_template
+from provision.engine.templating import check_syntax, is_template, is_whole_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
 from provision.modules.ansible_fallback import (
@@ -549,6 +550,8 @@ class _Loader(RoleLoading, PlayLoading):
             return {}
         if isinstance(raw, Mapping):
             return dict(raw)
+        if isinstance(raw, str) and not module.free_form and is_whole_template(raw):
+            return {VARIABLE_PARAMS: raw}  # `assert: "{{ item }}"`: a mapping, when it runs
         if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
             try:
                 return parse_kv(str(raw), module)

@@ -143,6 +143,8 @@ META_ACTIONS = {
     "clear_host_errors",
 }
 DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
+# a module's arguments written as one template (`assert: "{{ item }}"`), a mapping once rendered
+VARIABLE_PARAMS = "_variable_params"
 UNSUPPORTED = {
     "local_action": "local_action is not supported: use a play with `hosts: localhost`",
     "async": "async/poll are not supported: long steps stream their output; use a timeout instead",

@@ -107,6 +107,17 @@ def is_template(value: Any) -> bool:
     return type(value) is str and any(m in value for m in _MARKERS)
 
 
+def is_whole_template(value: Any) -> bool:
+    """`"{{ expr }}"` and nothing else: a value that is one expression (Ansible's
+    `_variable_params`: a module's arguments given as one template of a mapping)."""
+    return (
+        is_template(value)
+        and value.count("{{") == 1
+        and value.strip().startswith("{{")
+        and value.strip().endswith("}}")
+    )
+
+
 def contains_template(value: Any) -> bool:
     if isinstance(value, str):
         return is_template(value)

@@ -112,10 +112,13 @@ def select(targets_dir: Path) -> tuple[list[str], dict[str, str]]:
     chosen, skipped = [], {}
     for target in sorted(p for p in targets_dir.iterdir() if p.is_dir()):
         why = skip_reason(target.name, read_aliases(target))
-        if why is None and not (target / "runme.sh").is_file() and not (
-            target / "tasks" / "main.yml"
-        ).is_file():
+        runme = target / "runme.sh"
+        if why is None and not runme.is_file() and not (target / "tasks" / "main.yml").is_file():
             why = "neither runme.sh nor tasks/main.yml"
+        elif why is None and runme.is_file() and not any(
+            "ansible-playbook" in p.read_text(errors="replace") for p in target.glob("*.sh")
+        ):
+            why = "its scripts never run ansible-playbook (nothing of the engine to compare)"
         if why is None:
             chosen.append(target.name)
         else:
@@ -290,16 +293,22 @@ def _ignored(lines: list[str], i: int) -> bool:
 
 
 def first_failure(text: str, rc: int) -> str:
-    """The failure's first line (with the task it happened in), else the output's last line."""
+    """The first line of the failure that ended the run (with the task it happened in): the last
+    failure reported that was not ignored (a runme.sh's expected failures come before its
+    real one), else the output's last line."""
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    task = ""
+    task, found = "", ""
     for i, line in enumerate(lines):
         if line.startswith(("TASK [", "RUNNING HANDLER [")):
             task = line.rstrip("* ")
         if _FAILURE_LINE.match(line) and not _ignored(lines, i):
             if line.endswith(":") and i + 1 < len(lines):
                 line = f"{line} {lines[i + 1].strip()}"
-            return (f"{task}: {line}" if task and not line.startswith("fatal") else line)[:300]
+            if line.startswith("fatal: [") and found.startswith(f"{task}: [ERROR]"):
+                continue  # the [ERROR] line just before says it better
+            found = f"{task}: {line}" if task and not line.startswith("fatal") else line
+    if found:
+        return found[:300]
     tail = [line for line in lines if not line.startswith("+")]
     return (tail[-1][:300] if tail else f"exit {rc}, no output")
 
@@ -390,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--workers", type=int, default=max(2, os.cpu_count() or 2))
     parser.add_argument("--timeout", type=float, default=None, help="seconds per target")
     parser.add_argument("--no-record", action="store_true", help="score: do not rewrite files")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     version = ansible_version()
     targets_dir = fetch_targets(version)
     selected, skipped = select(targets_dir)
@@ -399,11 +408,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(selected)} selected, {len(skipped)} not", file=sys.stderr)
         return 0
     if args.what == "one":
-        for name in args.names:
-            o = run_target(targets_dir, name, not args.ansible, args.timeout or 300,
-                           Path(tempfile.mkdtemp(prefix="conformance-")))
-            print(o.output)
-            print(f"{name}: {'PASS' if o.passed else 'FAIL ' + o.reason} ({o.seconds:.1f} s)")
+        scratch = Path(tempfile.mkdtemp(prefix="conformance-"))
+        try:
+            for name in args.names:
+                o = run_target(targets_dir, name, not args.ansible, args.timeout or 300, scratch)
+                print(o.output if len(args.names) == 1 else "", end="")
+                print(f"{name}: {'PASS' if o.passed else 'FAIL ' + o.reason} ({o.seconds:.1f} s)")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return 0
     if args.what == "baseline":
         names = args.names or selected
