@@ -488,10 +488,11 @@ class _Loader(RoleLoading, PlayLoading):
             if value is not None:
                 if isinstance(value, str) and is_template(value):
                     self.check_templates(value, data.where(key, True))
-                elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    self.error(
-                        data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}"
-                    )
+                elif isinstance(value, bool) or not isinstance(
+                    value, int if key == "retries" else (int, float)  # delay: seconds, 0.01 too
+                ) or value < 0:
+                    what = "a whole number" if key == "retries" else "a number of seconds"
+                    self.error(data.where(key, True), f"{key} must be {what} >= 0, got {value!r}")
                 setattr(task, key, value)
         if handlers:
             listen = data.get("listen")

@@ -171,8 +171,22 @@ def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> 
     env.filters.update(FILTERS)
     env.filters.update(EXTRA_FILTERS)  # engine/filters.py
     env.tests.update(TESTS)
-    env.globals.update({"lookup": lookup, "query": query, "q": query, "omit": OMIT})
+    env.globals.update(
+        {"lookup": lookup, "query": query, "q": query, "omit": OMIT, "now": _now}
+    )
     return env
+
+
+def _now(utc: bool = False, fmt: str | None = None) -> Any:
+    """Ansible's `now()` global: the controller's time (a datetime, or `fmt`'s strftime text)."""
+    import datetime
+
+    stamp = (
+        datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        if utc
+        else datetime.datetime.now()
+    )
+    return stamp.strftime(fmt) if fmt else stamp
 
 
 _ENV = _make_env()

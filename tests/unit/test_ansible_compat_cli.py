@@ -132,3 +132,71 @@ def test_first_found_in_a_role_searches_its_tasks_dir_as_ansible(tmp_path: Path)
     assert [r.result.get("msg") for r in result.results if r.task == "r : from default"] == [
         "found"
     ]
+
+
+# Each: a form Ansible runs that provision refused or got wrong on 903c471 (found by the
+# conformance harness, tests/conformance/). Both tools run it; banners, statuses, debug output,
+# recap and exit code must be the same.
+GAPS = {
+    "delay_in_fractions_of_a_second": """
+    - command: "true"
+      register: r
+      retries: 2
+      delay: 0.01
+      until: r is success
+    """,
+    "now_global": """
+    - debug:
+        msg: "{{ now().year > 2000 and now(utc=true, fmt='%Y') | int > 2000 }}"
+    """,
+    "unsafe_yaml_tag_is_never_rendered": """
+    - debug:
+        msg: !unsafe "{{ not_a_variable }}"
+    """,
+    "arguments_as_one_template": """
+    - assert: "{{ item }}"
+      args:
+        quiet: true
+      loop:
+        - that: 1 == 1
+        - that: ['2 == 2', 'x == "one"']
+      vars: {x: one}
+    - debug: "{{ {'msg': 'from a mapping'} }}"
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(GAPS))
+def test_a_form_provision_refused_now_runs_as_ansible(tmp_path: Path, case: str) -> None:
+    tasks = textwrap.indent(textwrap.dedent(GAPS[case]).strip(), "    ")
+    project = _project(tmp_path, f"- hosts: testhost\n  gather_facts: false\n  tasks:\n{tasks}\n")
+    a_rc, a_out = _run_all([ANSIBLE], project)
+    p_rc, p_out = _run_all(PROVISION, project)
+    assert a_rc == 0, a_out
+    assert (p_rc, p_out) == (a_rc, a_out)
+
+
+def _run_all(tool: list[str], cwd: Path) -> tuple[int, list[str]]:
+    """Like _run, keeping debug's JSON body lines too."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(cwd / "ansible.cfg"),
+               ANSIBLE_LOCAL_TEMP=str(cwd / ".atmp"), PYTHONPATH=str(REPO))
+    (cwd / "ansible.cfg").write_text("")
+    proc = subprocess.run([*tool, "-i", "inv", "p.yml"], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+    lines = [ln.rstrip() for ln in proc.stdout.splitlines()]
+    return proc.returncode, [ln for ln in lines if ln.startswith((*KEPT, "    ", "}"))]
+
+
+@pytest.mark.parametrize("case", sorted(GAPS))
+def test_a_form_provision_refused_now_runs_in_the_engine(tmp_path: Path, case: str) -> None:
+    from provision.engine.runner import run_playbook
+
+    tasks = textwrap.indent(textwrap.dedent(GAPS[case]).strip(), "    ")
+    book = tmp_path / "p.yml"
+    book.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}\n")
+    result = run_playbook(book)
+    assert [(r.task, r.msg) for r in result.results if r.status == "failed"] == []
+    assert result.recap["localhost"].ok == len(result.results)
+    if case == "unsafe_yaml_tag_is_never_rendered":
+        assert result.results[0].result["msg"] == "{{ not_a_variable }}"

@@ -9,9 +9,9 @@ POSIX controller: a copy of the target and its dependencies under `test/integrat
 an inventory with `testhost ansible_connection=local`, `runme.sh` from the target's dir, or for a
 role target a generated play `hosts: testhost, roles: [TARGET]` from `test/integration/`.
 
-    python3 tests/conformance/harness.py baseline   # re-derive baseline-<version>.json (Ansible)
-    python3 tests/conformance/harness.py score      # provision on the baseline's passing targets
-    python3 tests/conformance/harness.py one NAME [--ansible]   # one target, output printed
+    python3 tests/conformance/conformance.py baseline   # re-derive baseline-<version>.json (Ansible)
+    python3 tests/conformance/conformance.py score      # provision on the baseline's passing targets
+    python3 tests/conformance/conformance.py one NAME [--ansible]   # one target, output printed
 
 `score` rewrites FAILURES.md (each failing target, its reason, grouped by cause).
 """
@@ -370,7 +370,7 @@ def write_failures(version: str, selected: list[str], baseline: dict,
         f" ({len(selected)} selected; {len(baseline['failed'])} fail under Ansible itself here "
         "and do not count).",
         "",
-        "Written by `python3 tests/conformance/harness.py score` (tests/conformance/README.md).",
+        "Written by `python3 tests/conformance/conformance.py score` (tests/conformance/README.md).",
         "",
         "## Failing under provision, by cause",
         "",
@@ -382,7 +382,7 @@ def write_failures(version: str, selected: list[str], baseline: dict,
     lines += ["## Passing under provision", "", ", ".join(f"`{n}`" for n in passing) or "none", ""]
     lines += ["## Failing under Ansible itself here (not counted)", ""]
     lines += [f"- `{n}`: {r.replace('`', chr(39))}" for n, r in sorted(baseline["failed"].items())]
-    lines += ["", "## Not selected (the rule: harness.py `skip_reason`)", ""]
+    lines += ["", "## Not selected (the rule: conformance.py `skip_reason`)", ""]
     by_reason: dict[str, list[str]] = {}
     for n, r in skipped.items():
         by_reason.setdefault(r, []).append(n)
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = run_all(targets_dir, names, False, args.workers, args.timeout or 600)
         record = {
             "ansible_core": version,
-            "command": "python3 tests/conformance/harness.py baseline",
+            "command": "python3 tests/conformance/conformance.py baseline",
             "selected": selected,
             "passed": [o.name for o in outcomes if o.passed],
             "failed": {o.name: o.reason for o in outcomes if not o.passed},
