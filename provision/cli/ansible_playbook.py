@@ -113,7 +113,7 @@ def provision_args(ns: argparse.Namespace, playbook: str) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     from provision.cli.common import connect_options
     from provision.cli.run import parse_extra_vars, playbook_inventory
-    from provision.engine.ansible_display import AnsibleDisplay, recap_lines
+    from provision.engine.ansible_display import AnsibleDisplay, banner, recap_lines
     from provision.engine.playbook import Playbook, load_playbook
     from provision.engine.runner import run_playbook
     from provision.errors import ConfigError, ProvisionError
@@ -145,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             for book in loaded:
                 _list_tasks(book, frozenset(), frozenset())
             return 0
+        if ns.verbose >= 2:  # what Ansible's -vv says before the plays
+            for name, book in zip(ns.playbooks, loaded, strict=True):
+                print(banner(f"PLAYBOOK: {os.path.basename(name)}").lstrip("\n"))
+                print(f"{len(book.plays)} plays in {name}")
         playbook = Playbook(path=loaded[0].path, plays=[p for b in loaded for p in b.plays])
         inventory, limit = playbook_inventory(args, options)
         if ns.connection == "local":

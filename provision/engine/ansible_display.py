@@ -49,6 +49,7 @@ class AnsibleDisplay:
         self.lock = threading.Lock()
         self._task: tuple[str, str] | None = None  # (name, position) of the last banner
         self._done: set[str] = set()  # hosts whose result for that task is printed
+        self._handlers: set[str] = set()  # positions of the play's handlers
 
     def _write(self, text: str) -> None:
         self.out.write(text + "\n")
@@ -60,7 +61,7 @@ class AnsibleDisplay:
             not position or not current[1] or current[1] == position
         )
         if not same or host in self._done:
-            kind = "RUNNING HANDLER" if position.endswith("(handler)") else "TASK"
+            kind = "RUNNING HANDLER" if position and position in self._handlers else "TASK"
             self._write(banner(f"{kind} [{name}]"))
             self._task, self._done = (name, position), set()
         elif position and current is not None and not current[1]:
@@ -77,6 +78,7 @@ class AnsibleDisplay:
         with self.lock:
             self._write(banner(f"PLAY [{play.name}]"))
             self._task, self._done = None, set()
+            self._handlers = {str(h.pos) for h in getattr(play, "handlers", ())}
             if not hosts:
                 self._write("skipping: no hosts matched")
 

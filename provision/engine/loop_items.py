@@ -34,7 +34,7 @@ def outputs_as_data(written: Any, rendered: Any) -> Any:
     if isinstance(written, (list, tuple)) and isinstance(rendered, list) and len(written) == len(
         rendered
     ):
-        return [outputs_as_data(w, r) for w, r in zip(written, rendered)]
+        return [outputs_as_data(w, r) for w, r in zip(written, rendered, strict=True)]
     return as_data(rendered)
 
 

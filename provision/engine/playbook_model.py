@@ -395,6 +395,23 @@ def canonical_actions(data: YMap) -> YMap:
     return out
 
 
+def handler_tasks(nodes: list[Node]) -> tuple[list[Task], list[Node]]:
+    """A handlers section's tasks, `import_tasks` inside it flattened (its tasks are handlers,
+    as in Ansible); and the nodes that are neither (rescue/always blocks, dynamic includes)."""
+    tasks: list[Task] = []
+    other: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Task):
+            tasks.append(node)
+        elif isinstance(node, Block) and not node.rescue and not node.always:
+            inner, rest = handler_tasks(node.block)  # import_tasks: its tasks, keywords applied
+            tasks += inner
+            other += rest
+        else:
+            other.append(node)
+    return tasks, other
+
+
 def iter_tasks(play: Play) -> list[Task]:
     """All module tasks of a play that are known before running (for checks and listings)."""
     out: list[Task] = []

@@ -21,7 +21,6 @@ Lowest to highest (documented in docs/playbooks.md, close to Ansible's order):
 from __future__ import annotations
 
 import os
-
 from collections import ChainMap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field

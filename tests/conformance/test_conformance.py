@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
 import conformance as harness
+import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
