@@ -200,3 +200,33 @@ def test_a_form_provision_refused_now_runs_in_the_engine(tmp_path: Path, case: s
     assert result.recap["localhost"].ok == len(result.results)
     if case == "unsafe_yaml_tag_is_never_rendered":
         assert result.results[0].result["msg"] == "{{ not_a_variable }}"
+
+
+def test_import_tasks_in_handlers_gives_handlers(tmp_path: Path) -> None:
+    """ansible-core's `includes` target: a role's handlers/main.yml that is `- import_tasks:
+    more.yml`, and a play's handlers that import a file (903c471: 'no handler named ...')."""
+    from provision.engine.runner import run_playbook
+
+    role = tmp_path / "roles" / "h"
+    (role / "tasks").mkdir(parents=True)
+    (role / "handlers").mkdir()
+    (role / "tasks" / "main.yml").write_text(
+        "- command: echo 1\n  notify: [from role import]\n"
+    )
+    (role / "handlers" / "main.yml").write_text("- import_tasks: more.yml\n")
+    (role / "handlers" / "more.yml").write_text("- name: from role import\n  debug: msg=r\n")
+    (tmp_path / "play_handlers.yml").write_text("- name: from play import\n  debug: msg=p\n")
+    book = tmp_path / "p.yml"
+    book.write_text(textwrap.dedent("""\
+        - hosts: localhost
+          gather_facts: false
+          roles: [h]
+          tasks:
+            - command: echo 2
+              notify: from play import
+          handlers:
+            - import_tasks: play_handlers.yml
+        """))
+    result = run_playbook(book)
+    ran = [r.task for r in result.results if r.action == "debug"]
+    assert sorted(ran) == ["from play import", "h : from role import"]
