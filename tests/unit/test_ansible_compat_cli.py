@@ -153,6 +153,11 @@ GAPS = {
     - debug:
         msg: !unsafe "{{ not_a_variable }}"
     """,
+    "template_as_a_key_in_key_value_text": """
+    - set_fact: "{{ item }}=moo {{ 'x' + item }}={{ item }}"
+      with_items: [a]
+    - debug: msg="{{ a }} {{ xa }}"
+    """,
     "arguments_as_one_template": """
     - assert: "{{ item }}"
       args:
