@@ -383,8 +383,8 @@ def _flatten_once(terms: tuple[Any, ...]) -> list[Any]:
 
 @jinja2.pass_context
 def lookup(ctx: Any, kind: str, *terms: Any, **kwargs: Any) -> Any:
-    """`lookup(...)`: one value alone, several joined with commas (Ansible), or the list with
-    `wantlist=True`."""
+    """`lookup(...)`: one value alone, several strings joined with commas, other values (and
+    none) as the list (ansible-core 2.19's rule), or the list with `wantlist=True`."""
     wantlist = kwargs.pop("wantlist", False)
     values = run_lookup(ctx, kind, terms, kwargs)
     if wantlist:
@@ -393,7 +393,11 @@ def lookup(ctx: Any, kind: str, *terms: Any, **kwargs: Any) -> Any:
         return ",".join(str(v) for v in values)
     if kind == "first_found":
         return values[0] if values else ""
-    return ",".join(str(v) for v in values) if len(values) != 1 else values[0]
+    if len(values) == 1:
+        return values[0]
+    if all(isinstance(v, str) for v in values):  # Ansible: strings joined, anything else as is
+        return ",".join(values)
+    return values
 
 
 @jinja2.pass_context

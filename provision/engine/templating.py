@@ -172,9 +172,14 @@ def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> 
     env.filters.update(EXTRA_FILTERS)  # engine/filters.py
     env.tests.update(TESTS)
     env.globals.update(
-        {"lookup": lookup, "query": query, "q": query, "omit": OMIT, "now": _now}
+        {"lookup": lookup, "query": query, "q": query, "omit": OMIT, "now": _now, "undef": _undef}
     )
     return env
+
+
+def _undef(hint: str | None = None) -> jinja2.Undefined:
+    """Ansible's `undef()` global: an undefined value (an error where it is used, `hint` says)."""
+    return StrictChainableUndefined(hint=hint)
 
 
 def _now(utc: bool = False, fmt: str | None = None) -> Any:

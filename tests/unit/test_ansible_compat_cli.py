@@ -158,6 +158,14 @@ GAPS = {
       with_items: [a]
     - debug: msg="{{ a }} {{ xa }}"
     """,
+    "lookup_of_several_non_strings_is_the_list": """
+    - debug:
+        msg: "{{ lookup('dict', {'b': 2, 'a': 1}) | sort(attribute='key') }}"
+    """,
+    "undef_global": """
+    - debug:
+        msg: "{{ undef() is undefined and undef('h') | default('d') == 'd' }}"
+    """,
     "arguments_as_one_template": """
     - assert: "{{ item }}"
       args:
