@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -314,15 +315,38 @@ def first_failure(text: str, rc: int) -> str:
 
 
 def run_all(targets_dir: Path, names: list[str], provision: bool, workers: int,
-            timeout: float) -> list[Outcome]:
+            timeout: float, journal: Path | None = None) -> list[Outcome]:
+    """Each target once, in `workers` parallel; with `journal`, each outcome is appended to it
+    as it ends (a JSON line), so an interrupted baseline resumes (`--resume`)."""
     scratch = Path(tempfile.mkdtemp(prefix="conformance-"))
+    lock = threading.Lock()
+
+    def one(name: str) -> Outcome:
+        outcome = run_target(targets_dir, name, provision, timeout, scratch)
+        if journal is not None:
+            with lock, journal.open("a") as f:
+                f.write(json.dumps({"name": name, "passed": outcome.passed,
+                                    "reason": outcome.reason,
+                                    "seconds": round(outcome.seconds, 1)}) + "\n")
+        return outcome
+
     try:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(run_target, targets_dir, n, provision, timeout, scratch)
-                       for n in names]
+            futures = [pool.submit(one, n) for n in names]
             return sorted((f.result() for f in futures), key=lambda o: o.name)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def read_journal(journal: Path) -> list[Outcome]:
+    if not journal.is_file():
+        return []
+    done = {}
+    for line in journal.read_text().splitlines():
+        if line.strip():
+            d = json.loads(line)
+            done[d["name"]] = Outcome(d["name"], d["passed"], d["reason"], d["seconds"])
+    return list(done.values())
 
 
 # -- causes --------------------------------------------------------------------------------------
@@ -399,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--workers", type=int, default=max(2, os.cpu_count() or 2))
     parser.add_argument("--timeout", type=float, default=None, help="seconds per target")
     parser.add_argument("--no-record", action="store_true", help="score: do not rewrite files")
+    parser.add_argument("--resume", action="store_true",
+                        help="baseline: keep the targets an interrupted run already recorded")
     args = parser.parse_intermixed_args(argv)
     version = ansible_version()
     targets_dir = fetch_targets(version)
@@ -418,8 +444,14 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
         return 0
     if args.what == "baseline":
-        names = args.names or selected
-        outcomes = run_all(targets_dir, names, False, args.workers, args.timeout or 600)
+        journal = cache_root() / version / "baseline.jsonl"
+        if not args.resume:
+            journal.unlink(missing_ok=True)
+        earlier = [o for o in read_journal(journal) if o.name in selected]
+        names = [n for n in (args.names or selected) if n not in {o.name for o in earlier}]
+        outcomes = earlier + run_all(targets_dir, names, False, args.workers,
+                                     args.timeout or 300, journal)
+        outcomes.sort(key=lambda o: o.name)
         record = {
             "ansible_core": version,
             "command": "python3 tests/conformance/conformance.py baseline",
@@ -433,9 +465,19 @@ def main(argv: list[str] | None = None) -> int:
         for n, r in record["failed"].items():
             print(f"  FAIL {n}: {r}")
         return 0
-    baseline = load_baseline(version)
+    if args.names and not baseline_path(version).is_file():
+        baseline = {"passed": [], "failed": {}}
+    else:
+        baseline = load_baseline(version)
     names = args.names or baseline["passed"]
-    outcomes = run_all(targets_dir, names, True, args.workers, args.timeout or 120)
+    journal = cache_root() / version / "score.jsonl"
+    if not args.resume:
+        journal.unlink(missing_ok=True)
+    earlier = [o for o in read_journal(journal) if o.name in names]
+    todo = [n for n in names if n not in {o.name for o in earlier}]
+    outcomes = earlier + run_all(targets_dir, todo, True, args.workers, args.timeout or 120,
+                                 journal)
+    outcomes.sort(key=lambda o: o.name)
     passed = sum(o.passed for o in outcomes)
     print(f"provision: {passed} of {len(names)} targets that pass under ansible-playbook "
           f"{version} pass ({100 * passed / max(len(names), 1):.0f} %)")
