@@ -166,6 +166,11 @@ GAPS = {
     - debug:
         msg: "{{ undef() is undefined and undef('h') | default('d') == 'd' }}"
     """,
+    "mathstuff_and_url_filters": """
+    - debug:
+        msg: "{{ [100 | log(10), 2 | pow(3), 9 | root, 27 | root(3) | round(6), 'a%20b+c' | urldecode,
+                 'http://h.x:90/d?q=1#f' | urlsplit, 'http://h.x/d' | urlsplit('path')] }}"
+    """,
     "arguments_as_one_template": """
     - assert: "{{ item }}"
       args:
