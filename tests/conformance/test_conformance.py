@@ -52,7 +52,7 @@ def test_score_does_not_drop_below_the_recorded_one() -> None:
     baseline = harness.load_baseline(version)
     targets = harness.fetch_targets(version)
     workers = int(os.environ.get("PROVISION_CONFORMANCE_WORKERS") or 2)
-    outcomes = harness.run_all(targets, baseline["passed"], True, workers, timeout=120)
+    outcomes = harness.run_all(targets, baseline["passed"], True, workers, timeout=180)
     passed = sorted(o.name for o in outcomes if o.passed)
     total = len(baseline["passed"])
     print(f"\nprovision: {len(passed)} of {total} targets that pass under ansible-playbook "
