@@ -150,7 +150,7 @@ def fetch_targets(version: str | None = None) -> Path:
     download = root / "download"
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-         "--no-build-isolation", "--quiet", "-d", str(download), f"ansible-core=={version}"],
+         "--quiet", "-d", str(download), f"ansible-core=={version}"],
         check=True, timeout=300,
     )
     sdist = next(download.glob("ansible_core-*.tar.gz"))
