@@ -191,10 +191,12 @@ class _HostPlay(TaskExecution):
             elif isinstance(node, Meta):
                 self.run_meta(node)
 
-    def included(self, node: Node, action: str, status: str = "ok") -> None:
+    def included(self, node: Node, action: str, status: str = "ok", file: str = "") -> None:
         """Ansible counts each include (per loop item) in the recap: ok, or skipped."""
         if tags_selected(node.tags, self.runner.options.tags, self.runner.options.skip_tags):
             name = node.name or action
+            if node.role is not None:  # Ansible's task name: "ROLE : include_tasks"
+                name = f"{node.role.name} : {name}"
             self.record(
                 TaskResult(
                     host=self.rt.host.name,
@@ -203,6 +205,7 @@ class _HostPlay(TaskExecution):
                     action=action,
                     status=status,
                     position=str(node.pos),
+                    result={"include": file} if file else {},
                 )
             )
 
@@ -293,7 +296,7 @@ class _HostPlay(TaskExecution):
         loop_var = str(node.loop_control.get("loop_var") or "item")
         # As Ansible: every item's file is resolved, and counted ok, when the include task runs,
         # before any included task (a failure in item 9's tasks leaves items 10-12 counted).
-        loaded: list[tuple[dict[str, Any], list[Node]]] = []
+        loaded: list[tuple[dict[str, Any], list[Node], str]] = []
         for index, item in enumerate(items):
             scope = {} if node.loop is None else {loop_var: item, "ansible_loop_var": loop_var}
             if node.loop is not None and node.loop_control.get("index_var"):
@@ -307,10 +310,13 @@ class _HostPlay(TaskExecution):
             except (TemplateError, ConfigError) as exc:
                 self.task_error(node, name, "include_tasks", exc)
                 return
-            loaded.append((scope, children))
-        for _ in loaded:
-            self.included(node, "include_tasks")
-        for scope, children in loaded:
+            path = "" if node.static_children is not None else self.runner.include_paths.get(
+                (node.id, str(file)), ""
+            )
+            loaded.append((scope, children, path))
+        for _, _, path in loaded:
+            self.included(node, "include_tasks", file=path)
+        for scope, children, _ in loaded:
             self.loop_scope.append(scope)
             try:
                 self.run_nodes(children)

@@ -29,6 +29,7 @@ from provision.engine.playbook_model import (
     SPECIAL_ACTIONS,
     TASK_KEYWORDS,
     UNSUPPORTED,
+    VARIABLE_PARAMS,
     Block,
     Include,
     Inherit,
@@ -45,7 +46,7 @@ from provision.engine.playbook_model import (
 )
 from provision.engine.playbook_plays import PlayLoading
 from provision.engine.playbook_roles import RoleLoading
-from provision.engine.templating import check_syntax, is_template
+from provision.engine.templating import check_syntax, is_template, is_whole_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
 from provision.modules.ansible_fallback import (
@@ -487,10 +488,11 @@ class _Loader(RoleLoading, PlayLoading):
             if value is not None:
                 if isinstance(value, str) and is_template(value):
                     self.check_templates(value, data.where(key, True))
-                elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    self.error(
-                        data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}"
-                    )
+                elif isinstance(value, bool) or not isinstance(
+                    value, int if key == "retries" else (int, float)  # delay: seconds, 0.01 too
+                ) or value < 0:
+                    what = "a whole number" if key == "retries" else "a number of seconds"
+                    self.error(data.where(key, True), f"{key} must be {what} >= 0, got {value!r}")
                 setattr(task, key, value)
         if handlers:
             listen = data.get("listen")
@@ -549,6 +551,8 @@ class _Loader(RoleLoading, PlayLoading):
             return {}
         if isinstance(raw, Mapping):
             return dict(raw)
+        if isinstance(raw, str) and not module.free_form and is_whole_template(raw):
+            return {VARIABLE_PARAMS: raw}  # `assert: "{{ item }}"`: a mapping, when it runs
         if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
             try:
                 return parse_kv(str(raw), module)

@@ -143,6 +143,8 @@ META_ACTIONS = {
     "clear_host_errors",
 }
 DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
+# a module's arguments written as one template (`assert: "{{ item }}"`), a mapping once rendered
+VARIABLE_PARAMS = "_variable_params"
 UNSUPPORTED = {
     "local_action": "local_action is not supported: use a play with `hosts: localhost`",
     "async": "async/poll are not supported: long steps stream their output; use a timeout instead",
@@ -391,6 +393,23 @@ def canonical_actions(data: YMap) -> YMap:
         out.key_pos[new] = data.where(key)
         out.value_pos[new] = data.where(key, True)
     return out
+
+
+def handler_tasks(nodes: list[Node]) -> tuple[list[Task], list[Node]]:
+    """A handlers section's tasks, `import_tasks` inside it flattened (its tasks are handlers,
+    as in Ansible); and the nodes that are neither (rescue/always blocks, dynamic includes)."""
+    tasks: list[Task] = []
+    other: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Task):
+            tasks.append(node)
+        elif isinstance(node, Block) and not node.rescue and not node.always:
+            inner, rest = handler_tasks(node.block)  # import_tasks: its tasks, keywords applied
+            tasks += inner
+            other += rest
+        else:
+            other.append(node)
+    return tasks, other
 
 
 def iter_tasks(play: Play) -> list[Task]:

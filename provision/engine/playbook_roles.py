@@ -15,7 +15,7 @@ from provision.engine.playbook_model import (
     Inherit,
     Node,
     Role,
-    Task,
+    handler_tasks,
 )
 from provision.engine.role_argspec import entry_spec, validation_task_name
 from provision.engine.templating import is_template
@@ -144,9 +144,8 @@ class RoleLoading:
             if file.is_file():
                 data_h = self._load(file)
                 handler_inherit = replace(role_inherit, when=(), tags=frozenset())
-                role.handlers = [
-                    n
-                    for n in self.task_list(
+                role.handlers = handler_tasks(
+                    self.task_list(
                         data_h,
                         Pos(display_path(file), 1, 1),
                         handler_inherit,
@@ -154,8 +153,7 @@ class RoleLoading:
                         "handlers",
                         handlers=True,
                     )
-                    if isinstance(n, Task)
-                ]
+                )[0]
                 break
         for dep in depends:  # meta/main.yml dependencies run first, their handlers join
             if isinstance(dep, Block) and dep.role is not None:

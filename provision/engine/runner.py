@@ -65,7 +65,9 @@ class NullDisplay:
     def play_start(self, play: Play, hosts: list[Host]) -> None: ...
     def task_start(self, host: str, task: str) -> None: ...
     def task_result(self, result: TaskResult, full: dict[str, Any]) -> None: ...
-    def item_result(self, host: str, task: str, label: str, result: dict[str, Any]) -> None: ...
+    def item_result(
+        self, host: str, task: str, label: str, result: dict[str, Any], action: str = ""
+    ) -> None: ...
     def host_done(self, host: str) -> None: ...
     def message(self, text: str) -> None: ...
     def start(self) -> None: ...
@@ -97,6 +99,7 @@ class PlaybookRunner:
         self.runtimes: dict[str, HostRuntime] = {}
         self.masker = Masker(collect_secrets([options.extra_vars]))
         self._include_cache: dict[tuple[int, str], list[Node]] = {}
+        self.include_paths: dict[tuple[int, str], str] = {}  # the file each include loaded
 
     # -- shared bookkeeping --------------------------------------------------------------------
     def record(self, result: TaskResult, full: dict[str, Any]) -> None:
@@ -131,6 +134,7 @@ class PlaybookRunner:
         nodes = load_tasks_at_runtime(path, node.inherit, self.playbook_dir)
         with self.lock:
             self._include_cache[key] = nodes
+            self.include_paths[key] = str(path)
         return nodes
 
     def runtime(self, host: Host) -> HostRuntime:

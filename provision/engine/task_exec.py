@@ -12,6 +12,7 @@ from typing import Any
 from provision.engine.loop_items import LoopItems
 from provision.engine.playbook import (
     DELEGATE_LOCAL,
+    VARIABLE_PARAMS,
     Node,
     Task,
 )
@@ -305,7 +306,7 @@ class TaskExecution(LoopItems):
                 one["_ansible_item_label"] = label
             results.append(one)
             self.runner.display.item_result(
-                self.rt.host.name, task.display_name, _short(label), one
+                self.rt.host.name, task.display_name, _short(label), one, action=task.action
             )
             if pause and index + 1 < len(items):
                 self.runner.stop.wait(pause)
@@ -328,13 +329,29 @@ class TaskExecution(LoopItems):
             )
         return full, facts
 
+    def given_args(self, task: Task, lazy: Any) -> Mapping[str, Any]:
+        """The task's arguments; written as one template (`assert: "{{ item }}"`), the mapping
+        it renders to, under any `args:` given too. Its values are rendered next as any
+        argument (host data and template output are marked data: never rendered)."""
+        if VARIABLE_PARAMS not in task.args:
+            return task.args
+        text = task.args[VARIABLE_PARAMS]
+        given = self.templar.render(text, lazy)
+        if not isinstance(given, Mapping):
+            raise ArgError(
+                f"{task.action}: the arguments {text!r} must give a mapping of name: value, "
+                f"got {type(given).__name__}"
+            )
+        rest = {k: v for k, v in task.args.items() if k != VARIABLE_PARAMS}
+        return {**given, **rest}
+
     def execute_one(self, task: Task, variables: ChainMap) -> tuple[dict[str, Any], dict[str, Any]]:
         """One module run (with retries/until, changed_when/failed_when): (registered value, facts)."""
         module = task.module
         assert module is not None
         lazy = self.templar.vars(variables)
         args: dict[str, Any] = {}
-        for key, value in task.args.items():
+        for key, value in self.given_args(task, lazy).items():
             if is_template(key):  # Ansible renders names too: set_fact: {"{{ item.key }}": …}
                 key = str(self.templar.render(key, lazy))
             if key in module.raw_args:

@@ -108,6 +108,17 @@ def is_template(value: Any) -> bool:
     return type(value) is str and any(m in value for m in _MARKERS)
 
 
+def is_whole_template(value: Any) -> bool:
+    """`"{{ expr }}"` and nothing else: a value that is one expression (Ansible's
+    `_variable_params`: a module's arguments given as one template of a mapping)."""
+    return (
+        is_template(value)
+        and value.count("{{") == 1
+        and value.strip().startswith("{{")
+        and value.strip().endswith("}}")
+    )
+
+
 def contains_template(value: Any) -> bool:
     if isinstance(value, str):
         return is_template(value)
@@ -178,8 +189,27 @@ def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> 
     env.filters.update(FILTERS)
     env.filters.update(EXTRA_FILTERS)  # engine/filters.py
     env.tests.update(TESTS)
-    env.globals.update({"lookup": lookup, "query": query, "q": query, "omit": OMIT})
+    env.globals.update(
+        {"lookup": lookup, "query": query, "q": query, "omit": OMIT, "now": _now, "undef": _undef}
+    )
     return env
+
+
+def _undef(hint: str | None = None) -> jinja2.Undefined:
+    """Ansible's `undef()` global: an undefined value (an error where it is used, `hint` says)."""
+    return StrictChainableUndefined(hint=hint)
+
+
+def _now(utc: bool = False, fmt: str | None = None) -> Any:
+    """Ansible's `now()` global: the controller's time (a datetime, or `fmt`'s strftime text)."""
+    import datetime
+
+    stamp = (
+        datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        if utc
+        else datetime.datetime.now()
+    )
+    return stamp.strftime(fmt) if fmt else stamp
 
 
 _ENV = _make_env()
