@@ -51,6 +51,7 @@ def played(rentals: Rentals, request: pytest.FixtureRequest):
     path = rentals.work / "rentals-run.yml"
     path.write_text(PLAYBOOK)
     extra = ["--executor"] if request.param == "executor" else []
+    rentals.fleet.ns_exec("gpu4", "rm -rf /root/provision-rentals")  # each run a first run
     run = rentals.provision("run", str(path), "--json", "--forks", "10", *extra)
     rentals.timings[f"run (register, become), all kinds, {request.param}"] = run.seconds
     return run
