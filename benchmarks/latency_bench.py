@@ -229,7 +229,7 @@ def main() -> int:
                              max(r[4] for r in runs)))  # fmt: skip
     finally:
         fleet.stop()
-    print(f"| RTT | hosts | tool | first run | trips/host | no-change | trips/host | vs pyinfra (first / no-change) | exit |")
+    print("| RTT | hosts | tool | first run | trips/host | no-change | trips/host | vs pyinfra (first / no-change) | exit |")
     print("|---|---|---|---|---|---|---|---|---|")
     anchor = {r[0]: r for r in rows if r[1] == "pyinfra"}
     for rtt, tool, first, t1, second, t2, code in rows:
