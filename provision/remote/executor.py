@@ -97,6 +97,9 @@ class _Channel:
         self.ended = threading.Event()
         self.error: BaseException | None = None
         self.detail = ""
+        self.ready_seen = False  # serve said `ready`: it runs (and reads what was sent)
+        self.missing = False  # the agent was not on the host (exit 97 before serve ran)
+        self.on_ready: Callable[[], None] = lambda: None
         self.lock = threading.Lock()
 
     def send(self, message: dict[str, Any], data: bool = False) -> None:
@@ -120,7 +123,9 @@ class _Channel:
 
     def on_event(self, event: dict[str, Any]) -> None:
         if event.get("event") == "ready":
+            self.ready_seen = True
             self.ready.set()
+            self.on_ready()
             return
         ident = event.get("id")
         with self.lock:
@@ -155,54 +160,57 @@ class ExecutorConnection(FramedCommands, Connection):
         return getattr(self.inner, "transport_name", type(self.inner).__name__) + "+executor"
 
     # -- the executor ------------------------------------------------------------------------
-    def _start(self) -> _Channel | None:
+    def _start(self) -> _Channel:
+        """A new executor, starting: its first request may go at once (it is read after the
+        bundle and serve's own request line), so a first task costs no extra round trip."""
         channel = _Channel()
         agent = Agent(self.inner)
         kind = "core"
-        send = agent_digest(kind) not in agent._known()
+        digest = agent_digest(kind)
+        send = digest not in agent._known()  # may connect: its errors are the caller's
+        channel.on_ready = lambda: agent._answered(digest)
         self.started += 1
 
         def serve() -> None:
-            nonlocal send
             splitter = LineSplitter(self.host.name, lambda raw: self._line(channel, raw))
-            detail = ""
             try:
-                for _ in range(2):  # the memo said the agent was there and it was not: send it
-                    text = agent._command("serve", agent.python, kind, send=send)
-                    data = agent_bundle.bundle(kind).data if send else b""
-                    head = b"PROVISION-BUNDLE %d\n" % len(data)
-                    source = itertools.chain([head + data], channel.source())
-                    self.inner.doing = "the executor"
-                    run = self.inner._execute(text, source=source, on_data=splitter.feed)  # type: ignore[attr-defined]
-                    if run.code == _MISSING_AGENT and not send and not channel.ready.is_set():
-                        agent._lost(agent_digest(kind))
-                        send = True
-                        continue
-                    break
-                if channel.ready.is_set():
-                    agent._answered(agent_digest(kind))
+                text = agent._command("serve", agent.python, kind, send=send)
+                data = agent_bundle.bundle(kind).data if send else b""
+                source = itertools.chain([b"PROVISION-BUNDLE %d\n" % len(data) + data], channel.source())
+                self.inner.doing = "the executor"
+                run = self.inner._execute(text, source=source, on_data=splitter.feed)  # type: ignore[attr-defined]
+                if run.code == _MISSING_AGENT and not send and not channel.ready_seen:
+                    agent._lost(digest)  # the memo was wrong: the next start sends the bundle
+                    channel.missing = True
                 lines = run.stderr.decode("utf-8", "replace").strip().splitlines()
-                detail = lines[-1] if lines else f"exit code {run.code}"
-                channel.end(None, detail)
+                channel.end(None, lines[-1] if lines else f"exit code {run.code}")
             except BaseException as exc:  # the link went, or Ctrl-C: the waiting command says so
                 channel.end(exc, str(exc))
 
         thread = threading.Thread(target=serve, daemon=True, name=f"executor-{self.host.name}")
         thread.start()
-        deadline = time.monotonic() + READY_S
-        while not channel.ready.wait(TICK):
-            if self._interrupted_at is not None or time.monotonic() > deadline:
-                channel.finish()
-                channel.end(None, "no ready")
-                break
-        if channel.ended.is_set():
-            if isinstance(channel.error, (Cancelled, ProvisionError)) and not isinstance(channel.error, AgentError):
-                raise channel.error  # unreachable, auth, host key, Ctrl-C: as without the executor
-            self._disabled = f"the executor did not start ({channel.detail})"
-            log.info("%s: %s; commands run as separate sessions", self.host.name, self._disabled)
-            return None
         self._channel, self._thread = channel, thread
         return channel
+
+    def _await_ready(self, channel: _Channel) -> bool:
+        """Before a command whose stdin cannot be sent twice: whether serve runs."""
+        deadline = time.monotonic() + READY_S
+        while not channel.ready.wait(TICK):
+            if self._interrupted_at is not None:
+                raise Cancelled(self.host.name, f"interrupted during {self.doing or 'the executor start'}")
+            if time.monotonic() > deadline:
+                channel.finish()
+                channel.end(None, f"no answer within {READY_S:g}s")
+        return channel.ready_seen
+
+    def _not_started(self, channel: _Channel) -> BaseException | None:
+        """serve never ran (so neither did the command sent to it): the transport's error to
+        raise, or None after disabling the executor (the command then runs as a session)."""
+        if isinstance(channel.error, (Cancelled, ProvisionError)) and not isinstance(channel.error, AgentError):
+            return channel.error  # unreachable, auth, host key, Ctrl-C: as without the executor
+        self._disabled = f"the executor did not start ({channel.detail})"
+        log.info("%s: %s; commands run as separate sessions", self.host.name, self._disabled)
+        return None
 
     def _line(self, channel: _Channel, raw: bytes) -> None:
         event = parse_event(raw.decode("utf-8", "replace"))
@@ -222,11 +230,15 @@ class ExecutorConnection(FramedCommands, Connection):
         channel = self._channel
         if channel is not None and not channel.ended.is_set():
             return channel
-        if channel is not None:  # died since the last command
+        if channel is not None:  # ended since the last command
             self._channel = None
-            self._deaths += 1
-            if self._deaths > _RESTARTS:
-                self._disabled = f"the executor ended twice ({channel.detail})"
+            if channel.ready_seen:
+                self._deaths += 1
+                if self._deaths > _RESTARTS:
+                    self._disabled = f"the executor ended twice ({channel.detail})"
+                    return None
+            elif not channel.missing:
+                self._not_started(channel)
                 return None
         return self._start()
 
@@ -241,13 +253,31 @@ class ExecutorConnection(FramedCommands, Connection):
         idle_timeout: float | None = None,
         stoppable: bool = True,
     ) -> Run:
-        channel = self._live()
-        if channel is None:
-            self.inner.doing = self.doing
-            return self.inner._execute(  # type: ignore[attr-defined]
-                command, source=source, on_data=on_data, timeout=timeout,
-                idle_timeout=idle_timeout, stoppable=stoppable,
-            )  # fmt: skip
+        replayable = source is None or isinstance(source, (list, tuple))
+        for _ in range(3):  # bounded: an agent the memo wrongly believed there, sent once
+            channel = self._live()
+            if channel is not None and not replayable and not self._await_ready(channel):
+                if channel.missing:
+                    continue
+                error = self._not_started(channel)
+                if error is not None:
+                    raise error
+                channel = None
+            if channel is None:
+                self.inner.doing = self.doing
+                return self.inner._execute(  # type: ignore[attr-defined]
+                    command, source=source, on_data=on_data, timeout=timeout,
+                    idle_timeout=idle_timeout, stoppable=stoppable,
+                )  # fmt: skip
+            run = self._request(channel, command, source, on_data, timeout, idle_timeout, stoppable)
+            if run is not None:
+                return run
+        raise AgentError(self.host.name, "the executor could not be started")  # pragma: no cover
+
+    def _request(self, channel: _Channel, command: str, source: Iterable[bytes] | IO[bytes] | None,
+                 on_data: Callable[[bytes], None] | None, timeout: float | None,
+                 idle_timeout: float | None, stoppable: bool) -> Run | None:  # fmt: skip
+        """One command on `channel`; None when serve never ran it (start again and resend)."""
         start = time.monotonic()
         ident = next(self._ids)
         box: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -272,14 +302,29 @@ class ExecutorConnection(FramedCommands, Connection):
                 try:
                     event = box.get(timeout=TICK)
                 except queue.Empty:
+                    if not channel.ready_seen and time.monotonic() - start > READY_S:
+                        channel.finish()  # serve never came up: the command runs as a session
+                        channel.end(None, f"no answer within {READY_S:g}s")
                     if channel.ended.is_set() and box.empty():
+                        if not channel.ready_seen:  # the command never reached serve
+                            if channel.missing:
+                                return None
+                            error = self._not_started(channel)
+                            if error is not None:
+                                raise error from None
+                            self.inner.doing = self.doing
+                            return self.inner._execute(  # type: ignore[attr-defined]
+                                command, source=source, on_data=on_data, timeout=timeout,
+                                idle_timeout=idle_timeout, stoppable=stoppable,
+                            )  # fmt: skip
                         raise self._died(channel, command) from None
                     continue
                 last[0] = time.monotonic()
                 code = self._take(event, out, err, on_data)
             if why is not None:
                 channel.send({"op": "stop", "id": ident})
-                self._await_exit(box, channel)
+                if why != "interrupted":  # Ctrl-C does not wait: the host ends the group alone
+                    self._await_exit(box, channel)
                 if why == "interrupted":
                     raise Cancelled(self.host.name,
                                     f"interrupted during {self.doing or '`' + summary(command) + '`'}")  # fmt: skip

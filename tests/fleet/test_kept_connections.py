@@ -209,3 +209,15 @@ def test_a_dead_executor_fails_only_its_task_and_is_restarted_once(counted, ssh_
         assert conn.run("echo sessions").stdout == "sessions\n"
         assert conn.started == 2
     assert logins(own, fh) == 3
+
+
+def test_executor_sends_the_bundle_when_the_host_lost_the_agent_the_memo_remembers(counted, ssh_options):
+    own, fh = counted
+    with ExecutorConnection(OpenSSHConnection(fh.as_host(), ssh_options)) as conn:
+        assert conn.run("echo first").stdout == "first\n"
+    own.ns_exec(fh, "rm -rf /root/.cache/provision")  # a re-imaged disk; the controller's memo says "there"
+    with ExecutorConnection(OpenSSHConnection(fh.as_host(), ssh_options)) as conn:
+        assert conn.run("echo second").stdout == "second\n"  # the first request, sent again
+        assert Agent(conn).call("ping")["protocol"] >= 1
+        assert conn.started == 2  # the refused start (exit 97), then one with the bundle
+    assert own.ns_exec(fh, "ls /root/.cache/provision").stdout.count("agent-") >= 1
