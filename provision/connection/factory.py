@@ -17,7 +17,8 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
     `data_plane`: bulk streams (staging) go through the OpenSSH client where it can stand in
     for paramiko (provision/connection/openssh.py). The control plane does too when
     connections are kept across runs (`options.persist`, the CLI's --persist, default 60 s):
-    its master then outlives the run (connection/openssh_kept.py). Otherwise SSHConnection."""
+    its master then outlives the run (connection/openssh_kept.py); the data plane's does not.
+    Otherwise SSHConnection."""
     if host.local:
         from provision.connection.local import LocalConnection
 
@@ -28,6 +29,10 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
             user=host.user or options.default_user,
             key_file=host.key_file or options.default_key_file,
         )
+    if data_plane and options.persist:
+        # a stage's bulk stream keeps its own master for the run, ended with it: its handshake
+        # is a sliver of a stage, and a kept master would outlive a Ctrl-C'd stage
+        options = dataclasses.replace(options, persist=0.0)
     if data_plane or options.persist > 0:
         from provision.connection.openssh_args import openssh_unusable
 

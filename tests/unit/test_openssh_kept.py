@@ -95,6 +95,8 @@ def test_kept_connections_put_the_control_plane_on_openssh(tmp_path, monkeypatch
     monkeypatch.delenv(args.CLIENT_ENV, raising=False)
     assert type(connect(host(), ConnectOptions(persist=60))).__name__ == "OpenSSHConnection"
     assert type(connect(host(), ConnectOptions(persist=0))).__name__ == "SSHConnection"
+    assert connect(host(), ConnectOptions(persist=60)).kept  # type: ignore[attr-defined]
+    assert not connect(host(), ConnectOptions(persist=60), data_plane=True).kept  # type: ignore[attr-defined]
     # where ssh cannot log in unattended, paramiko as before (nothing kept)
     assert type(connect(host(), ConnectOptions(persist=60, password_env="PW"))).__name__ == "SSHConnection"
 
