@@ -49,7 +49,7 @@ class KeptDirError(OSError):
 
 
 def base_dir() -> str:
-    """The per-user directory of kept masters: PROVISION_SSH_PERSIST_DIR, else /tmp/pvssh-UID
+    """The per-user directory of kept masters: PROVISION_SSH_PERSIST_DIR, else /tmp/pvkept-UID
     (short: a unix socket path must stay under ~100 bytes)."""
     configured = os.environ.get(DIR_ENV)
     if configured:
@@ -57,7 +57,7 @@ def base_dir() -> str:
     tmp = tempfile.gettempdir()
     if len(tmp) > 40:
         tmp = "/tmp"
-    return os.path.join(tmp, f"pvssh-{os.getuid()}")
+    return os.path.join(tmp, f"pvkept-{os.getuid()}")
 
 
 def checked_base(create: bool = True) -> str:

@@ -110,3 +110,15 @@ def test_persist_defaults_to_60_in_the_cli_and_refuses_negative_values():
     assert connect_options(parser.parse_args(["--executor"])).executor is True
     with pytest.raises(SystemExit):
         connect_options(parser.parse_args(["--persist", "-1"]))
+
+
+def test_the_sweep_of_dead_private_dirs_never_takes_the_kept_directory(tmp_path, monkeypatch):
+    from provision.connection.openssh import _sweep
+
+    monkeypatch.delenv(kept.DIR_ENV, raising=False)
+    name = os.path.basename(kept.base_dir())
+    where = tmp_path / name
+    where.mkdir(mode=0o700)
+    os.utime(where, (0, 0))  # as old as can be, no `m` socket in it
+    _sweep(str(tmp_path), older_than=0)
+    assert where.exists()
