@@ -5,6 +5,7 @@ The masters themselves run against real hosts in tests/fleet/test_kept_connectio
 from __future__ import annotations
 
 import argparse
+import json
 import dataclasses
 import os
 import shutil
@@ -122,3 +123,13 @@ def test_the_sweep_of_dead_private_dirs_never_takes_the_kept_directory(tmp_path,
     os.utime(where, (0, 0))  # as old as can be, no `m` socket in it
     _sweep(str(tmp_path), older_than=0)
     assert where.exists()
+
+
+def test_provision_disconnect_with_nothing_kept(tmp_path, monkeypatch, capsys):
+    from provision.cli.main import main
+
+    monkeypatch.setenv(kept.DIR_ENV, str(tmp_path / "kept"))
+    assert main(["disconnect", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ended": []}
+    assert main(["disconnect", "gpu1"]) == 0
+    assert "no kept connection to gpu1" in capsys.readouterr().err
