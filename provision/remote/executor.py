@@ -279,6 +279,7 @@ class ExecutorConnection(FramedCommands, Connection):
                  idle_timeout: float | None, stoppable: bool) -> Run | None:  # fmt: skip
         """One command on `channel`; None when serve never ran it (start again and resend)."""
         start = time.monotonic()
+        self.inner.doing = self.doing  # a link lost now is lost during this step
         ident = next(self._ids)
         box: queue.Queue[dict[str, Any]] = queue.Queue()
         with channel.lock:
