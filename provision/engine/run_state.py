@@ -111,6 +111,10 @@ class HostRuntime:
                 conn = connect(host, self.options)
                 if isinstance(conn, LocalConnection) and conn.cwd is None:  # a local inventory host
                     conn.cwd = self.playbook_dir
+                elif self.options.executor and not isinstance(conn, LocalConnection):
+                    from provision.remote.executor import ExecutorConnection
+
+                    conn = ExecutorConnection(conn)
             self._connections[key] = conn
         return conn
 

@@ -36,7 +36,7 @@ from provision.shell import path as shell_path
 log = logging.getLogger("provision.agent")
 _MISSING_AGENT = 97
 _MISSING_PYTHON = 98
-CORE_COMMANDS = frozenset({"facts", "health", "ping"})  # served by the core bundle
+CORE_COMMANDS = frozenset({"facts", "health", "ping", "serve"})  # served by the core bundle
 # Started with -S: no `site` .pth processing at start-up (the agent puts the site-packages
 # folders on sys.path itself). The dataset commands need only py-lmdb, which they find there
 # (or, where only a .pth import line makes it importable, after running site then).
