@@ -76,6 +76,7 @@ __all__ = [
     "find_runtime_tasks_file",
     "iter_tasks",
     "load_playbook",
+    "load_role_at_runtime",
     "load_tasks_at_runtime",
     "parse_kv",
     "roles_in",
@@ -104,6 +105,8 @@ class _Loader(RoleLoading, PlayLoading):
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
         self.role_stack: list[Path] = []
         self.collections: list[str] = []  # the play's (and role's) `collections:` keyword
+        self.play_vars: dict[str, Any] = {}  # the play being loaded's `vars:` and folder
+        self.play_dir = playbook_dir
 
     @staticmethod
     def _or(value: Any, default: Any) -> Any:
@@ -748,6 +751,26 @@ def load_tasks_at_runtime(path: Path, inherit: Inherit, playbook_dir: Path) -> l
     if loader.problems:
         raise PlaybookError(loader.problems)
     return nodes
+
+
+def load_role_at_runtime(
+    node: Include, rendered: Mapping[str, str], playbook_dir: Path
+) -> Block:
+    """include_role with a templated name or *_from (playbook_roles.role_include_at_runtime):
+    the role loaded with those names as this host rendered them."""
+    action, task = node.role_task
+    raw = YMap({**task[action], **rendered})
+    raw.pos, raw.key_pos, raw.value_pos = task.where(action, True), {}, {}
+    data = YMap({**task, action: raw})
+    data.pos, data.key_pos, data.value_pos = task.pos, task.key_pos, task.value_pos
+    loader = _Loader(playbook_dir)
+    block = loader.role_include(data, action, node.inherit, node.base_dir)
+    if not isinstance(block, Block) and not loader.problems:
+        loader.error(node.pos, f"include_role: {dict(rendered)} still names a template")
+    if loader.problems:
+        raise PlaybookError(loader.problems)
+    assert isinstance(block, Block)
+    return block
 
 
 def find_runtime_tasks_file(file: str, node: Include, playbook_dir: Path) -> Path:
