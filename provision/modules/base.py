@@ -152,6 +152,10 @@ class TaskContext:
         if env:
             merged.update(env)
         timeout = timeout if timeout is not None else self.timeout
+        if "PATH" in merged:  # the task's PATH is its commands', never provision's helpers'
+            from provision.shell import own_tools
+
+            command = own_tools(command)
         # under become the values are read by the become'd shell, from stdin as the connection
         # sends them otherwise (connection.base.env_on_stdin): never in sudo's argv
         prefix, values = stdin_env(merged)
