@@ -44,7 +44,7 @@ from provision.engine.playbook_model import (
     roles_in,
 )
 from provision.engine.playbook_plays import PlayLoading
-from provision.engine.playbook_roles import RoleLoading
+from provision.engine.playbook_roles import RoleLoading, ships_plugins
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
@@ -107,6 +107,14 @@ class _Loader(RoleLoading, PlayLoading):
         self.collections: list[str] = []  # the play's (and role's) `collections:` keyword
         self.play_vars: dict[str, Any] = {}  # the play being loaded's `vars:` and folder
         self.play_dir = playbook_dir
+        self.role_dirs: list[str] = []  # roles loaded so far that ship plugins (library/, ...)
+
+    def plugin_dirs(self, inherit: Inherit) -> tuple[str, ...]:
+        """Ansible's plugin folders for a task's module (a role's own library/ and module_utils/,
+        the play's other roles', the playbook's): those that ship any, the task's role first."""
+        own = [str(inherit.role.path)] if inherit.role is not None else []
+        every = [*own, *self.role_dirs, str(self.playbook_dir)]
+        return tuple(d for d in dict.fromkeys(every) if ships_plugins(Path(d)))
 
     @staticmethod
     def _or(value: Any, default: Any) -> Any:
@@ -355,7 +363,7 @@ class _Loader(RoleLoading, PlayLoading):
         known = [k for k in actions if k in SPECIAL_ACTIONS or get_module(str(k)) is not None]
         why_not: dict[str, str] = {}
         if not known:  # not provision's: Ansible's own module, run through the bridge
-            known, why_not = ansible_actions(actions, self.playbook_dir)
+            known, why_not = ansible_actions(actions, self.playbook_dir, self.plugin_dirs(inherit))
         if not known and len(actions) == 1 and isinstance(actions[0], str):
             why = why_not.get(actions[0], "")
             # Ansible resolves a task's module when the task runs: an action-plugin module
@@ -446,7 +454,11 @@ class _Loader(RoleLoading, PlayLoading):
         handlers: bool,
         stand_in: type[Module] | None = None,
     ) -> Task | None:
-        cls = stand_in or get_module(action) or ansible_module(action, self.playbook_dir)[0]
+        cls = (
+            stand_in
+            or get_module(action)
+            or ansible_module(action, self.playbook_dir, self.plugin_dirs(inherit))[0]
+        )
         assert cls is not None
         module = cls()
         fields = self.node_fields(data, inherit, base_dir)

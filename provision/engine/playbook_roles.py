@@ -35,6 +35,14 @@ def role_file(folder: Path, name: str) -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
+PLUGIN_FOLDERS = ("library", "module_utils")
+
+
+def ships_plugins(folder: Path) -> bool:
+    """A role (or playbook folder) with modules of its own, which Ansible's loader would find."""
+    return any((folder / sub).is_dir() for sub in PLUGIN_FOLDERS)
+
+
 def role_load_vars(playbook_dir: Path, play_vars: Mapping[str, Any], inherit: Inherit) -> dict[str, Any]:
     """What a `roles:` entry's templated name sees when the play loads (Ansible templates it
     then): the play's vars (a dependency's: its parent's too) and playbook_dir."""
@@ -107,6 +115,8 @@ class RoleLoading:
         path = self.find_role(name, base_dir, where)
         if path is None:
             return None
+        if ships_plugins(path) and str(path) not in self.role_dirs:
+            self.role_dirs.append(str(path))  # its modules: Ansible's from here on (the bridge)
         froms = dict(froms or {})
 
         def read_vars(kind: str) -> dict[str, Any]:

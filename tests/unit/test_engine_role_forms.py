@@ -163,3 +163,43 @@ def test_meta_actions_like_ansible(tmp_path: Path) -> None:
     )
     assert msgs[0] == "True True" and msgs[1].startswith("False False"), msgs
     assert "never" not in msgs and stats["failed"] == 0
+
+
+def test_a_roles_own_module_and_module_utils_run_as_ansibles(tmp_path: Path) -> None:
+    """A role shipping library/ (its own module) and module_utils/ (a helper that module
+    imports): the module runs as Ansible runs it (through the bridge: Ansible builds it, in its
+    own process), from the role's tasks and from the play's after the role loaded."""
+    stats, msgs = same(
+        tmp_path,
+        {
+            "roles/own/library/pv_greet.py": """
+            from ansible.module_utils.basic import AnsibleModule
+            from ansible.module_utils.pv_words import greeting
+
+            def main():
+                m = AnsibleModule(argument_spec={"who": {"type": "str", "required": True}},
+                                  supports_check_mode=True)
+                m.exit_json(changed=m.params["who"] == "new", msg=greeting(m.params["who"]))
+
+            main()
+            """,
+            "roles/own/module_utils/pv_words.py": """
+            def greeting(who):
+                return "hello " + who
+            """,
+            "roles/own/tasks/main.yml": """
+            - name: show from the role
+              pv_greet: {who: role}
+            - pv_greet: {who: new}
+            """,
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              roles: [own]
+              tasks:
+                - name: show from the play
+                  pv_greet: {who: play}
+            """,
+        },
+    )
+    assert msgs == ["hello role", "hello play"] and stats["changed"] == 1, (stats, msgs)
