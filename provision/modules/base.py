@@ -211,6 +211,8 @@ class Module:
     # include_vars: the facts are the project's own vars file, templates as in Ansible; every
     # other module's facts and results are data (engine/taint.py)
     facts_are_templates: ClassVar[bool] = False
+    # facts that name no secrets (package_facts: a package called libsecret-1-0 is not one)
+    facts_hold_no_secrets: ClassVar[bool] = False
     mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_one_of: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_if: ClassVar[tuple[tuple[str, Any, tuple[str, ...]], ...]] = ()
