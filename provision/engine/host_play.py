@@ -18,6 +18,7 @@ from provision.engine.playbook import (
 from provision.engine.results import TaskResult
 from provision.engine.run_state import (
     UNREACHABLE_ERRORS,
+    EndRole,
     HostRuntime,
     Stop,
     _PlayState,
@@ -227,6 +228,9 @@ class _HostPlay(TaskExecution):
             self.rescue_depth += 1
         try:
             self.run_nodes(block.block)
+        except EndRole:
+            if not block.whole_role:
+                raise  # a block inside the role: the role's own block ends
         finally:
             if block.rescue:
                 self.rescue_depth -= 1
@@ -271,6 +275,18 @@ class _HostPlay(TaskExecution):
             raise Stop()
         elif node.action == "clear_host_errors":
             self.failed = False
+        elif node.action == "clear_facts":  # the fact cache: gathered, module and cacheable facts
+            self.rt.vars.facts.clear()
+            self.rt.facts_gathered = False
+        elif node.action == "reset_connection":  # the next task logs in (and starts its agent) anew
+            self.rt.reset_connection()
+        elif node.action == "refresh_inventory":
+            self.runner.refresh_inventory()
+        elif node.action == "end_role":
+            if node.role is None:
+                self.task_error(node, node.display_name, "meta", ConfigError("end_role is only valid in a role"))
+                return
+            raise EndRole()
 
     def run_include(self, node: Include) -> None:
         if not tags_selected(node.tags, self.runner.options.tags, self.runner.options.skip_tags):
@@ -302,7 +318,9 @@ class _HostPlay(TaskExecution):
             if node.loop is not None and node.loop_control.get("index_var"):
                 scope[str(node.loop_control["index_var"])] = index
             try:
-                if node.static_children is not None:
+                if node.role_task is not None:
+                    children = [self.role_at_runtime(node, ChainMap(scope, variables))]
+                elif node.static_children is not None:
                     children = node.static_children
                 else:
                     file = self.templar.render_path(node.file, ChainMap(scope, variables), "include_tasks")
@@ -310,11 +328,11 @@ class _HostPlay(TaskExecution):
             except (TemplateError, ConfigError) as exc:
                 self.task_error(node, name, "include_tasks", exc)
                 return
-            path = "" if node.static_children is not None else self.runner.include_paths.get(
-                (node.id, str(file)), ""
+            path = "" if node.static_children is not None or node.role_task is not None else (
+                self.runner.include_paths.get((node.id, str(file)), "")
             )
             loaded.append((scope, children, path))
-        for _, _, path in loaded:
+        for _, _, path in loaded if node.role_task is None else ():  # a role's block counts itself
             self.included(node, "include_tasks", file=path)
         for scope, children, _ in loaded:
             self.loop_scope.append(scope)
@@ -324,6 +342,19 @@ class _HostPlay(TaskExecution):
                 self.loop_scope.pop()
             if self.failed:
                 return
+
+    def role_at_runtime(self, node: Include, variables: Mapping[str, Any]) -> Node:
+        """include_role's templated name and *_from, rendered for this host, and the role."""
+        from provision.engine.playbook_roles import FROM_KEYS
+
+        action, task = node.role_task
+        raw = task[action]
+        rendered = {
+            k: str(self.templar.render(raw[k], variables))
+            for k in ("name", *FROM_KEYS)
+            if raw.get(k) is not None
+        }
+        return self.runner.role_include_cache(node, rendered, self.play)
 
     def task_error(self, node: Node, name: str, action: str, exc: Exception) -> None:
         msg = self.describe_error(node, name, exc)

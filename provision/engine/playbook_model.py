@@ -140,7 +140,11 @@ META_ACTIONS = {
     "end_play",
     "end_batch",
     "end_host",
+    "end_role",
     "clear_host_errors",
+    "clear_facts",
+    "reset_connection",
+    "refresh_inventory",
 }
 DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
 # a module's arguments written as one template (`assert: "{{ item }}"`), a mapping once rendered
@@ -267,6 +271,7 @@ class Block(Node):
     rescue: list[Node] = field(default_factory=list)
     always: list[Node] = field(default_factory=list)
     when_once: bool = False  # include_role: `when` decides once for the whole role
+    whole_role: bool = False  # a role's own block (meta end_role ends it)
 
 
 @dataclass
@@ -279,6 +284,8 @@ class Include(Node):
     loop_control: dict[str, Any] = field(default_factory=dict)
     static_children: list[Node] | None = None
     inherit: Inherit = field(default_factory=Inherit)
+    # include_role with a templated name or *_from: its task, loaded when it runs (per host)
+    role_task: Any = None
 
     @property
     def display_name(self) -> str:

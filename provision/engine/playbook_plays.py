@@ -132,6 +132,9 @@ class PlayLoading:
             base_dir,
             "pre_tasks",
         )
+        # what a templated role name in `roles:` sees: its vars and its playbook's folder (an
+        # imported playbook's own, as Ansible's playbook_dir)
+        self.play_vars, self.play_dir = play_vars, base_dir
         play.roles = self.roles_section(
             data.get("roles"), data.where("roles", True), play_inherit, base_dir
         )

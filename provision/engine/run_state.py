@@ -41,6 +41,10 @@ class Stop(Exception):
     """Internal: this host stops running tasks (failure, end_host, abort)."""
 
 
+class EndRole(Exception):
+    """Internal: meta end_role: the rest of the innermost role is skipped for this host."""
+
+
 def tags_selected(tags: frozenset[str], only: frozenset[str], skip: frozenset[str]) -> bool:
     """Ansible's tag rules, including `always`, `never`, `tagged`, `untagged` and `all`."""
     task_tags = set(tags) or {"untagged"}
@@ -126,6 +130,15 @@ class HostRuntime:
             self._agent = Agent(connection)
         self._agent.become = become
         return self._agent
+
+    def reset_connection(self) -> None:
+        """meta: reset_connection: the host's sessions (and its agent) are closed; the next task
+        opens new ones (a user's new groups apply). A connection the caller lent is kept."""
+        lent = self._connections.get("default") if self._borrowed else None
+        self.close()
+        self._agent = None
+        if lent is not None:
+            self._connections["default"] = lent
 
     def close(self) -> None:
         for key, conn in list(self._connections.items()):

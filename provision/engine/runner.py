@@ -31,6 +31,7 @@ from provision.engine.playbook import (
     PlaybookError,
     find_runtime_tasks_file,
     load_playbook,
+    load_role_at_runtime,
     load_tasks_at_runtime,
 )
 from provision.engine.playbook_model import public_roles
@@ -120,6 +121,30 @@ class PlaybookRunner:
             self.vm.groups = refresh_groups(self.inventory)
         return changed
 
+    def refresh_inventory(self) -> None:
+        """meta: refresh_inventory: the inventory files are read again; hosts, groups and group
+        vars they now have join the run's inventory for the following plays (hosts the run
+        already knows keep their connection settings)."""
+        if not self.inventory.sources:
+            return  # hosts given on the command line: nothing to read again
+        from provision.inventory.loader import load_inventory
+
+        fresh = load_inventory(list(self.inventory.sources), str(self.playbook_dir))
+        with self.lock:
+            inv = self.inventory
+            for name, host in fresh.hosts.items():
+                inv.hosts.setdefault(name, host)
+                inv.host_vars.setdefault(name, fresh.host_vars.get(name, {}))
+            for group, members in fresh.groups.items():
+                known = inv.groups.setdefault(group, [])
+                known += [m for m in members if m not in known]
+            for group, kids in fresh.children.items():
+                known = inv.children.setdefault(group, [])
+                known += [k for k in kids if k not in known]
+            for group, values in fresh.group_vars.items():
+                inv.group_vars[group] = {**inv.group_vars.get(group, {}), **values}
+            self.vm.groups = refresh_groups(inv)
+
     def note_run_once(self, host: str) -> None:
         with self.lock:
             self.result.recap.setdefault(host, HostStats())
@@ -136,6 +161,22 @@ class PlaybookRunner:
             self._include_cache[key] = nodes
             self.include_paths[key] = str(path)
         return nodes
+
+    def role_include_cache(self, node: Include, rendered: Mapping[str, str], play: Any) -> Node:
+        """include_role with templated names: loaded once per rendered names; the role's
+        handlers join the play's, as Ansible adds a dynamically included role's."""
+        key = (node.id, repr(sorted(rendered.items())))
+        with self.lock:
+            cached = self._include_cache.get(key)
+        if cached is not None:
+            return cached[0]
+        block = load_role_at_runtime(node, rendered, self.playbook_dir)
+        with self.lock:
+            self._include_cache[key] = [block]
+            if block.role is not None:
+                known = {id(h) for h in play.handlers}
+                play.handlers.extend(h for h in block.role.handlers if id(h) not in known)
+        return block
 
     def runtime(self, host: Host) -> HostRuntime:
         rt = self.runtimes.get(host.name)

@@ -131,7 +131,8 @@ class TaskExecution(LoopItems):
                 self.rt.vars.set_facts.update(facts)
             else:  # a module's facts are host facts, in `ansible_facts` too (Ansible's rule)
                 self.rt.vars.add_facts(facts)
-            self.runner.masker.add(collect_secrets([facts]))
+            if not (task.module is not None and task.module.facts_hold_no_secrets):
+                self.runner.masker.add(collect_secrets([facts]))
         if notify and task.notify:
             variables = self.vars_for(task)
             for name in task.notify:
