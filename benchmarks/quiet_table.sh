@@ -6,14 +6,15 @@
 #   sudo bash benchmarks/quiet_table.sh [OUT_DIR]        # ~30 min; each script's output in OUT_DIR
 #   QUIET_ONLY="stage install" sudo bash benchmarks/quiet_table.sh   # some rows only
 #
-# Rows: facts (8, 32 hosts, warm and first contact), 5 steps on 32 hosts, facts and 5 steps on
+# Rows: facts (8, 32 hosts, warm and first contact), 5 steps on 32 hosts, the same 5 steps
+# through a delay proxy at RTT 0/50/100 ms (per run, kept connections, --executor; round trips), facts and 5 steps on
 # 128 and 256 hosts with each tool's default parallelism, staging at 200 Mbit/s, the first install
 # from an index without uv, `up` again with nothing changed, the 30-task play vs ansible-playbook.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${1:-/tmp/provision-quiet-$(date -u +%Y%m%dT%H%M%S)}"
 mkdir -p "$OUT"
-ONLY="${QUIET_ONLY:-facts run scale scale_run stage install up play30}"
+ONLY="${QUIET_ONLY:-facts run latency scale scale_run stage install up play30}"
 PY="${PYTHON:-python3}"
 
 row() {  # name, command...: runs it unless left out, its output (stdout + stderr) in OUT/name.txt
@@ -39,6 +40,7 @@ print(f"run: {time.perf_counter() - t:.2f} s (exit {code})")')
 
 row facts "$PY" benchmarks/facts_bench.py --sizes 8 32 --repeats 5 --no-ansible
 row run "$PY" benchmarks/run_bench.py --sizes 32 --tools provision,pyinfra --repeat 5 --no-30
+row latency "$PY" benchmarks/latency_bench.py --hosts 32 --rtt 0 50 100 --repeat 5
 row stage "$PY" benchmarks/stage_bench.py --methods cli,tar --shaped-only --zstd-host --repeats 7 --no-read --no-sftp
 row install "$PY" benchmarks/install_bench.py --pairs 5
 row up up_unchanged

@@ -10,6 +10,7 @@ What is secret (`is_secret_name`, used by inventory output, results, logs, repor
   `tokens_per_s` or `max_tokens`, which are numbers);
 - not names that point at a secret instead of holding it (`password_env`, `*_key_file`,
   `*_path`, `*_length`…);
+- provision's `stop_command` var, whole (often a cloud API call with its token);
 - in any text, the password of a URL's userinfo (`https://user:PASS@host`).
 
 A secret value is replaced by `********` wherever it appears in anything we print or write —
@@ -47,6 +48,9 @@ _CONNECTION_SECRETS = frozenset(
         "ansible_winrm_password",
     }
 )
+# provision's own variables that hold a secret whole: the host's stop command is often a cloud
+# API call with its token (`curl -H 'Authorization: Bearer ...'`)
+_PROVISION_SECRETS = frozenset({"stop_command"})
 # a name's parts (split on _ - . and spaces): `HF_TOKEN` → hf, token; `tokens_per_s` is no secret
 _NAME_PARTS = re.compile(r"[_\-. ]+")
 _SECRET_PARTS = frozenset(
@@ -66,7 +70,7 @@ _URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*:)(?
 def is_secret_name(name: str) -> bool:
     """The one rule: does a variable / argument / key of this name hold a secret?"""
     lowered = name.lower()
-    if lowered in _CONNECTION_SECRETS:
+    if lowered in _CONNECTION_SECRETS or lowered in _PROVISION_SECRETS:
         return True
     if _NOT_SECRET.search(lowered):
         return False

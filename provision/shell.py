@@ -163,6 +163,22 @@ def env_exports(env: Mapping[str, Any] | None) -> Raw:
     return Raw(" ".join(parts) + " ")
 
 
+# The utilities provision's own module scripts call. A task's `environment: PATH:` is the
+# user's commands' PATH, not theirs (Ansible's modules are Python: they never look base64 up in
+# it), so under one each of these resolves by the shell's default PATH (`command -p`).
+OWN_TOOLS = (
+    "base64", "basename", "cat", "chgrp", "chmod", "chown", "cp", "cut", "date", "dirname",
+    "find", "getent", "grep", "head", "id", "ln", "md5sum", "mkdir", "mktemp", "mv", "od",
+    "readlink", "realpath", "rm", "rmdir", "sed", "sha1sum", "sha256sum", "sort", "stat",
+    "tail", "tee", "touch", "tr", "uniq", "wc", "xargs",
+)  # fmt: skip
+
+
+def own_tools(command: str) -> Raw:
+    """`command` (shell text) with OWN_TOOLS found whatever PATH the task's environment sets."""
+    return Raw("".join(f'{t}() {{ command -p {t} "$@"; }}; ' for t in OWN_TOOLS) + str(command))
+
+
 def as_root(command: str) -> Raw:
     """Run `command` (shell text) as root: directly when already root (most rentals), else through
     non-interactive sudo. A become password, when one is needed, goes over stdin (`sudo -S`), never

@@ -57,6 +57,38 @@ def temporary_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield home
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kept_connections_dir() -> Iterator[Path]:
+    """The SSH masters a test keeps across runs (--persist) live in this session's own short
+    directory (a unix socket path is short), and are ended after every test (below): no test
+    reuses another's connection, none is left running, and a parallel session's are not ours."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="pvk-", dir="/tmp"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROVISION_SSH_PERSIST_DIR", str(path))
+        try:
+            yield path
+        finally:
+            _end_kept()
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _end_kept() -> None:
+    from provision.connection.openssh_kept import disconnect
+
+    disconnect()
+
+
+@pytest.fixture(autouse=True)
+def end_kept_connections(kept_connections_dir: Path) -> Iterator[None]:
+    yield
+    if any(kept_connections_dir.iterdir()):
+        _end_kept()
+
+
 @dataclass
 class ProvisionEnv:
     home: Path

@@ -43,6 +43,7 @@ COMMANDS = {
     "net_listen": "provision.agent.net_probe:listen",
     "net_probe": "provision.agent.net_probe:connect",
     "train_torch": "provision.agent.train.commands:torch_of",
+    "serve": "provision.agent.serve:serve",
 }
 
 

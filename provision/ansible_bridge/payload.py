@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ from typing import Any
 
 from provision.paths import state_dir
 
+log = logging.getLogger(__name__)
 BUILDER = Path(__file__).parent / "gpl" / "build_payload.py"
 PARAMS_MARKER = "__PROVISION_ANSIBLE_PARAMS__"  # same text as in gpl/build_payload.py
 INSTALL_CORE = "python3 -m pip install ansible-core"
@@ -31,7 +33,7 @@ BUILD_TIMEOUT = 120.0  # importing ansible and walking a module's imports: secon
 _CACHE_FORMAT = 1
 _lock = threading.Lock()
 _python: dict[str, str | None] = {}
-_built: dict[tuple[str, str, str], Built | BridgeError] = {}
+_built: dict[tuple[str, str, str, tuple[str, ...]], Built | BridgeError] = {}
 
 
 class BridgeError(Exception):
@@ -117,9 +119,27 @@ def _imports_ansible(python: str) -> bool:
     return done.returncode == 0
 
 
+def _installed_elsewhere() -> list[str]:
+    """Where Ansible is installed off PATH, in the order looked: pipx's venvs (PIPX_HOME, the old
+    ~/.local/pipx and the XDG ~/.local/share/pipx), pipx's ~/.local/bin launcher, the active and
+    the usual virtualenvs, then the distro's python3 (its /usr/lib/python3/dist-packages)."""
+    home = Path.home()
+    pipx = [Path(os.environ["PIPX_HOME"])] if os.environ.get("PIPX_HOME") else []
+    pipx += [home / ".local" / "pipx", home / ".local" / "share" / "pipx"]
+    out = [str(p / "venvs" / name / "bin" / "python") for p in pipx for name in ("ansible-core", "ansible")]
+    launcher = home / ".local" / "bin" / "ansible-playbook"
+    out += [c for c in (_python_from_shebang(str(launcher)),) if c]
+    venvs = [os.environ["VIRTUAL_ENV"]] if os.environ.get("VIRTUAL_ENV") else []
+    venvs += [str(home / n) for n in (".venv", "venv", ".ansible-venv", "ansible-venv")]
+    venvs += sorted(str(p) for p in (home / ".virtualenvs").glob("*"))
+    out += [os.path.join(v, "bin", "python") for v in venvs]
+    return out + ["/usr/bin/python3"]
+
+
 def ansible_python() -> str | None:
     """The Python Ansible runs in: $PROVISION_ANSIBLE_PYTHON, else that of `ansible-playbook` on
-    PATH (its shebang, else its --version), else a `python3` on PATH that imports ansible."""
+    PATH (its shebang, else its --version), else a `python3` on PATH that imports ansible, else
+    one installed elsewhere (_installed_elsewhere: pipx, virtualenvs, the distro's)."""
     path = os.environ.get("PATH", "")
     key = os.environ.get("PROVISION_ANSIBLE_PYTHON", "") + "\0" + path
     with _lock:
@@ -135,16 +155,25 @@ def ansible_python() -> str | None:
         if script:
             candidates += [_python_from_shebang(script), _python_from_version(script)]
         candidates.append(shutil.which("python3", path=path))
-        for candidate in candidates:
-            if candidate and _imports_ansible(candidate):
+        candidates += _installed_elsewhere()
+        for candidate in dict.fromkeys(c for c in candidates if c):
+            if os.access(candidate, os.X_OK) and _imports_ansible(candidate):
                 found = candidate
                 break
+    if found:  # said once per process: which Ansible provision's fallback runs
+        log.info("Ansible's own modules run from %s", found)
     with _lock:
         _python[key] = found
     return found
 
 
-def _disk_key(python: str, name: str, playbook_dir: str) -> str:
+def looked_for_ansible() -> str:
+    """Where ansible_python looked, for the message when it found none."""
+    places = ["$PROVISION_ANSIBLE_PYTHON", "ansible-playbook and python3 on PATH"]
+    return ", ".join(places + [p for p in _installed_elsewhere()])
+
+
+def _disk_key(python: str, name: str, playbook_dir: str, dirs: tuple[str, ...] = ()) -> str:
     env = [
         os.environ.get(k, "")
         for k in (
@@ -154,7 +183,7 @@ def _disk_key(python: str, name: str, playbook_dir: str) -> str:
             "ANSIBLE_LIBRARY",
         )
     ]
-    raw = json.dumps([_CACHE_FORMAT, python, name, playbook_dir, env])
+    raw = json.dumps([_CACHE_FORMAT, python, name, playbook_dir, env, list(dirs)])
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -197,8 +226,8 @@ def _store(file: Path, built: Built) -> None:
         pass  # a cache that cannot be written only costs time
 
 
-def _run_builder(python: str, name: str, playbook_dir: str) -> Built:
-    request = json.dumps({"name": name, "playbook_dir": playbook_dir})
+def _run_builder(python: str, name: str, playbook_dir: str, dirs: tuple[str, ...] = ()) -> Built:
+    request = json.dumps({"name": name, "playbook_dir": playbook_dir, "plugin_dirs": list(dirs)})
     try:
         done = subprocess.run(
             [python, str(BUILDER)],
@@ -230,9 +259,10 @@ def _run_builder(python: str, name: str, playbook_dir: str) -> Built:
     )
 
 
-def build(name: str, playbook_dir: str) -> Built:
+def build(name: str, playbook_dir: str, dirs: tuple[str, ...] = ()) -> Built:
     """Ansible's module `name` as a payload, resolved as ansible-playbook would for a playbook in
-    `playbook_dir`. Raises BridgeError (no Ansible, no such module, not runnable this way)."""
+    `playbook_dir` whose roles are `dirs` (their library/ and module_utils/ are Ansible's plugin
+    folders too). Raises BridgeError (no Ansible, no such module, not runnable this way)."""
     python = ansible_python()
     if python is None:
         hint = collection_install_hint(name)
@@ -240,19 +270,20 @@ def build(name: str, playbook_dir: str) -> Built:
             "no_ansible",
             "provision does not implement it, and Ansible's own module runs in its place only "
             f"when Ansible is installed on this controller: {INSTALL_CORE}"
-            + (f" && {hint}" if hint else ""),
+            + (f" && {hint}" if hint else "")
+            + f" (looked in: {looked_for_ansible()}; or set PROVISION_ANSIBLE_PYTHON)",
         )
-    key = (python, name, playbook_dir)
+    key = (python, name, playbook_dir, dirs)
     with _lock:
         known = _built.get(key)
     if known is None:
-        file = state_dir() / "ansible-modules" / f"{_disk_key(python, name, playbook_dir)}.json"
+        file = state_dir() / "ansible-modules" / f"{_disk_key(python, name, playbook_dir, dirs)}.json"
         cached = _load_cached(file)
         if cached is not None:
             known = cached
         else:
             try:
-                known = _run_builder(python, name, playbook_dir)
+                known = _run_builder(python, name, playbook_dir, dirs)
                 _store(file, known)
             except BridgeError as exc:
                 known = exc

@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from provision.terminal import add_row, markup
+
 _PARTS = (("weights_gb", "weights"), ("grads_gb", "grads"), ("optimizer_gb", "optimizer"),
           ("amp_weight_copies_gb", "fp16 weight copies"), ("saved_fixed_gb", "fixed saved tensors"),
           ("activations_gb", "activations"), ("cuda_context_gb", "CUDA context"),
@@ -20,16 +22,17 @@ def _n(x: Any, fmt: str = "{:.3g}") -> str:
 def print_plan(doc: dict[str, Any], console: Console) -> None:
     m, req, rec = doc["model"], doc["request"], doc["recommendation"]
     mem = m["memory"]
-    console.print(f"[bold]Recommendation:[/] {rec['offer'] or '—'}  {rec['why']}")
+    # a model's name comes from a downloaded config.json, offers from a file: text, never markup
+    console.print(markup("[bold]Recommendation:[/] {}  {}", rec["offer"] or "—", rec["why"]))
     parts = " + ".join(f"{label} {mem[key]:.3g}" for key, label in _PARTS if (mem.get(key) or 0) >= 5e-4)
     source = f" (from {req['precision_from']})" if req.get("precision_from") else ""
-    console.print(
-        f"[dim]{m['name']}: {m['params'] / 1e6:.1f} M params, {m['flops_per_sample'] / 1e9:.3g} GFLOP/sample;"
+    console.print(markup("[dim]{}[/]", (
+        f"{m['name']}: {m['params'] / 1e6:.1f} M params, {m['flops_per_sample'] / 1e9:.3g} GFLOP/sample;"
         f" batch {req['batch']}, {req['precision']}{source}, {req['optimizer']}: {parts}"
-        f" = {mem['total_gb']:.3g} GB ({mem['activations_gb_per_sample'] * 1024:.4g} MB/sample activations)[/]")
+        f" = {mem['total_gb']:.3g} GB ({mem['activations_gb_per_sample'] * 1024:.4g} MB/sample activations)")))
     rated = next((g["rates"] for g in doc["gpus"] if g.get("rates")), None)
     if rated and len(doc["gpus"]) == 1:
-        console.print(f"[dim]rates assumed (TFLOPS, dense): matmul {rated['matmul']}; conv {rated['conv']}[/]")
+        console.print(markup("[dim]rates assumed (TFLOPS, dense): matmul {}; conv {}[/]", rated["matmul"], rated["conv"]))
     if doc["offers"]:
         t = Table(title="Offers, cheapest to finish first", title_justify="left", pad_edge=False)
         for col in ("rank", "offer", "GPU", "samples/s", "$/h", "hours", "cost", "note"):
@@ -39,7 +42,7 @@ def print_plan(doc: dict[str, Any], console: Console) -> None:
             if o["id"] == rec.get("fastest") and o["id"] != rec.get("offer"):
                 note = ("fastest; " + note).rstrip("; ")
             style = "bold green" if o["id"] == rec.get("offer") else ("dim" if not o["fits"] else None)
-            t.add_row(_n(o["rank"], "{}"), str(o["id"]), f"{o['count']}× {o['gpu']}",
+            add_row(t, _n(o["rank"], "{}"), str(o["id"]), f"{o['count']}× {o['gpu']}",
                       _n(o["predicted_samples_per_s"], "{:.4g}"), f"{o['price_per_hour']:g}",
                       _n(o["predicted_hours"]), _n(o["predicted_cost"], "${:.2f}"), note, style=style)
         if len(doc["offers"]) > 20:
@@ -51,7 +54,7 @@ def print_plan(doc: dict[str, Any], console: Console) -> None:
         t.add_column(col, justify="left" if col in ("GPU", "matmul at", "note") else "right")
     rows = sorted(doc["gpus"], key=lambda g: -(g["predicted_samples_per_s"] or 0))
     for g in rows[:24]:
-        t.add_row(g["gpu"], _n(g["memory_gb"], "{:.1f}"), str(g["max_batch"]),
-                  _n(g["predicted_samples_per_s"], "{:.4g}"), (g.get("rates") or {}).get("matmul", ""),
-                  g.get("reason") or "", style=None if g["fits"] else "dim")
+        add_row(t, g["gpu"], _n(g["memory_gb"], "{:.1f}"), str(g["max_batch"]),
+                _n(g["predicted_samples_per_s"], "{:.4g}"), (g.get("rates") or {}).get("matmul", ""),
+                g.get("reason") or "", style=None if g["fits"] else "dim")
     console.print(t)

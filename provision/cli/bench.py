@@ -21,7 +21,7 @@ from provision.remote.facts import gather_facts
 from provision.report import history
 from provision.report.document import build_report, price_of, write_report
 from provision.report.render import print_console
-from provision.terminal import escape
+from provision.terminal import markup, text
 
 describe = "benchmark hosts (matmul, AMP, memory, H2D, DataLoader, storage, network, all-reduce) and report"
 
@@ -134,10 +134,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_console(reports, console)
         for name, p in paths.items():
-            console.print(f"{name}: report {p['html']}")
+            console.print(text(f"{name}: report {p['html']}"))
         for name, o in outcomes.items():
             if not o.ok:
-                console.print(f"[bold red]{name}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
+                console.print(markup("[bold red]{}: {}[/]: {}", name, "unreachable" if o.unreachable else "failed", o.message))
     return exit_code_for(outcomes)
 
 
@@ -166,5 +166,5 @@ def _report_failed(args: argparse.Namespace, failed: dict) -> int:
     if args.json:
         emit_json({"hosts": {n: {"error": o.message, "unreachable": o.unreachable} for n, o in failed.items()}})
     for name, o in failed.items():
-        console.print(f"[bold red]{name}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
+        console.print(markup("[bold red]{}: {}[/]: {}", name, "unreachable" if o.unreachable else "failed", o.message))
     return exit_code_for(failed)

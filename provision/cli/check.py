@@ -40,7 +40,7 @@ from provision.compat import (
 from provision.compat.gpus import suggest
 from provision.remote.compat import BROKEN, OK, WARN, HostCheck, check_host
 from provision.shell import argv
-from provision.terminal import escape
+from provision.terminal import markup
 
 describe = "check driver/CUDA/PyTorch compatibility: plan offline, or verify hosts"
 
@@ -261,7 +261,7 @@ def _run_hosts(args: argparse.Namespace) -> int:
                     console.print(Text(f"fix: {o.value.fix}", style="bold"), soft_wrap=True)
             else:
                 kind = "unreachable" if o.unreachable else "failed"
-                console.print(f"[bold red]{name}: {kind}[/]: {escape(o.message)}")
+                console.print(markup("[bold red]{}: {}[/]: {}", name, kind, o.message))
     broken = any(o.ok and o.value and o.value.verdict == BROKEN for o in outcomes.values())
     failed = any(not o.ok and not o.unreachable for o in outcomes.values())
     if broken or failed:
@@ -305,5 +305,5 @@ def host_panel(name: str, check: HostCheck, verbose: int = 0) -> Panel:
     if verbose or check.verdict != OK:
         lines += _bullets("warnings", check.warnings, "yellow")
     style = _VERDICT_STYLE[check.verdict]
-    return Panel(Group(*lines), title=f"[{style}]{check.verdict}[/] {name}", title_align="left",
+    return Panel(Group(*lines), title=markup(f"[{style}]{{}}[/] {{}}", check.verdict, name), title_align="left",
                  border_style=style, expand=False)  # fmt: skip

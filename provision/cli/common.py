@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from provision import strict_json
 from provision.connection.base import ConnectOptions
 
 if TYPE_CHECKING:
@@ -77,6 +77,12 @@ def add_common_options(parser: argparse.ArgumentParser, own_short: frozenset[str
                    help="seconds between keepalives that expect a reply (default 15)")
     g.add_argument("--keepalive-count", type=int, default=3, metavar="N",
                    help="unanswered keepalives before a host is unreachable (default 3: ~1 min)")
+    g.add_argument("--persist", type=float, default=60.0, metavar="S",
+                   help="keep each host's SSH connection S seconds after the run for the next one "
+                   "(OpenSSH ControlPersist; default 60; 0: a connection per run, ended with it)")
+    g.add_argument("--executor", action="store_true",
+                   help="run a playbook's commands through one agent process per host, each one "
+                   "request on one channel instead of an SSH session per command (experimental)")
     g.add_argument("--json", action="store_true", help="one JSON document on stdout; logs on stderr")
     g.add_argument("-v", "--verbose", action="count", default=0, help="more detail (-vv: debug)")
 
@@ -115,6 +121,8 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
         raise SystemExit(usage_error(
             f"--keepalive must be > 0 seconds and --keepalive-count >= 1, got "
             f"{getattr(args, 'keepalive', 15.0):g} and {getattr(args, 'keepalive_count', 3)}"))
+    if getattr(args, "persist", 0.0) < 0:
+        raise SystemExit(usage_error(f"--persist must be >= 0 seconds, got {args.persist:g}"))
     for option, var in (("--password-env", args.password_env), ("--passphrase-env", args.passphrase_env),
                         ("--become-password-env", getattr(args, "become_password_env", None))):
         if var and var not in os.environ:
@@ -132,6 +140,8 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
         ssh_config=args.ssh_config,
         keepalive=getattr(args, "keepalive", 15.0),
         keepalive_count=getattr(args, "keepalive_count", 3),
+        persist=getattr(args, "persist", 0.0),
+        executor=getattr(args, "executor", False),
         default_user=config.remote_user,
         default_key_file=config.private_key_file,
     )
@@ -173,7 +183,8 @@ def usage_error(message: str) -> int:
 
 
 def emit_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n")
+    # the one writer of --json documents: strict JSON (a host's NaN/Infinity as null and why)
+    sys.stdout.write(strict_json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 

@@ -19,7 +19,7 @@ from provision.inventory.model import Host
 from provision.parallel import for_each_host
 from provision.remote.agent import Agent
 from provision.remote.facts import gather_facts
-from provision.terminal import escape
+from provision.terminal import add_row, markup, text
 
 describe = "gather facts (GPUs, driver/CUDA, CPU, memory, disks, Python, torch) from hosts"
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 console.print(facts_table(name, o.value or {}))
             else:
                 kind = "unreachable" if o.unreachable else "failed"
-                console.print(f"[bold red]{name}: {kind}[/]: {escape(o.message)}")
+                console.print(markup("[bold red]{}: {}[/]: {}", name, kind, o.message))
     return exit_code_for(outcomes)
 
 
@@ -86,7 +86,7 @@ def _where(os_: dict[str, Any]) -> str:
 def facts_table(name: str, facts: dict[str, Any]) -> Table:
     """One screen per host: the lines a user checks before training (keys: docs/facts.md)."""
     table = Table(
-        title=f"{name} — {facts.get('hostname', '?')}",
+        title=text(f"{name} — {facts.get('hostname', '?')}"),  # the host's words: text
         show_header=False,
         title_justify="left",
         expand=False,
@@ -95,26 +95,26 @@ def facts_table(name: str, facts: dict[str, Any]) -> Table:
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
     os_ = facts.get("os") or {}
-    table.add_row(
+    add_row(table,
         "OS", f"{os_.get('pretty_name', '?')} · kernel {os_.get('kernel', '?')} · {_where(os_)}"
     )
     cpu = facts.get("cpu") or {}
     mem = facts.get("memory") or {}
-    table.add_row("CPU", f"{cpu.get('model', '?')} · {cpu.get('effective_cpus', '?')} usable cores")
-    table.add_row(
+    add_row(table, "CPU", f"{cpu.get('model', '?')} · {cpu.get('effective_cpus', '?')} usable cores")
+    add_row(table,
         "Memory",
         f"{_gib(mem.get('effective_total_bytes'))} usable, "
         f"{_gib(mem.get('effective_available_bytes'))} free",
     )
     nv = facts.get("nvidia") or {}
     if nv.get("driver_version"):
-        table.add_row(
+        add_row(table,
             "Driver", f"{nv['driver_version']} (CUDA ≤ {nv.get('cuda_driver_version') or '?'})"
         )
     gpus = facts.get("gpus")
     for g in gpus if isinstance(gpus, list) else []:
         total_mib = _get(g, "memory", "total_mib")
-        table.add_row(
+        add_row(table,
             f"GPU {g.get('index')}",
             f"{g.get('name')} · cc {g.get('compute_capability')} · "
             f"{_gib(total_mib * 2**20 if total_mib is not None else None)} · "
@@ -123,29 +123,29 @@ def facts_table(name: str, facts: dict[str, Any]) -> Table:
         )
     if not gpus:
         reason = nv.get("reason") or nv.get("error") or "no NVIDIA GPU found"
-        table.add_row("GPU", f"none ({reason})")
+        add_row(table, "GPU", f"none ({reason})")
     dd = facts.get("data_dir") or {}
     if dd.get("path"):
-        table.add_row(
+        add_row(table,
             "Data dir",
             f"{dd['path']} · {_gib(dd.get('free_bytes'))} free · {dd.get('fs_type', '?')}"
             f"{' · NETWORK' if dd.get('network') else ''}",
         )
     else:
-        table.add_row("Data dir", f"none ({dd.get('reason') or dd.get('error') or '?'})")
-    for label, text in _network_rows(facts.get("network")):
-        table.add_row(label, text)
+        add_row(table, "Data dir", f"none ({dd.get('reason') or dd.get('error') or '?'})")
+    for label, value in _network_rows(facts.get("network")):
+        add_row(table, label, value)
     py = _get(facts, "python", "agent") or {}
-    table.add_row("Python", f"{py.get('version', '?')} ({py.get('executable', '?')})")
+    add_row(table, "Python", f"{py.get('version', '?')} ({py.get('executable', '?')})")
     torch = facts.get("torch") or {}
     if torch.get("version"):
-        table.add_row(
+        add_row(table,
             "torch",
             f"{torch['version']} · CUDA {torch.get('cuda') or '-'} · "
             f"cuDNN {torch.get('cudnn') or '-'}",
         )
     else:
-        table.add_row("torch", f"not installed ({torch.get('reason') or 'not importable'})")
+        add_row(table, "torch", f"not installed ({torch.get('reason') or 'not importable'})")
     return table
 
 
@@ -155,7 +155,7 @@ def _network_rows(net: Any) -> list[tuple[str, str]]:
         return [("Network", f"? ({_get(net, 'error', default='not gathered')})")]
     default = {r.get("iface") for r in net.get("default_routes") or []}
     rows = []
-    for i in net["interfaces"]:
+    for i in net["interfaces"] or []:
         addrs = [f"{a['address']}/{a['prefix']}" for a in i.get("ipv4") or []]
         addrs += [f"{a['address']}/{a['prefix']}" for a in i.get("ipv6") or [] if a.get("scope") == "global"]
         if i.get("kind") == "loopback" or not addrs:

@@ -36,6 +36,7 @@ from provision.cli.common import (
 from provision.connection.base import Connection, ConnectOptions
 from provision.inventory.model import Host
 from provision.parallel import HostOutcome
+from provision.terminal import add_row
 
 describe = (
     "fleet health in one screen: per GPU utilization, memory, temperature, power, clocks, "
@@ -329,13 +330,13 @@ def health_screen(
     for name, o in outcomes.items():
         if not o.ok:
             kind = "unreachable" if o.unreachable else "error"
-            table.add_row(Text(name, style="bold"), kind, *[""] * 8, _verdict(kind))
+            add_row(table, Text(name, style="bold"), kind, *[""] * 8, _verdict(kind))
             lines.append(Text(f"{name}: {kind}: {o.message}", style="red"))
             continue
         health = o.value or {}
-        table.add_row(*_host_row(name, health))
+        add_row(table, *_host_row(name, health))
         for gpu in health.get("gpus") or []:
-            table.add_row(*_gpu_row(gpu))
+            add_row(table, *_gpu_row(gpu))
         for reason in health.get("reasons") or []:
             style = "red" if health.get("verdict") == "failing" else "yellow"
             lines.append(Text(f"{name}: {reason}", style=style))

@@ -8,6 +8,8 @@ import argparse
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
 from provision.errors import ConfigError
+from provision.secrets import mask_tree
+from provision.terminal import text
 from provision.train.launch import HostTrainer
 from provision.train.options import parse_duration, stop_command_hint
 
@@ -37,16 +39,17 @@ def run(args: argparse.Namespace) -> int:
 
     outcomes = on_hosts(args, args.targets, work)
     if args.json:
-        emit_json({"hosts": {n: (o.value if o.ok else {"error": o.message}) for n, o in outcomes.items()}})
+        # the watcher's state holds the stop command (often a token): masked by the one rule
+        emit_json({"hosts": {n: (mask_tree(o.value) if o.ok else {"error": o.message}) for n, o in outcomes.items()}})
     else:
         for name, o in outcomes.items():
             if o.ok:
                 w = o.value.get("watcher") or {}
                 if args.cancel:
-                    console.print(f"{name}: idle watch {'cancelled' if o.value.get('cancelled') else 'was not running'}")
+                    console.print(text(f"{name}: idle watch {'cancelled' if o.value.get('cancelled') else 'was not running'}"))
                 elif args.status:
-                    console.print(f"{name}: idle watch {w.get('status') or 'none'}")
+                    console.print(text(f"{name}: idle watch {w.get('status') or 'none'}"))
                 else:
-                    console.print(f"{name}: stop_command runs after {duration:g}s idle (log {o.value.get('log')})")
+                    console.print(text(f"{name}: stop_command runs after {duration:g}s idle (log {o.value.get('log')})"))
     print_failures(outcomes)
     return exit_code_for(outcomes)

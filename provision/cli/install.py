@@ -18,7 +18,7 @@ from typing import Any
 
 from provision.cli.common import connect_options, console, emit_json, exit_code_for
 from provision.errors import ConfigError
-from provision.terminal import escape
+from provision.terminal import markup, text
 
 describe = "install the PyTorch build each host can run into a managed env, verified on the host"
 
@@ -194,7 +194,7 @@ def build_options(args: argparse.Namespace, *, allow_locked: bool = True) -> tup
             raise ConfigError(f"--project {args.project}: no such file")
         if path is not None:
             project = load_project(path)
-            console.print(f"[dim]project file: {path}[/]")
+            console.print(markup("[dim]project file: {}[/]", path))
     p = project
     index_url = args.index_url or _from_env(getattr(args, "index_url_env", None), "--index-url-env")
     if args.index_url and args.index_url_env:
@@ -275,7 +275,7 @@ def progress_printer(name: str, verbose: int, quiet: bool):
     def say(message: str) -> None:
         if quiet or (not verbose and message.startswith(_PIP_CHATTER)):
             return
-        console.print(f"[dim]{name}: {message}[/]")
+        console.print(markup("[dim]{}: {}[/]", name, message))  # the host's pip lines: text
 
     return say
 
@@ -339,12 +339,10 @@ def print_result(name: str, doc: dict[str, Any], verbose: int) -> None:
         reused = (doc.get("verify") or {}).get("reused")
         if reused:  # H5: file-for-file the generation verified before (install --force, warm)
             detail += f" (the same files as {reused.get('from')}: its verification stands)"
-        console.print(
-            f"[bold green]{name}[/]: installed and verified in {doc.get('env')} — {detail}{took}"
-        )
-        console.print(f"  activate: source {doc.get('env')}/bin/activate")
+        console.print(markup("[bold green]{}[/]: installed and verified in {} — {}{}", name, doc.get("env"), detail, took))
+        console.print(text(f"  activate: source {doc.get('env')}/bin/activate"))
     elif action == "unchanged":
-        console.print(f"[bold green]{name}[/]: {escape(doc.get('message'))}{took}")
+        console.print(markup("[bold green]{}[/]: {}{}", name, doc.get("message"), took))
     else:
         what = (
             "unreachable"
@@ -353,13 +351,13 @@ def print_result(name: str, doc: dict[str, Any], verbose: int) -> None:
             if action == "refused"
             else "FAILED"
         )
-        console.print(f"[bold red]{name}: {what}[/]: {escape(doc.get('error') or doc.get('message'))}")
+        console.print(markup("[bold red]{}: {}[/]: {}", name, what, doc.get("error") or doc.get("message")))
         for line in doc.get("pip_lines") or []:
-            console.print(f"  [red]pip[/] {escape(line)}")
+            console.print(markup("  [red]pip[/] {}", line))
     for warning in doc.get("warnings") or []:
-        console.print(f"  [yellow]warning[/] {escape(warning)}")
+        console.print(markup("  [yellow]warning[/] {}", warning))
     if verbose:
         for reason in doc.get("reasons") or []:
-            console.print(f"  [dim]reason: {escape(reason)}[/]")
+            console.print(markup("  [dim]reason: {}[/]", reason))
         if doc.get("pip_command"):
-            console.print(f"  [dim]pip: {doc['pip_command']}[/]")
+            console.print(markup("  [dim]pip: {}[/]", doc["pip_command"]))

@@ -15,7 +15,7 @@ from typing import Any
 from provision.cli.common import connect_options, console, emit_json, usage_error
 from provision.cli.install import add_index_arguments, build_options, progress_printer
 from provision.errors import ConfigError
-from provision.terminal import escape
+from provision.terminal import markup
 
 describe = (
     "resolve the PyTorch build for a host (or an offline description) and write provision.lock"
@@ -113,10 +113,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"lock": str(path), **lock.to_dict()})
     else:
-        console.print(
-            f"[bold green]wrote {path}[/]: torch {plan.get('torch')}+{plan.get('variant')}, "
-            f"{len(lock.packages)} packages (sha256-pinned), Python {lock.requires.get('python')}"
-        )
+        console.print(markup("[bold green]wrote {}[/]: torch {}+{}, {} packages (sha256-pinned), Python {}", path,
+                             plan.get("torch"), plan.get("variant"), len(lock.packages), lock.requires.get("python")))
         for warning in plan.get("warnings") or []:
-            console.print(f"  [yellow]warning[/] {escape(warning)}")
+            console.print(markup("  [yellow]warning[/] {}", warning))
     return 0

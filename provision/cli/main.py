@@ -42,6 +42,7 @@ COMMANDS = {
     "stop": "stop",
     "idle": "idle",
     "choose": "choose",
+    "disconnect": "disconnect",
 }
 # Commands that take a command line of their own after `--` (kept out of argparse, which would
 # mix its words with the targets): `provision train gpu1 -- python train.py --lr 3`.

@@ -23,6 +23,8 @@ from provision.report import history
 from provision.report.document import load_report
 from provision.report.history import utc
 from provision.report.render import print_console, rankings, render_html, render_markdown
+from provision.terminal import console as text_console
+from provision.terminal import markup, text
 
 describe = "re-render saved reports; rank hosts by throughput and by samples per unit of money"
 
@@ -122,19 +124,20 @@ def run(args: argparse.Namespace) -> int:
     docs = apply_prices(docs, args.inventory)
     if args.html:
         write_atomic(Path(args.html).expanduser(), render_html(docs, comparisons))
-        console.print(f"HTML report: {args.html}")
+        console.print(text(f"HTML report: {args.html}"))
     if args.markdown:
         write_atomic(Path(args.markdown).expanduser(), render_markdown(docs, comparisons))
-        console.print(f"Markdown report: {args.markdown}")
+        console.print(text(f"Markdown report: {args.markdown}"))
     if args.json:
         document: dict[str, Any] = {"ranking": rankings(docs), "reports": docs}
         if args.compare:
             document["compare"] = {d["host"]: comparisons.get(d["host"]) for d in docs}
         emit_json(document)
         return EXIT_OK
-    print_console(docs, console, comparisons, detail=bool(args.verbose))
+    # the report is this command's output: stdout (`> report.txt`, `| less`); notes stay on stderr
+    print_console(docs, text_console(highlight=False, soft_wrap=True), comparisons, detail=bool(args.verbose))
     if args.compare:
         missing = [d["host"] for d in docs if d["host"] not in comparisons]
         if missing:
-            console.print(f"[dim]no earlier run in the history for: {', '.join(missing)}[/]")
+            console.print(markup("[dim]no earlier run in the history for: {}[/]", ", ".join(missing)))
     return EXIT_OK

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
-from provision.terminal import escape
+from provision.terminal import add_row
 from provision.train.options import with_exit_codes
 
 describe = "list training runs on hosts (state, age, exit code)"
@@ -35,9 +35,9 @@ def run(args: argparse.Namespace) -> int:
         table = Table("host", "run", "state", "age", "exit", "command")
         for name, o in outcomes.items():
             for r in o.value or []:
-                table.add_row(escape(name), escape(str(r.get("run_id"))), str(r.get("state")), _age(r.get("age_s")),
-                              "" if r.get("exit_code") is None else str(r["exit_code"]),
-                              escape(" ".join(map(str, r.get("command") or []))[:60]))
+                add_row(table, name, str(r.get("run_id")), str(r.get("state")), _age(r.get("age_s")),
+                        "" if r.get("exit_code") is None else str(r["exit_code"]),
+                        " ".join(map(str, r.get("command") or []))[:60])
         console.print(table)
         print_failures(outcomes)
     return exit_code_for(outcomes)

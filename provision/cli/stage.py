@@ -23,7 +23,7 @@ from provision.cli.common import (
     usage_error,
 )
 from provision.errors import HostError
-from provision.terminal import escape
+from provision.terminal import markup, text
 
 if TYPE_CHECKING:
     from provision.connection.base import Connection, ConnectOptions
@@ -151,13 +151,13 @@ def _run_local(args: argparse.Namespace) -> int:
         except HostError as exc:
             if args.json:
                 emit_json({"hosts": {"local": {"error": exc.detail, "unreachable": False}}})
-            console.print(f"[bold red]local: failed[/]: {escape(exc.detail)}")
+            console.print(markup("[bold red]local: failed[/]: {}", exc.detail))
             return EXIT_HOST_FAILED
     if args.json:
         emit_json({"hosts": {"local": result}})
     else:
         _print_warnings(result)
-        console.print(f"[green]local[/]: {_summary(result)}")
+        console.print(markup("[green]local[/]: {}", _summary(result)))
     return EXIT_OK
 
 
@@ -181,10 +181,10 @@ def _run_hosts(
     def summary(plan: Any) -> None:
         m = plan.manifest
         classes = f", {len(m.classes)} classes" if m.classes else ""
-        get_console().print(
+        get_console().print(text(
             f"{spec.display}: {len(m):,} samples, {m.total_bytes / 1e6:,.1f} MB, "
             f"layout {m.layout}{classes} -> {lmdb_name}.lmdb"
-        )
+        ))
 
     plan = None
     if spec.kind == "local":  # listed while the hosts connect, and before the imports below
@@ -217,16 +217,21 @@ def _run_hosts(
                 if not warned:
                     _print_warnings(o.value)
                     warned = True
-                console.print(f"[green]{name}[/]: {_summary(o.value)}")
+                print_staged(name, o.value)
             else:
                 kind = "unreachable" if o.unreachable else "failed"
-                console.print(f"[bold red]{name}: {kind}[/]: {escape(o.message)}")
+                console.print(markup("[bold red]{}: {}[/]: {}", name, kind, o.message))
     return exit_code_for(outcomes)
+
+
+def print_staged(name: str, result: dict[str, Any]) -> None:
+    """One host's stage result; its path and problems are the host's words: text."""
+    get_console().print(markup("[green]{}[/]: {}", name, _summary(result)))
 
 
 def _print_warnings(result: dict[str, Any]) -> None:
     for w in result.get("warnings") or []:
-        get_console().print(f"[yellow]warning:[/] {escape(w)}")
+        get_console().print(markup("[yellow]warning:[/] {}", w))
 
 
 __all__ = ["describe", "add_arguments", "run", "EXIT_USAGE"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from provision.cli.common import console, emit_json, exit_code_for
 from provision.cli.train import on_hosts, print_failures
+from provision.terminal import text
 from provision.train.options import with_exit_codes
 from provision.train.peers import refused_outcomes, vet_peers
 
@@ -45,14 +46,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         for name, o in outcomes.items():
             if o.ok:
-                e = o.value["ended"]
-                what = "had already ended" if o.value["already"] else \
-                    f"stopped ({len(e['terminated'])} process(es) sent SIGTERM, {len(e['killed'])} SIGKILL)"
-                console.print(f"{name}: run {args.run_id} {what}; state {o.value['run'].get('state')}")
-                if e.get("left"):
-                    console.print(f"[bold red]{name}: still running: {e['left']}[/]")
+                print_stopped(name, args.run_id, o.value)
     print_failures(outcomes)
     return exit_code_for(outcomes)
+
+
+def print_stopped(name: str, run_id: str, value: dict[str, Any]) -> None:
+    """One host's stop result (`_checked`'s shape); its state and processes are the host's words."""
+    e = value["ended"]
+    what = "had already ended" if value["already"] else \
+        f"stopped ({len(e['terminated'])} process(es) sent SIGTERM, {len(e['killed'])} SIGKILL)"
+    console.print(text(f"{name}: run {run_id} {what}; state {value['run'].get('state')}"))
+    if e.get("left"):
+        console.print(text(f"{name}: still running: {e['left']}", style="bold red"))
 
 
 def _checked(host: str, reply: Any) -> dict[str, Any]:

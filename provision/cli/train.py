@@ -22,7 +22,7 @@ from provision.inventory.loader import resolve_targets
 from provision.inventory.model import Host
 from provision.parallel import for_each_host
 from provision.report.render import SEVERITY_STYLE
-from provision.terminal import escape
+from provision.terminal import markup, text
 from provision.train.launch import HostTrainer, TrainSpec, new_run_id
 from provision.train.live import RunView
 from provision.train.options import (
@@ -118,20 +118,19 @@ def report_entries(outcomes: dict[str, Any], as_json: bool) -> int:
     for name, o in outcomes.items():
         if not o.ok:
             failed = True
-            console.print(f"[bold red]{escape(name)}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
+            console.print(markup("[bold red]{}: {}[/]: {}", name, "unreachable" if o.unreachable else "failed", o.message))
             continue
         e = o.value
         if e.get("state") in ("failed", "stopped"):
             failed = True
         if not as_json:
             code = "" if e.get("exit_code") is None else f", exit code {e['exit_code']}"
-            console.print(f"[bold]{escape(name)}[/]: run {escape(str(e['run_id']))} {e['state']}{code}"
-                          + (f" after {e['seconds']:.1f}s" if e.get("seconds") else ""))
+            after = f" after {e['seconds']:.1f}s" if e.get("seconds") else ""
+            console.print(markup("[bold]{}[/]: run {} {}{}{}", name, e["run_id"], e["state"], code, after))
             for f in e.get("findings") or []:
-                style = SEVERITY_STYLE.get(f["severity"], "")
-                # log lines in the evidence are data: escaped, never rich markup
-                console.print(f"  [{style}]{f['severity']}[/] {escape(f['title'])}\n    {escape(f['evidence'])}"
-                              f"\n    do: {escape(f['recommendation'])}", highlight=False)
+                # the entry, its log lines in the evidence included, is the host's: text, never markup
+                console.print(markup("  {} {}\n    {}\n    do: {}", text(f["severity"], SEVERITY_STYLE.get(f["severity"], "")),
+                                     f["title"], f["evidence"], f["recommendation"]), highlight=False)
             if e.get("report"):
                 console.print(f"  report {e['report']['html']}", markup=False)
     if as_json:
@@ -211,4 +210,4 @@ def on_hosts(args: argparse.Namespace, targets: list[str], work: Any) -> dict[st
 def print_failures(outcomes: dict[str, Any]) -> None:
     for name, o in outcomes.items():
         if not o.ok:
-            console.print(f"[bold red]{escape(name)}: {'unreachable' if o.unreachable else 'failed'}[/]: {escape(o.message)}")
+            console.print(markup("[bold red]{}: {}[/]: {}", name, "unreachable" if o.unreachable else "failed", o.message))

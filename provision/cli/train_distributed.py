@@ -12,7 +12,7 @@ from provision.cli.common import console
 from provision.connection.factory import connect
 from provision.errors import ConfigError
 from provision.inventory.model import Host
-from provision.terminal import escape
+from provision.terminal import markup
 from provision.train.allreduce_memo import REUSE_S, describe_age
 from provision.train.cluster import ClusterTrainer, finish_run
 from provision.train.distributed import DistributedOptions, label_lines, parse_nproc
@@ -119,8 +119,6 @@ def run_distributed(args: argparse.Namespace, spec: TrainSpec, hosts: list[Host]
 def print_layout(layout: dict[str, Any] | None) -> None:
     """Each host's data dir, disk, free space and workdir; the host whose layout differs from the
     others' (or is at its free-space floor), named with why."""
-    from rich.markup import escape
-
     from provision.train.layout import describe
 
     if not layout:
@@ -128,7 +126,7 @@ def print_layout(layout: dict[str, Any] | None) -> None:
     for host, v in layout["hosts"].items():
         console.print(describe(host, v), markup=False)
     for host, why in layout["differs"].items():
-        console.print(f"[yellow]layout: {escape(host)}: {escape(why)}[/]", highlight=False)
+        console.print(markup("[yellow]layout: {}: {}[/]", host, why), highlight=False)
 
 
 def attach_distributed(args: argparse.Namespace, run_id: str, info: dict[str, Any], options: Any,
@@ -162,14 +160,14 @@ def _stop_fresh(cluster: ClusterTrainer, options: Any) -> None:
             console.print(f"{name}: run {cluster.run_id} {o.value['run'].get('state')}"
                           + (f"; still running: {left}" if left else ""), markup=False)
         else:
-            console.print(f"[bold red]{name}: could not stop: {escape(o.message)}[/]")
+            console.print(markup("[bold red]{}: could not stop: {}[/]", name, o.message))
 
 
 def print_distributed(doc: dict[str, Any], as_json: bool) -> int:
     """Each host's run and findings, then the whole run's; or the --json document. The exit code."""
     from provision.cli.common import EXIT_HOST_FAILED, EXIT_OK, emit_json
     from provision.report.render import SEVERITY_STYLE
-    from provision.terminal import escape
+    from provision.terminal import text
 
     failed = any("error" in e or e.get("state") in ("failed", "stopped") for e in doc["runs"].values())
     if as_json:
@@ -178,15 +176,14 @@ def print_distributed(doc: dict[str, Any], as_json: bool) -> int:
     section = doc.get("distributed") or {}
     for name, e in doc["runs"].items():
         if "error" in e:
-            console.print(f"[bold red]{escape(name)}: {escape(e['error'])}[/]")
+            console.print(markup("[bold red]{}: {}[/]", name, e["error"]))
             continue
         code = "" if e.get("exit_code") is None else f", exit code {e['exit_code']}"
-        console.print(f"[bold]{escape(name)}[/]: run {escape(str(e['run_id']))} {e['state']}{code}"
-                      + (f" after {e['seconds']:.1f}s" if e.get("seconds") else ""))
+        after = f" after {e['seconds']:.1f}s" if e.get("seconds") else ""
+        console.print(markup("[bold]{}[/]: run {} {}{}{}", name, e["run_id"], e["state"], code, after))
         if e.get("report"):
             console.print(f"  report {e['report']['html']}", markup=False)
     for f in section.get("findings") or []:
-        style = SEVERITY_STYLE.get(f["severity"], "")
-        console.print(f"  [{style}]{f['severity']}[/] {escape(f['title'])}\n    {escape(f['evidence'])}"
-                      f"\n    do: {escape(f['recommendation'])}", highlight=False)
+        console.print(markup("  {} {}\n    {}\n    do: {}", text(f["severity"], SEVERITY_STYLE.get(f["severity"], "")),
+                             f["title"], f["evidence"], f["recommendation"]), highlight=False)
     return EXIT_HOST_FAILED if failed else EXIT_OK

@@ -194,12 +194,12 @@ def run(args: argparse.Namespace) -> int:
     from provision.paths import bundle_dir
     from provision.report.document import add_timings
     from provision.report.render import diagnosis_headline
-    from provision.terminal import escape
+    from provision.terminal import markup
 
     options = connect_options(args)
     project = find_up_project(args)
     if project is not None:
-        console.print(f"[dim]project file: {project.path}[/]")
+        console.print(markup("[dim]project file: {}[/]", project.path))
         if project.locked is not None:
             console.print(
                 f"[yellow]{project.where('locked')}: 'locked' is for `provision install`; "
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 add_timings(paths, timings[host])  # the report's "Timings" table
             except (ConfigError, OSError, ValueError) as exc:  # the report itself stays as written
-                console.print(f"[yellow]{host}: timings not added to the report: {escape(exc)}[/]")
+                console.print(markup("[yellow]{}: timings not added to the report: {}[/]", host, exc))
     if args.json:
         doc = result.to_json()
         doc["reports"] = reports
@@ -247,21 +247,19 @@ def run(args: argparse.Namespace) -> int:
         line = ", ".join(
             f"{s['step']} {s['seconds']:.1f}s" for s in t["steps"] if s["seconds"] >= 0.05
         )
-        console.print(f"[dim]{host}: {t['total_seconds']:.1f}s: {escape(line)}[/]", soft_wrap=True)
+        console.print(markup("[dim]{}: {}s: {}[/]", host, f"{t['total_seconds']:.1f}", line), soft_wrap=True)
     for host, message in _install_warnings(result).items():
-        console.print(f"[yellow][bold]{escape(host)}[/]: {escape(message)}[/]", soft_wrap=True)
+        console.print(markup("[yellow][bold]{}[/]: {}[/]", host, message), soft_wrap=True)
     for host, task, why in skipped_optional_steps(result):
         console.print(
-            f"[yellow][bold]{escape(host)}[/]: skipped optional step '{escape(task)}': {escape(why)}[/]",
+            markup("[yellow][bold]{}[/]: skipped optional step '{}': {}[/]", host, task, why),
             soft_wrap=True,
         )
     # where the report is and what it found, on the console whether or not it is a terminal
     for host, (paths, findings) in _reports(result).items():
-        console.print(
-            f"[bold]{host}[/]: report {paths.get('html')} (JSON: {paths.get('json')})",
-            soft_wrap=True,
-        )
-        console.print(f"[bold]{host}[/]: diagnosis: {diagnosis_headline(findings)}", soft_wrap=True)
+        console.print(markup("[bold]{}[/]: report {} (JSON: {})", host, paths.get("html"), paths.get("json")),
+                      soft_wrap=True)
+        console.print(markup("[bold]{}[/]: diagnosis: {}", host, diagnosis_headline(findings)), soft_wrap=True)
     return result.exit_code()
 
 

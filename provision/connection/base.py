@@ -54,6 +54,13 @@ class ConnectOptions:
     # ansible.cfg remote_user / private_key_file: used only where nothing else names one
     default_user: str | None = None
     default_key_file: str | None = None
+    # --persist: seconds an OpenSSH master stays after its last session, for the next run to
+    # reuse (connection/openssh_kept.py); 0 = one master per connection, ended with it. The CLI
+    # defaults to 60; set, it also puts the control plane on OpenSSH (connection/factory.py).
+    persist: float = 0.0
+    # --executor: a run's commands go to one agent process per host over one channel
+    # (provision/remote/executor.py) instead of a session each
+    executor: bool = False
 
 
 def env_on_stdin(env: Mapping[str, str] | None, command: str) -> tuple[str, bytes]:
@@ -157,6 +164,12 @@ def register(connection: Connection) -> None:
     """Every connection is known here, so Ctrl-C can reach the ones running in worker threads."""
     with _live_lock:
         _live.add(connection)
+
+
+def unregister(connection: Connection) -> None:
+    """A connection wrapped by another (remote/executor.py) hears Ctrl-C through its wrapper."""
+    with _live_lock:
+        _live.discard(connection)
 
 
 def interrupt_all() -> None:

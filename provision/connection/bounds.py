@@ -38,6 +38,16 @@ class Reply:
         self.data += data
 
 
+def joined_lines(data: bytearray) -> str:
+    """A streamed reply's text: its lines joined by newlines, without a final one. Decoded
+    straight from the buffer, which is then emptied, so the reply is not held twice."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    with memoryview(data) as view:
+        text = str(view[:end], "utf-8", "replace")
+    data.clear()
+    return text
+
+
 class Tail:
     """A command's stderr: its last STDERR_KEEP bytes, with a note of what was dropped."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from provision.connection.base import CommandResult, LineCallback, env_on_stdin, prepend, sudo_wrap
-from provision.connection.bounds import REPLY_MAX, LineSplitter, reply_too_long
+from provision.connection.bounds import REPLY_MAX, LineSplitter, joined_lines, reply_too_long
 from provision.shell import Raw, sh
 from provision.shell import path as shell_path
 
@@ -116,17 +116,17 @@ class FramedCommands:
         if not _collect_only and env:
             full, first = env_on_stdin(env, command)
             source = prepend(first, source)
-        lines: list[str] = []
-        kept = [0]  # bytes of `lines`: the reply's cap holds for a streamed one too
+        # The reply kept as its bytes (one buffer, not a str per line: a reply of short lines
+        # cost ~25x its size as strings), counted against the reply's cap; decoded once at the end.
+        kept = bytearray()
         host = str(getattr(self.host, "name", self.host))
 
         def on_line(raw: bytes) -> None:
-            kept[0] += len(raw) + 1
-            if kept[0] > REPLY_MAX:
+            if len(kept) + len(raw) + 1 > REPLY_MAX:
                 raise reply_too_long(host)
-            line = raw.decode("utf-8", "replace")
-            lines.append(line)
-            on_stdout_line(line)  # type: ignore[misc]
+            kept.extend(raw)
+            kept.extend(b"\n")
+            on_stdout_line(raw.decode("utf-8", "replace"))  # type: ignore[misc]
 
         splitter = LineSplitter(host, on_line)
         run = self._execute(
@@ -140,7 +140,7 @@ class FramedCommands:
             stdout = run.stdout.decode("utf-8", "replace")
         else:
             splitter.finish()
-            stdout = "\n".join(lines)
+            stdout = joined_lines(kept)
         return CommandResult(
             command, run.code, stdout, run.stderr.decode("utf-8", "replace"), run.seconds
         )

@@ -17,7 +17,10 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
     """A lazily-opened connection; nothing crosses the network until the first command.
 
     `data_plane`: bulk streams (staging) go through the OpenSSH client where it can stand in
-    for paramiko (provision/connection/openssh.py); every other caller gets SSHConnection."""
+    for paramiko (provision/connection/openssh.py). The control plane does too when
+    connections are kept across runs (`options.persist`, the CLI's --persist, default 60 s):
+    its master then outlives the run (connection/openssh_kept.py); the data plane's does not.
+    Otherwise SSHConnection."""
     if host.local:
         return LocalConnection(host)
     if (options.default_user and not host.user) or (options.default_key_file and not host.key_file):
@@ -26,14 +29,18 @@ def connect(host: Host, options: ConnectOptions, *, data_plane: bool = False) ->
             user=host.user or options.default_user,
             key_file=host.key_file or options.default_key_file,
         )
-    if data_plane:
+    if data_plane and options.persist:
+        # a stage's bulk stream keeps its own master for the run, ended with it: its handshake
+        # is a sliver of a stage, and a kept master would outlive a Ctrl-C'd stage
+        options = dataclasses.replace(options, persist=0.0)
+    if data_plane or options.persist > 0:
         reason = openssh_unusable(host, options)
         if reason is None:
             # start-up time: the OpenSSH data plane only for a staging connection
             from provision.connection.openssh import OpenSSHConnection
 
             return OpenSSHConnection(host, options)
-        log.debug("%s: paramiko for the data plane: %s", host.name, reason)
+        log.debug("%s: paramiko (%s plane): %s", host.name, "data" if data_plane else "control", reason)
     # start-up time: paramiko (~100 ms) only for an SSH host, never for localhost
     from provision.connection.ssh import SSHConnection
 

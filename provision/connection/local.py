@@ -22,11 +22,12 @@ from provision.connection.base import (
     register,
     sudo_wrap,
 )
-from provision.connection.bounds import LINE_MAX, REPLY_MAX, Tail, reply_too_long
+from provision.connection.bounds import REPLY_MAX, LineSplitter, Tail, joined_lines, reply_too_long
 from provision.errors import BoundsError, Cancelled
 from provision.inventory.model import Host
 
 _TICK = 0.25
+_CHUNK = 1 << 16
 _DRAIN = 5.0
 
 
@@ -161,14 +162,13 @@ class LocalConnection(Connection):
 
         def read_out() -> None:  # the same bounds as over SSH (provision/connection/bounds.py)
             total = 0
-            for raw in iter(lambda: proc.stdout.readline(LINE_MAX + 1), b""):  # type: ignore[union-attr]
+            while chunk := proc.stdout.read1(_CHUNK):  # type: ignore[union-attr]
                 last[0] = time.monotonic()
-                total += len(raw)
-                if (len(raw) > LINE_MAX and not raw.endswith(b"\n")) or total > REPLY_MAX:
-                    lines.put(BoundsError(host, "a line of the command's output passed the longest the "
-                                          "controller takes") if total <= REPLY_MAX else reply_too_long(host))
+                total += len(chunk)
+                if total > REPLY_MAX:
+                    lines.put(reply_too_long(host))
                     return
-                lines.put(raw)
+                lines.put(chunk)
             lines.put(None)
 
         def read_err() -> None:
@@ -183,7 +183,9 @@ class LocalConnection(Connection):
         ]
         for t in threads:
             t.start()
-        out: list[bytes] = []
+        # the reply as one buffer of its bytes (not a str per line), split into lines as it comes
+        out = bytearray()
+        splitter = LineSplitter(host, lambda raw: on_stdout_line(raw.decode("utf-8", "replace")))  # type: ignore[misc]
         stopped: str | None = None
         try:
             while True:
@@ -198,9 +200,9 @@ class LocalConnection(Connection):
                     break
                 if isinstance(raw, BoundsError):
                     raise raw
-                out.append(raw)
+                out += raw
                 if on_stdout_line:
-                    on_stdout_line(raw.decode("utf-8", "replace").rstrip("\n"))
+                    splitter.feed(raw)
             while stopped is None:
                 try:
                     proc.wait(timeout=_TICK)
@@ -226,8 +228,9 @@ class LocalConnection(Connection):
             raise Cancelled(self.host.name, f"interrupted during {self.doing or '`' + command[:60] + '`'}")
         if stopped:
             err.add(f"\nprovision: {stopped}; the command was stopped\n".encode())
-        text = b"".join(out).decode("utf-8", "replace")
-        stdout = "\n".join(line.rstrip("\n") for line in text.splitlines(True)) if on_stdout_line else text
+        if on_stdout_line and stopped is None:
+            splitter.finish()
+        stdout = joined_lines(out) if on_stdout_line else out.decode("utf-8", "replace")
         return CommandResult(command, code, stdout, err.value().decode("utf-8", "replace"), time.monotonic() - start)
 
     def _expired(self, start: float, last: float, timeout: float | None, idle: float | None) -> str | None:

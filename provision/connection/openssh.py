@@ -42,11 +42,12 @@ from typing import IO
 
 from provision.connection import framing
 from provision.connection import openssh_args as args
+from provision.connection import openssh_kept as kept
 from provision.connection.base import Connection, ConnectOptions, register
 from provision.connection.bounds import Reply, Tail
 from provision.connection.commands import CHUNK, DRAIN, TICK, FramedCommands, Run, expired, summary
 from provision.connection.commands import chunks as source_chunks
-from provision.connection.openssh_master import Master, spawn
+from provision.connection.openssh_master import KeptMaster, Master, spawn
 from provision.errors import Cancelled, UnreachableError
 from provision.inventory.model import Host
 
@@ -111,6 +112,19 @@ def _widen_pipe(fd: int, size: int = 1 << 20) -> None:
         pass
 
 
+def _write_if_changed(path: str, text: str, mode: int) -> None:
+    try:
+        if Path(path).read_text() == text:
+            return
+    except OSError:
+        pass
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
 class OpenSSHConnection(FramedCommands, Connection):
     def __init__(self, host: Host, options: ConnectOptions) -> None:
         self.host = host
@@ -129,6 +143,8 @@ class OpenSSHConnection(FramedCommands, Connection):
         self._launched: Master | None = None  # spawned by prestart(), its login not yet awaited
         self._unverified = False  # --known-hosts off: the warning is still to be said
         self._start_error: BaseException | None = None
+        # --persist: the master is kept across runs in its folder (connection/openssh_kept.py)
+        self._persist = options.persist if options.persist > 0 else 0.0
         register(self)
         _live.add(self)
 
@@ -147,15 +163,24 @@ class OpenSSHConnection(FramedCommands, Connection):
         with self._lock:
             self._running.discard(proc)
 
+    @property
+    def kept(self) -> bool:
+        """Whether this connection's master is a kept one (outlives the run)."""
+        return self._persist > 0
+
     def _prepare_dir(self) -> str:
+        if self._dir is None and self._persist:
+            try:
+                self._dir = kept.folder(self.host, self.options)
+            except OSError as exc:  # an unsafe or unwritable directory: this run keeps nothing
+                log.warning("%s: connections are not kept across runs: %s", self.host.name, exc)
+                self._persist = 0.0
         if self._dir is None or not os.path.isdir(self._dir):
             self._dir = _private_dir()
-            record = os.path.join(self._dir, "record-key")
-            with open(record, "w") as f:
-                f.write(args.RECORD_KEY_SCRIPT)
-            os.chmod(record, 0o700)
-        with open(os.path.join(self._dir, "config"), "w") as f:
-            f.write(args.config_text(self.options, self._dir))
+        # written only when different, and by rename: a kept folder's sessions of another run
+        # read `-F config` at any moment
+        _write_if_changed(os.path.join(self._dir, "record-key"), args.RECORD_KEY_SCRIPT, 0o700)
+        _write_if_changed(os.path.join(self._dir, "config"), args.config_text(self.options, self._dir), 0o600)
         return self._dir
 
     def prestart(self) -> None:
@@ -164,7 +189,8 @@ class OpenSSHConnection(FramedCommands, Connection):
         the first command waits for it and gets its error, if any."""
         if self._starting is None and self._master is None and self._fallback is None:
             try:
-                self._launched = self._launch()
+                if not self._persist:  # a kept one may be up already: the start looks first
+                    self._launched = self._launch()
             except Exception as exc:  # the background start tries again and keeps the error
                 log.debug("%s: starting the OpenSSH master: %s", self.host.name, exc)
             self._starting = threading.Thread(
@@ -187,8 +213,9 @@ class OpenSSHConnection(FramedCommands, Connection):
         if self._where is None and self._resolving is None:  # `ssh -G` while the master logs in
             self._resolving = threading.Thread(target=self._resolve, daemon=True, name="ssh-G")
             self._resolving.start()
-        master = Master(args.master_argv(self.host, self.options, where),
-                        os.path.join(where, "m"), os.path.join(where, "master.log"))  # fmt: skip
+        kind = KeptMaster if self._persist else Master
+        master = kind(args.master_argv(self.host, self.options, where, self._persist),
+                      os.path.join(where, "m"), os.path.join(where, "master.log"))  # fmt: skip
         master.launch()
         return master
 
@@ -205,6 +232,21 @@ class OpenSSHConnection(FramedCommands, Connection):
             return False
         if self._master is not None and self._master.alive():
             return True
+        if self._persist:
+            where = self._prepare_dir()
+            if self._persist:  # still: the folder was usable
+                bound = self.options.connect_timeout * 5 + 2
+                with kept.locked(where, bound):  # one start per host at a time, across processes
+                    if kept.answers(os.path.join(where, "m")):
+                        log.debug("%s: reusing the kept OpenSSH master", self.host.name)
+                        self._master = KeptMaster.adopt(os.path.join(where, "m"),
+                                                        os.path.join(where, "master.log"))  # fmt: skip
+                        self._unverified = self.options.known_hosts == "off"
+                        return True
+                    return self._start_master()
+        return self._start_master()
+
+    def _start_master(self) -> bool:
         hops = len(self.host.proxy_jump.split(",")) if self.host.proxy_jump else 0
         # ConnectTimeout bounds TCP and the banner; auth and jump hops get their own share
         bound = self.options.connect_timeout * (3 + 2 * hops) + 2
@@ -216,6 +258,8 @@ class OpenSSHConnection(FramedCommands, Connection):
             problem = master.start(bound, lambda: self._interrupted_at is not None)
             if problem is None:
                 self._master = master
+                if self._persist:
+                    kept.record_target(self._dir, self.host, self._display())  # type: ignore[arg-type]
                 # said by the first session, once it runs: logging it here (rich's set-up on
                 # the first record) would delay the handshake and that session
                 self._unverified = self.options.known_hosts == "off"
@@ -459,15 +503,27 @@ class OpenSSHConnection(FramedCommands, Connection):
         if self._resolving is not None:
             self._resolving.join(12)
             self._resolving = None
+        if self._where is None and self._persist:
+            self._where = self._recorded_where()
         if self._where is None:
             self._where = self._resolved()
         if self._where is None:
             return None
+        if self._persist:  # a reused master's next run asks no `ssh -G`
+            with contextlib.suppress(OSError):
+                Path(self._dir, "where").write_text("{} {} {}\n".format(*self._where))
         user, hostname, port = self._where
         return f"ssh {user}@{hostname}:{port} {key[0]} {key[1]}"
 
     def _resolve(self) -> None:
         self._where = self._resolved()
+
+    def _recorded_where(self) -> tuple[str, str, int] | None:
+        try:
+            user, hostname, port = Path(self._dir, "where").read_text().split()  # type: ignore[arg-type]
+            return user, hostname, int(port)
+        except (OSError, ValueError, TypeError):
+            return None
 
     def _resolved(self) -> tuple[str, str, int] | None:
         """User, HostName and Port as ssh resolved them (`ssh -G`: aliases, defaults)."""
@@ -492,6 +548,9 @@ class OpenSSHConnection(FramedCommands, Connection):
         """Stall watchdog: end the master and every ssh process now, so every blocked thread
         wakes (the next command starts a new master). After a fallback, staging aborts the
         SSHConnection itself (staging.watchdog.abort_transport)."""
+        if self._persist and self._dir is not None and self._master is not None:
+            kept.end(kept.Kept(self._dir, self.host.name, self.host.connect_address, ""))
+            self._dir = None
         self._end_master(gently=False)
         with self._lock:
             running = list(self._running)
@@ -515,9 +574,9 @@ class OpenSSHConnection(FramedCommands, Connection):
             running = list(self._running)
         for proc in running:
             self._kill(proc)
-        if self._dir is not None:
+        if self._dir is not None and not self._persist:
             shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        self._dir = None
 
 
 def end_all_masters() -> None:

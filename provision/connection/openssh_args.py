@@ -153,13 +153,16 @@ def target_args(host: Host, options: ConnectOptions, private_dir: str) -> list[s
     return args
 
 
-def master_argv(host: Host, options: ConnectOptions, private_dir: str) -> list[str]:
+def master_argv(host: Host, options: ConnectOptions, private_dir: str, persist: float = 0.0) -> list[str]:
     """The ControlMaster, in the foreground (provision/connection/openssh_master.py): it binds
-    the control socket once authenticated, and records the key the host offered."""
+    the control socket once authenticated, and records the key the host offered. With
+    `persist` > 0 it goes to the background once authenticated and stays that many seconds
+    after its last session (a kept master: connection/openssh_kept.py)."""
     socket = os.path.join(private_dir, "m")
     record = os.path.join(private_dir, "record-key")
+    keep = f"{max(1, math.ceil(persist))}" if persist > 0 else "no"
     return [
-        "ssh", "-N", "-S", socket, "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
+        "ssh", "-N", "-S", socket, "-o", "ControlMaster=yes", "-o", f"ControlPersist={keep}",
         # the offered key, for identity(); prints nothing, so the known_hosts files decide
         "-o", f"KnownHostsCommand={record} %t %K",
         # its stderr is master.log: INFO says why a link died ("Timeout, server not responding")

@@ -101,7 +101,7 @@ class Master:
 
     def stop(self, gently: bool = True, exit_argv: list[str] | None = None) -> None:
         """`-O exit` first (the host sees a clean close), then TERM, then KILL; bounded."""
-        if not self.alive():
+        if self.proc is None or self._exited.is_set():
             return
         if gently and exit_argv:
             try:
@@ -117,3 +117,60 @@ class Master:
                 return
             if self._exited.wait(pause):
                 return
+
+
+class KeptMaster(Master):
+    """A master that outlives provision (ControlPersist, connection/openssh_kept.py): ssh
+    forks it into the background once authenticated, so the process launched here exits 0
+    and the master is then known only by its socket. Adopted by a later run as it finds it."""
+
+    def __init__(self, argv: list[str], socket: str, log_path: str, *, adopted: bool = False) -> None:
+        super().__init__(argv, socket, log_path)
+        self._adopted = adopted
+
+    @classmethod
+    def adopt(cls, socket: str, log_path: str) -> KeptMaster:
+        return cls([], socket, log_path, adopted=True)
+
+    def start(self, bound: float, cancelled: Callable[[], bool]) -> str | None:
+        """As Master.start, but the launcher exiting 0 is ssh's fork to the background: up
+        once the socket answers."""
+        if self._adopted:
+            return None
+        if not self._launched:
+            self.launch()
+        if self._failed is not None:
+            return str(self._failed)
+        deadline = time.monotonic() + bound
+        while not (os.path.exists(self.socket) and self._answers()):
+            if self._exited.wait(0.01):
+                code = self.proc.returncode if self.proc else None
+                if code != 0:
+                    return self.said() or f"ssh exited with {code if code is not None else '?'}"
+                time.sleep(0.01)
+            if cancelled() or time.monotonic() > deadline:
+                super().stop(gently=False)
+                return ""
+        return None
+
+    def _answers(self) -> bool:
+        from provision.connection.openssh_kept import answers
+
+        return answers(self.socket)
+
+    def alive(self) -> bool:
+        return self._answers()
+
+    def exited_within(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while self._answers():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def stop(self, gently: bool = True, exit_argv: list[str] | None = None) -> None:
+        """Only the launcher, when it is still logging in: a kept master that is up stays (it
+        is for the next run); `provision disconnect` or the stall watchdog ends it."""
+        if self.proc is not None and not self._exited.is_set():
+            super().stop(gently=False)

@@ -149,7 +149,9 @@ class RichDisplay:
         if self.diff and result.status == "changed" and not result.no_log:
             self._diff(result)
 
-    def item_result(self, host: str, task: str, label: str, result: dict[str, Any]) -> None:
+    def item_result(
+        self, host: str, task: str, label: str, result: dict[str, Any], action: str = ""
+    ) -> None:
         if self.verbosity >= 2:
             status = (
                 "failed"

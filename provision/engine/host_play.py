@@ -18,12 +18,13 @@ from provision.engine.playbook import (
 from provision.engine.results import TaskResult
 from provision.engine.run_state import (
     UNREACHABLE_ERRORS,
+    EndRole,
     HostRuntime,
     Stop,
     _PlayState,
     tags_selected,
 )
-from provision.engine.taint import as_data
+from provision.engine.taint import as_data, as_host_data
 from provision.engine.task_exec import TaskExecution, failed_task_var
 from provision.engine.templating import (
     Templar,
@@ -153,7 +154,7 @@ class _HostPlay(TaskExecution):
             self.record(result)
             self.fail(result, fatal=self.play.any_errors_fatal)
             return
-        self.rt.vars.add_facts(as_data(facts))  # the host's facts are data
+        self.rt.vars.add_facts(as_host_data(facts))  # the host's facts: data, and its word
         self.rt.facts_gathered = True
         self.runner.masker.add(collect_secrets([facts]))
         result.seconds = time.monotonic() - start
@@ -190,10 +191,12 @@ class _HostPlay(TaskExecution):
             elif isinstance(node, Meta):
                 self.run_meta(node)
 
-    def included(self, node: Node, action: str, status: str = "ok") -> None:
+    def included(self, node: Node, action: str, status: str = "ok", file: str = "") -> None:
         """Ansible counts each include (per loop item) in the recap: ok, or skipped."""
         if tags_selected(node.tags, self.runner.options.tags, self.runner.options.skip_tags):
             name = node.name or action
+            if node.role is not None:  # Ansible's task name: "ROLE : include_tasks"
+                name = f"{node.role.name} : {name}"
             self.record(
                 TaskResult(
                     host=self.rt.host.name,
@@ -202,6 +205,7 @@ class _HostPlay(TaskExecution):
                     action=action,
                     status=status,
                     position=str(node.pos),
+                    result={"include": file} if file else {},
                 )
             )
 
@@ -223,6 +227,9 @@ class _HostPlay(TaskExecution):
             self.rescue_depth += 1
         try:
             self.run_nodes(block.block)
+        except EndRole:
+            if not block.whole_role:
+                raise  # a block inside the role: the role's own block ends
         finally:
             if block.rescue:
                 self.rescue_depth -= 1
@@ -267,6 +274,18 @@ class _HostPlay(TaskExecution):
             raise Stop()
         elif node.action == "clear_host_errors":
             self.failed = False
+        elif node.action == "clear_facts":  # the fact cache: gathered, module and cacheable facts
+            self.rt.vars.facts.clear()
+            self.rt.facts_gathered = False
+        elif node.action == "reset_connection":  # the next task logs in (and starts its agent) anew
+            self.rt.reset_connection()
+        elif node.action == "refresh_inventory":
+            self.runner.refresh_inventory()
+        elif node.action == "end_role":
+            if node.role is None:
+                self.task_error(node, node.display_name, "meta", ConfigError("end_role is only valid in a role"))
+                return
+            raise EndRole()
 
     def run_include(self, node: Include) -> None:
         if not tags_selected(node.tags, self.runner.options.tags, self.runner.options.skip_tags):
@@ -292,24 +311,29 @@ class _HostPlay(TaskExecution):
         loop_var = str(node.loop_control.get("loop_var") or "item")
         # As Ansible: every item's file is resolved, and counted ok, when the include task runs,
         # before any included task (a failure in item 9's tasks leaves items 10-12 counted).
-        loaded: list[tuple[dict[str, Any], list[Node]]] = []
+        loaded: list[tuple[dict[str, Any], list[Node], str]] = []
         for index, item in enumerate(items):
             scope = {} if node.loop is None else {loop_var: item, "ansible_loop_var": loop_var}
             if node.loop is not None and node.loop_control.get("index_var"):
                 scope[str(node.loop_control["index_var"])] = index
             try:
-                if node.static_children is not None:
+                if node.role_task is not None:
+                    children = [self.role_at_runtime(node, ChainMap(scope, variables))]
+                elif node.static_children is not None:
                     children = node.static_children
                 else:
-                    file = self.templar.render(node.file, ChainMap(scope, variables))
+                    file = self.templar.render_path(node.file, ChainMap(scope, variables), "include_tasks")
                     children = self.runner.include_cache(node, str(file))
             except (TemplateError, ConfigError) as exc:
                 self.task_error(node, name, "include_tasks", exc)
                 return
-            loaded.append((scope, children))
-        for _ in loaded:
-            self.included(node, "include_tasks")
-        for scope, children in loaded:
+            path = "" if node.static_children is not None or node.role_task is not None else (
+                self.runner.include_paths.get((node.id, str(file)), "")
+            )
+            loaded.append((scope, children, path))
+        for _, _, path in loaded if node.role_task is None else ():  # a role's block counts itself
+            self.included(node, "include_tasks", file=path)
+        for scope, children, _ in loaded:
             self.loop_scope.append(scope)
             try:
                 self.run_nodes(children)
@@ -317,6 +341,19 @@ class _HostPlay(TaskExecution):
                 self.loop_scope.pop()
             if self.failed:
                 return
+
+    def role_at_runtime(self, node: Include, variables: Mapping[str, Any]) -> Node:
+        """include_role's templated name and *_from, rendered for this host, and the role."""
+        from provision.engine.playbook_roles import FROM_KEYS
+
+        action, task = node.role_task
+        raw = task[action]
+        rendered = {
+            k: str(self.templar.render(raw[k], variables))
+            for k in ("name", *FROM_KEYS)
+            if raw.get(k) is not None
+        }
+        return self.runner.role_include_cache(node, rendered, self.play)
 
     def task_error(self, node: Node, name: str, action: str, exc: Exception) -> None:
         msg = self.describe_error(node, name, exc)

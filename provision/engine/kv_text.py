@@ -10,6 +10,9 @@ from provision.modules.base import (
 )
 
 _KV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+# a key that is a template (`set_fact: "{{ item }}=moo"`), rendered when the task runs: Ansible
+# splits at the first `=`, so the key's expression holds none
+_TEMPLATE_KEY = re.compile(r"^([^=]*\{\{[^=]*\}\}[^=]*)=(.*)$", re.DOTALL)
 
 
 def split_words(text: str) -> list[tuple[int, int]]:
@@ -93,7 +96,7 @@ def parse_kv(text: str, module: Module) -> dict[str, Any]:
         return args
     for start, end in spans:
         word = text[start:end]
-        match = _KV.match(word)
+        match = _KV.match(word) or _TEMPLATE_KEY.match(word)
         if not match:
             raise ValueError(
                 f"expected key=value, got {word!r} (this module takes no free-form text)"

@@ -167,13 +167,26 @@ def _sequence(term: Any) -> list[str]:
 
 
 def _search_dirs(ctx: Any, subdir: str) -> list[Path]:
+    """Ansible's path_dwim_relative_stack: for each entry of the task's `ansible_search_path`
+    (its role, the directory of its tasks file) `ENTRY/SUBDIR`, `ENTRY` (and for a role's
+    tasks/ directory the role's `SUBDIR` first), then the playbook's directory, then the cwd."""
     dirs: list[Path] = []
-    for key in ("role_path", "playbook_dir"):
-        base = _ctx_get(ctx, key)
-        if isinstance(base, str) and base:
-            dirs += [Path(base) / subdir, Path(base)]
+    stack = _ctx_get(ctx, "ansible_search_path")
+    if not isinstance(stack, list) or not stack:
+        role = _ctx_get(ctx, "role_path")
+        stack = [role] if isinstance(role, str) and role else []
+    for entry in stack:
+        if not isinstance(entry, str) or not entry:
+            continue
+        base = Path(entry)
+        if base.name == "tasks" and (base.parent / "tasks").is_dir() and base.parent != base:
+            dirs += [base.parent / subdir, base.parent]
+        dirs += [base / subdir, base]
+    play = _ctx_get(ctx, "playbook_dir")
+    if isinstance(play, str) and play:
+        dirs += [Path(play) / subdir, Path(play)]
     dirs.append(Path.cwd())
-    return dirs
+    return list(dict.fromkeys(dirs))
 
 
 def _ctx_get(ctx: Any, key: str) -> Any:
@@ -370,8 +383,8 @@ def _flatten_once(terms: tuple[Any, ...]) -> list[Any]:
 
 @jinja2.pass_context
 def lookup(ctx: Any, kind: str, *terms: Any, **kwargs: Any) -> Any:
-    """`lookup(...)`: one value alone, several joined with commas (Ansible), or the list with
-    `wantlist=True`."""
+    """`lookup(...)`: one value alone, several strings joined with commas, other values (and
+    none) as the list (ansible-core 2.19's rule), or the list with `wantlist=True`."""
     wantlist = kwargs.pop("wantlist", False)
     values = run_lookup(ctx, kind, terms, kwargs)
     if wantlist:
@@ -380,7 +393,11 @@ def lookup(ctx: Any, kind: str, *terms: Any, **kwargs: Any) -> Any:
         return ",".join(str(v) for v in values)
     if kind == "first_found":
         return values[0] if values else ""
-    return ",".join(str(v) for v in values) if len(values) != 1 else values[0]
+    if len(values) == 1:
+        return values[0]
+    if all(isinstance(v, str) for v in values):  # Ansible: strings joined, anything else as is
+        return ",".join(values)
+    return values
 
 
 @jinja2.pass_context

@@ -12,7 +12,7 @@ import jinja2
 from provision.engine.lookups import VarsContext, canonical_lookup, run_lookup
 from provision.engine.playbook import Include, Task
 from provision.engine.taint import as_data
-from provision.engine.templating import TemplateError
+from provision.engine.templating import TemplateError, is_template
 
 if TYPE_CHECKING:
     from provision.engine.templating import Templar
@@ -21,14 +21,34 @@ if TYPE_CHECKING:
 NATIVE_LOOPS = frozenset({"loop", "with_items", "with_list", "with_dict"})
 
 
+def outputs_as_data(written: Any, rendered: Any) -> Any:
+    """Loop items as values: what a template produced is data (never rendered again), the
+    playbook's own literal text stays the author's (trusted, as Ansible keeps it: an item's
+    `that: 1 == 1` is an expression `assert: "{{ item }}"` may evaluate)."""
+    if isinstance(written, str):
+        return as_data(rendered) if is_template(written) else rendered
+    if isinstance(written, Mapping) and isinstance(rendered, Mapping) and not any(
+        is_template(k) for k in written
+    ):
+        return {k: outputs_as_data(written.get(k), v) for k, v in rendered.items()}
+    if isinstance(written, (list, tuple)) and isinstance(rendered, list) and len(written) == len(
+        rendered
+    ):
+        return [outputs_as_data(w, r) for w, r in zip(written, rendered, strict=True)]
+    return as_data(rendered)
+
+
 class LoopItems:
     """Mixin of the task execution: `self.templar` renders."""
 
     templar: Templar
 
     def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
-        raw = as_data(self.templar.render(node.loop, variables))  # items are values, not templates
         kind = node.loop_kind
+        if kind == "with_first_found":  # its terms name controller files (engine/host_paths.py)
+            raw = as_data(self.templar.render_path(node.loop, variables, "with_first_found"))
+        else:  # items are values, not templates; the playbook's own literals stay the author's
+            raw = outputs_as_data(node.loop, self.templar.render(node.loop, variables))
         if kind is not None and kind not in NATIVE_LOOPS:
             return self.lookup_items(node, kind[len("with_") :], raw, variables)
         if kind == "with_dict":

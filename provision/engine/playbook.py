@@ -28,6 +28,7 @@ from provision.engine.playbook_model import (
     SPECIAL_ACTIONS,
     TASK_KEYWORDS,
     UNSUPPORTED,
+    VARIABLE_PARAMS,
     Block,
     Include,
     Inherit,
@@ -43,8 +44,8 @@ from provision.engine.playbook_model import (
     roles_in,
 )
 from provision.engine.playbook_plays import PlayLoading
-from provision.engine.playbook_roles import RoleLoading
-from provision.engine.templating import is_template
+from provision.engine.playbook_roles import RoleLoading, ships_plugins
+from provision.engine.templating import is_template, is_whole_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
 from provision.modules.ansible_fallback import (
@@ -75,6 +76,7 @@ __all__ = [
     "find_runtime_tasks_file",
     "iter_tasks",
     "load_playbook",
+    "load_role_at_runtime",
     "load_tasks_at_runtime",
     "parse_kv",
     "roles_in",
@@ -98,6 +100,16 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
         self.role_stack: list[Path] = []
         self.collections: list[str] = []  # the play's (and role's) `collections:` keyword
+        self.play_vars: dict[str, Any] = {}  # the play being loaded's `vars:` and folder
+        self.play_dir = playbook_dir
+        self.role_dirs: list[str] = []  # roles loaded so far that ship plugins (library/, ...)
+
+    def plugin_dirs(self, inherit: Inherit) -> tuple[str, ...]:
+        """Ansible's plugin folders for a task's module (a role's own library/ and module_utils/,
+        the play's other roles', the playbook's): those that ship any, the task's role first."""
+        own = [str(inherit.role.path)] if inherit.role is not None else []
+        every = [*own, *self.role_dirs, str(self.playbook_dir)]
+        return tuple(d for d in dict.fromkeys(every) if ships_plugins(Path(d)))
 
     def error(self, pos: Pos | None, message: str) -> None:
         self.problems.append(f"{pos}: {message}" if pos else message)
@@ -149,7 +161,7 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         known = [k for k in actions if k in SPECIAL_ACTIONS or get_module(str(k)) is not None]
         why_not: dict[str, str] = {}
         if not known:  # not provision's: Ansible's own module, run through the bridge
-            known, why_not = ansible_actions(actions, self.playbook_dir)
+            known, why_not = ansible_actions(actions, self.playbook_dir, self.plugin_dirs(inherit))
         if not known and len(actions) == 1 and isinstance(actions[0], str):
             why = why_not.get(actions[0], "")
             # Ansible resolves a task's module when the task runs: an action-plugin module
@@ -240,7 +252,11 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         handlers: bool,
         stand_in: type[Module] | None = None,
     ) -> Task | None:
-        cls = stand_in or get_module(action) or ansible_module(action, self.playbook_dir)[0]
+        cls = (
+            stand_in
+            or get_module(action)
+            or ansible_module(action, self.playbook_dir, self.plugin_dirs(inherit))[0]
+        )
         assert cls is not None
         module = cls()
         fields = self.node_fields(data, inherit, base_dir)
@@ -284,10 +300,11 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
             if value is not None:
                 if isinstance(value, str) and is_template(value):
                     self.check_templates(value, data.where(key, True))
-                elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    self.error(
-                        data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}"
-                    )
+                elif isinstance(value, bool) or not isinstance(
+                    value, int if key == "retries" else (int, float)  # delay: seconds, 0.01 too
+                ) or value < 0:
+                    what = "a whole number" if key == "retries" else "a number of seconds"
+                    self.error(data.where(key, True), f"{key} must be {what} >= 0, got {value!r}")
                 setattr(task, key, value)
         if handlers:
             listen = data.get("listen")
@@ -301,6 +318,8 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
             return {}
         if isinstance(raw, Mapping):
             return dict(raw)
+        if isinstance(raw, str) and not module.free_form and is_whole_template(raw):
+            return {VARIABLE_PARAMS: raw}  # `assert: "{{ item }}"`: a mapping, when it runs
         if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
             try:
                 return parse_kv(str(raw), module)
@@ -500,6 +519,26 @@ def load_tasks_at_runtime(path: Path, inherit: Inherit, playbook_dir: Path) -> l
     if loader.problems:
         raise PlaybookError(loader.problems)
     return nodes
+
+
+def load_role_at_runtime(
+    node: Include, rendered: Mapping[str, str], playbook_dir: Path
+) -> Block:
+    """include_role with a templated name or *_from (playbook_roles.role_include_at_runtime):
+    the role loaded with those names as this host rendered them."""
+    action, task = node.role_task
+    raw = YMap({**task[action], **rendered})
+    raw.pos, raw.key_pos, raw.value_pos = task.where(action, True), {}, {}
+    data = YMap({**task, action: raw})
+    data.pos, data.key_pos, data.value_pos = task.pos, task.key_pos, task.value_pos
+    loader = _Loader(playbook_dir)
+    block = loader.role_include(data, action, node.inherit, node.base_dir)
+    if not isinstance(block, Block) and not loader.problems:
+        loader.error(node.pos, f"include_role: {dict(rendered)} still names a template")
+    if loader.problems:
+        raise PlaybookError(loader.problems)
+    assert isinstance(block, Block)
+    return block
 
 
 def find_runtime_tasks_file(file: str, node: Include, playbook_dir: Path) -> Path:

@@ -140,9 +140,15 @@ META_ACTIONS = {
     "end_play",
     "end_batch",
     "end_host",
+    "end_role",
     "clear_host_errors",
+    "clear_facts",
+    "reset_connection",
+    "refresh_inventory",
 }
 DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
+# a module's arguments written as one template (`assert: "{{ item }}"`), a mapping once rendered
+VARIABLE_PARAMS = "_variable_params"
 UNSUPPORTED = {
     "local_action": "local_action is not supported: use a play with `hosts: localhost`",
     "async": "async/poll are not supported: long steps stream their output; use a timeout instead",
@@ -265,6 +271,7 @@ class Block(Node):
     rescue: list[Node] = field(default_factory=list)
     always: list[Node] = field(default_factory=list)
     when_once: bool = False  # include_role: `when` decides once for the whole role
+    whole_role: bool = False  # a role's own block (meta end_role ends it)
 
 
 @dataclass
@@ -277,6 +284,8 @@ class Include(Node):
     loop_control: dict[str, Any] = field(default_factory=dict)
     static_children: list[Node] | None = None
     inherit: Inherit = field(default_factory=Inherit)
+    # include_role with a templated name or *_from: its task, loaded when it runs (per host)
+    role_task: Any = None
 
     @property
     def display_name(self) -> str:
@@ -391,6 +400,23 @@ def canonical_actions(data: YMap) -> YMap:
         out.key_pos[new] = data.where(key)
         out.value_pos[new] = data.where(key, True)
     return out
+
+
+def handler_tasks(nodes: list[Node]) -> tuple[list[Task], list[Node]]:
+    """A handlers section's tasks, `import_tasks` inside it flattened (its tasks are handlers,
+    as in Ansible); and the nodes that are neither (rescue/always blocks, dynamic includes)."""
+    tasks: list[Task] = []
+    other: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Task):
+            tasks.append(node)
+        elif isinstance(node, Block) and not node.rescue and not node.always:
+            inner, rest = handler_tasks(node.block)  # import_tasks: its tasks, keywords applied
+            tasks += inner
+            other += rest
+        else:
+            other.append(node)
+    return tasks, other
 
 
 def iter_tasks(play: Play) -> list[Task]:

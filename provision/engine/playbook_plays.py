@@ -13,8 +13,8 @@ from provision.engine.playbook_model import (
     UNSUPPORTED,
     Inherit,
     Play,
-    Task,
     canonical_actions,
+    handler_tasks,
     iter_tasks,
     roles_in,
 )
@@ -132,6 +132,9 @@ class PlayLoading:
             base_dir,
             "pre_tasks",
         )
+        # what a templated role name in `roles:` sees: its vars and its playbook's folder (an
+        # imported playbook's own, as Ansible's playbook_dir)
+        self.play_vars, self.play_dir = play_vars, base_dir
         play.roles = self.roles_section(
             data.get("roles"), data.where("roles", True), play_inherit, base_dir
         )
@@ -154,10 +157,9 @@ class PlayLoading:
             "handlers",
             handlers=True,
         )
-        for node in handlers:
-            if not isinstance(node, Task):
-                self.error(node.pos, "handlers must be plain tasks (no blocks or includes)")
-        play.handlers = [n for n in handlers if isinstance(n, Task)]
+        play.handlers, other = handler_tasks(handlers)
+        for node in other:
+            self.error(node.pos, "handlers must be tasks or import_tasks (no blocks or includes)")
         seen = {h.id for h in play.handlers}
         for role in roles_in(play.pre_tasks + play.roles + play.tasks + play.post_tasks):
             for handler in role.handlers:

@@ -15,12 +15,42 @@ from provision.engine.playbook_model import (
     Inherit,
     Node,
     Role,
-    Task,
+    handler_tasks,
 )
 from provision.engine.role_argspec import entry_spec, validation_task_name
 from provision.engine.templating import is_template, to_bool
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
+
+ROLE_FILE_EXTS = (".yml", ".yaml", ".json")
+FROM_KEYS = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
+
+
+def role_file(folder: Path, name: str) -> Path | None:
+    """A role's tasks/vars/defaults/handlers file by Ansible's rule: `name` as given when it has
+    an extension (`tasks_from: variables.yml`), else (or if that is missing) with .yml, .yaml,
+    .json appended."""
+    candidates = [folder / name] if Path(name).suffix in ROLE_FILE_EXTS else []
+    candidates += [folder / f"{name}{ext}" for ext in ROLE_FILE_EXTS]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+PLUGIN_FOLDERS = ("library", "module_utils")
+
+
+def ships_plugins(folder: Path) -> bool:
+    """A role (or playbook folder) with modules of its own, which Ansible's loader would find."""
+    return any((folder / sub).is_dir() for sub in PLUGIN_FOLDERS)
+
+
+def role_load_vars(playbook_dir: Path, play_vars: Mapping[str, Any], inherit: Inherit) -> dict[str, Any]:
+    """What a `roles:` entry's templated name sees when the play loads (Ansible templates it
+    then): the play's vars (a dependency's: its parent's too) and playbook_dir."""
+    scope: dict[str, Any] = dict(play_vars)
+    for layer in inherit.vars:
+        scope.update(layer)
+    scope["playbook_dir"] = scope["ansible_playbook_dir"] = str(playbook_dir)
+    return scope
 
 
 class RoleLoading:
@@ -80,31 +110,35 @@ class RoleLoading:
         where: Pos,
         tasks_from: str = "main",
         when_once: bool = False,
+        froms: Mapping[str, str] | None = None,
     ) -> Block | None:
         path = self.find_role(name, base_dir, where)
         if path is None:
             return None
+        if ships_plugins(path) and str(path) not in self.role_dirs:
+            self.role_dirs.append(str(path))  # its modules: Ansible's from here on (the bridge)
+        froms = dict(froms or {})
 
         def read_vars(kind: str) -> dict[str, Any]:
-            for ext in ("yml", "yaml"):
-                file = path / kind / f"main.{ext}"
-                if file.is_file():
-                    try:
-                        loaded = load_yaml(file)
-                    except ConfigError as exc:
-                        self.problems.append(str(exc))
-                        return {}
-                    if loaded is None:
-                        return {}
-                    if not isinstance(loaded, Mapping):
-                        self.error(
-                            Pos(display_path(file), 1, 1),
-                            f"role {kind} must be a mapping of name: value",
-                        )
-                        return {}
-                    self.check_templates(loaded, Pos(display_path(file), 1, 1))
-                    return dict(loaded)
-            return {}
+            wanted = froms.get(f"{kind}_from") or "main"
+            file = role_file(path / kind, wanted)
+            if file is None:
+                if wanted != "main":
+                    self.error(where, f"role {name}: {kind} file {wanted} not found in "
+                                      f"{display_path(path / kind)}")  # fmt: skip
+                return {}
+            try:
+                loaded = load_yaml(file)
+            except ConfigError as exc:
+                self.problems.append(str(exc))
+                return {}
+            if loaded is None:
+                return {}
+            if not isinstance(loaded, Mapping):
+                self.error(Pos(display_path(file), 1, 1), f"role {kind} must be a mapping of name: value")
+                return {}
+            self.check_templates(loaded, Pos(display_path(file), 1, 1))
+            return dict(loaded)
 
         role = Role(
             name=name,
@@ -125,38 +159,30 @@ class RoleLoading:
         self.collections = self.role_collections(path) + outer  # the role's meta collections
         try:
             depends = self.role_dependencies(path, replace(inherit, vars=()), where)
-            for ext in ("yml", "yaml"):
-                file = path / "tasks" / f"{tasks_from}.{ext}"
-                if file.is_file():
-                    tasks = self.load_tasks_file(file, role_inherit, where)
-                    break
-            else:
-                if tasks_from != "main":
-                    self.error(
-                        where,
-                        f"role {name}: tasks file {tasks_from}.yml not found in "
-                        f"{display_path(path / 'tasks')}",
-                    )
+            file = role_file(path / "tasks", tasks_from)
+            if file is not None:
+                tasks = self.load_tasks_file(file, role_inherit, where)
+            elif tasks_from != "main":
+                self.error(
+                    where,
+                    f"role {name}: tasks file {tasks_from} not found in "
+                    f"{display_path(path / 'tasks')}",
+                )
         finally:
             self.collections = outer
-        for ext in ("yml", "yaml"):
-            file = path / "handlers" / f"main.{ext}"
-            if file.is_file():
-                data_h = self._load(file)
-                handler_inherit = replace(role_inherit, when=(), tags=frozenset())
-                role.handlers = [
-                    n
-                    for n in self.task_list(
-                        data_h,
-                        Pos(display_path(file), 1, 1),
-                        handler_inherit,
-                        file.parent,
-                        "handlers",
-                        handlers=True,
-                    )
-                    if isinstance(n, Task)
-                ]
-                break
+        handlers_from = froms.get("handlers_from") or "main"
+        file = role_file(path / "handlers", handlers_from)
+        if file is None and handlers_from != "main":
+            self.error(where, f"role {name}: handlers file {handlers_from} not found in "
+                              f"{display_path(path / 'handlers')}")  # fmt: skip
+        if file is not None:
+            data_h = self._load(file)
+            handler_inherit = replace(role_inherit, when=(), tags=frozenset())
+            nodes = self.task_list(
+                data_h, Pos(display_path(file), 1, 1), handler_inherit, file.parent, "handlers",
+                handlers=True,
+            )  # fmt: skip
+            role.handlers = handler_tasks(nodes)[0]
         for dep in depends:  # meta/main.yml dependencies run first, their handlers join
             if isinstance(dep, Block) and dep.role is not None:
                 role.handlers.extend(dep.role.handlers)
@@ -166,7 +192,7 @@ class RoleLoading:
         fields["name"] = fields["name"] or f"role {name}"
         if not when_once:
             fields["when"] = ()
-        return Block(block=tasks, when_once=when_once, **{**fields, "role": role})
+        return Block(block=tasks, when_once=when_once, whole_role=True, **{**fields, "role": role})
 
     def role_public(self, data: YMap, include: bool) -> bool:
         """Ansible's rule: imports are public, includes private, unless `public:` says, or
@@ -283,10 +309,14 @@ class RoleLoading:
         }
         for key in unknown:
             self.error(where, f"{action}: unknown argument '{key}'")
-        if is_template(raw["name"]):
-            self.error(where, f"{action}: the role name can't use variables")
+        templated = [k for k in ("name", *FROM_KEYS) if is_template(raw.get(k))]
+        if templated and action == "import_role":
+            self.error(where, f"import_role is static: its {templated[0]} can't use variables "
+                              "(use include_role)")  # fmt: skip
             return None
         params = self.vars_of(data)
+        if templated:  # Ansible renders them when the task runs, per host: loaded then
+            return self.role_include_at_runtime(data, action, inherit, base_dir)
         dynamic = action == "include_role"  # loaded when it runs, in Ansible (playbook.task)
         self.dynamic += dynamic
         try:
@@ -299,9 +329,35 @@ class RoleLoading:
                 where,
                 tasks_from=str(raw.get("tasks_from") or "main"),
                 when_once=dynamic,
+                froms={k: str(raw[k]) for k in FROM_KEYS if raw.get(k)},
             )
         finally:
             self.dynamic -= dynamic
+
+    def role_include_at_runtime(
+        self, data: YMap, action: str, inherit: Inherit, base_dir: Path
+    ) -> Node:
+        """An include_role whose name or *_from is a template: an Include node that loads the
+        role when it runs (host_play.run_role_include), with the names rendered for that host."""
+        from provision.engine.playbook_model import Include
+
+        fields = self.node_fields(data, inherit, base_dir)
+        raw = data[action]
+        fields["name"] = fields["name"] or f"include_role {raw['name']}"
+        node = Include(file="", inherit=inherit, role_task=(action, data), **fields)
+        self.loop_fields(node, data)  # type: ignore[attr-defined]
+        return node
+
+    def role_name_at_load(self, name: str, inherit: Inherit, where: Pos) -> str | None:
+        from provision.engine.templating import Templar, TemplateError
+
+        scope = role_load_vars(self.play_dir, self.play_vars, inherit)
+        try:
+            return str(Templar().render(name, scope))
+        except TemplateError as exc:
+            self.error(where, f"role name {name!r}: {exc} (a role name in `roles:` is rendered "
+                              "when the play loads: play vars and playbook_dir only)")  # fmt: skip
+            return None
 
     def roles_section(
         self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False
@@ -323,6 +379,10 @@ class RoleLoading:
                 self.error(where, "a role entry is a name or a mapping with `role: NAME`")
                 continue
             name = entry_map.get("role", entry_map.get("name"))
+            if is_template(name):
+                name = self.role_name_at_load(str(name), inherit, where)
+                if name is None:
+                    continue
             keywords = {
                 "role",
                 "name",

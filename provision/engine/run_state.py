@@ -44,6 +44,10 @@ class Stop(Exception):
     """Internal: this host stops running tasks (failure, end_host, abort)."""
 
 
+class EndRole(Exception):
+    """Internal: meta end_role: the rest of the innermost role is skipped for this host."""
+
+
 def tags_selected(tags: frozenset[str], only: frozenset[str], skip: frozenset[str]) -> bool:
     """Ansible's tag rules, including `always`, `never`, `tagged`, `untagged` and `all`."""
     task_tags = set(tags) or {"untagged"}
@@ -110,6 +114,10 @@ class HostRuntime:
                 conn = connect(host, self.options)
                 if isinstance(conn, LocalConnection) and conn.cwd is None:  # a local inventory host
                     conn.cwd = self.playbook_dir
+                elif self.options.executor and not isinstance(conn, LocalConnection):
+                    from provision.remote.executor import ExecutorConnection
+
+                    conn = ExecutorConnection(conn)
             self._connections[key] = conn
         return conn
 
@@ -119,6 +127,15 @@ class HostRuntime:
             self._agent = Agent(connection)
         self._agent.become = become
         return self._agent
+
+    def reset_connection(self) -> None:
+        """meta: reset_connection: the host's sessions (and its agent) are closed; the next task
+        opens new ones (a user's new groups apply). A connection the caller lent is kept."""
+        lent = self._connections.get("default") if self._borrowed else None
+        self.close()
+        self._agent = None
+        if lent is not None:
+            self._connections["default"] = lent
 
     def close(self) -> None:
         for key, conn in list(self._connections.items()):

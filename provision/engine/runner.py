@@ -31,6 +31,7 @@ from provision.engine.playbook import (
     PlaybookError,
     find_runtime_tasks_file,
     load_playbook,
+    load_role_at_runtime,
     load_tasks_at_runtime,
 )
 from provision.engine.playbook_model import public_roles
@@ -67,7 +68,9 @@ class NullDisplay:
     def play_start(self, play: Play, hosts: list[Host]) -> None: ...
     def task_start(self, host: str, task: str) -> None: ...
     def task_result(self, result: TaskResult, full: dict[str, Any]) -> None: ...
-    def item_result(self, host: str, task: str, label: str, result: dict[str, Any]) -> None: ...
+    def item_result(
+        self, host: str, task: str, label: str, result: dict[str, Any], action: str = ""
+    ) -> None: ...
     def host_done(self, host: str) -> None: ...
     def message(self, text: str) -> None: ...
     def start(self) -> None: ...
@@ -99,6 +102,7 @@ class PlaybookRunner:
         self.runtimes: dict[str, HostRuntime] = {}
         self.masker = Masker(collect_secrets([options.extra_vars]))
         self._include_cache: dict[tuple[int, str], list[Node]] = {}
+        self.include_paths: dict[tuple[int, str], str] = {}  # the file each include loaded
 
     # -- shared bookkeeping --------------------------------------------------------------------
     def record(self, result: TaskResult, full: dict[str, Any]) -> None:
@@ -119,6 +123,30 @@ class PlaybookRunner:
             self.vm.groups = refresh_groups(self.inventory)
         return changed
 
+    def refresh_inventory(self) -> None:
+        """meta: refresh_inventory: the inventory files are read again; hosts, groups and group
+        vars they now have join the run's inventory for the following plays (hosts the run
+        already knows keep their connection settings)."""
+        if not self.inventory.sources:
+            return  # hosts given on the command line: nothing to read again
+        from provision.inventory.loader import load_inventory
+
+        fresh = load_inventory(list(self.inventory.sources), str(self.playbook_dir))
+        with self.lock:
+            inv = self.inventory
+            for name, host in fresh.hosts.items():
+                inv.hosts.setdefault(name, host)
+                inv.host_vars.setdefault(name, fresh.host_vars.get(name, {}))
+            for group, members in fresh.groups.items():
+                known = inv.groups.setdefault(group, [])
+                known += [m for m in members if m not in known]
+            for group, kids in fresh.children.items():
+                known = inv.children.setdefault(group, [])
+                known += [k for k in kids if k not in known]
+            for group, values in fresh.group_vars.items():
+                inv.group_vars[group] = {**inv.group_vars.get(group, {}), **values}
+            self.vm.groups = refresh_groups(inv)
+
     def note_run_once(self, host: str) -> None:
         with self.lock:
             self.result.recap.setdefault(host, HostStats())
@@ -133,7 +161,24 @@ class PlaybookRunner:
         nodes = load_tasks_at_runtime(path, node.inherit, self.playbook_dir)
         with self.lock:
             self._include_cache[key] = nodes
+            self.include_paths[key] = str(path)
         return nodes
+
+    def role_include_cache(self, node: Include, rendered: Mapping[str, str], play: Any) -> Node:
+        """include_role with templated names: loaded once per rendered names; the role's
+        handlers join the play's, as Ansible adds a dynamically included role's."""
+        key = (node.id, repr(sorted(rendered.items())))
+        with self.lock:
+            cached = self._include_cache.get(key)
+        if cached is not None:
+            return cached[0]
+        block = load_role_at_runtime(node, rendered, self.playbook_dir)
+        with self.lock:
+            self._include_cache[key] = [block]
+            if block.role is not None:
+                known = {id(h) for h in play.handlers}
+                play.handlers.extend(h for h in block.role.handlers if id(h) not in known)
+        return block
 
     def runtime(self, host: Host) -> HostRuntime:
         rt = self.runtimes.get(host.name)
@@ -171,7 +216,7 @@ class PlaybookRunner:
         for file, pos in play.vars_files:
             name = file
             if "{{" in file:
-                name = str(self.templar.render(file, self.vm.task_vars(rt.vars)))
+                name = str(self.templar.render_path(file, self.vm.task_vars(rt.vars), "vars_files"))
             path = Path(name).expanduser()
             path = path if path.is_absolute() else play.base_dir / path
             data = load_yaml(path)

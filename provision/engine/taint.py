@@ -12,6 +12,10 @@ is a new plain value, which is never stored without being marked again, and neve
 
 Marking is one walk of a result when it arrives; a marked container is taken whole (no walk)
 when it is looked up, stored again or marked again.
+
+What a host itself said (gathered facts, a connected module's result) is marked more narrowly,
+as `HostStr`/`HostDict`/`HostList` (`as_host_data`): data that is also the host's word, which
+the controller-path rule (engine/host_paths.py) keeps from choosing a controller file.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["DataDict", "DataList", "DataStr", "as_data", "is_data"]
+__all__ = ["DataDict", "DataList", "DataStr", "HostDict", "HostList", "HostStr", "as_data",
+           "as_host_data", "is_data", "is_host_data"]
 
 
 class DataStr(str):
@@ -41,11 +46,46 @@ class DataList(list):
     __slots__ = ()
 
 
-_DATA_TYPES = (DataStr, DataDict, DataList)
+class HostStr(DataStr):
+    """Data a host said (a fact, a module's output): never a template, never a path."""
+
+    __slots__ = ()
+
+
+class HostDict(DataDict):
+    __slots__ = ()
+
+
+class HostList(DataList):
+    __slots__ = ()
+
+
+_HOST_TYPES = (HostStr, HostDict, HostList)
+_DATA_TYPES = (DataStr, DataDict, DataList, *_HOST_TYPES)
 
 
 def is_data(value: Any) -> bool:
     return type(value) in _DATA_TYPES
+
+
+def is_host_data(value: Any) -> bool:
+    return type(value) in _HOST_TYPES
+
+
+def as_host_data(value: Any) -> Any:
+    """`value` marked as what a host said: every string in it (keys too, at any depth)."""
+    kind = type(value)
+    if kind in _HOST_TYPES:
+        return value
+    if isinstance(value, str):
+        return HostStr(value)
+    if isinstance(value, dict):
+        return HostDict((as_host_data(k), as_host_data(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return HostList(as_host_data(v) for v in value)
+    if kind is tuple:
+        return tuple(as_host_data(v) for v in value)
+    return value
 
 
 def as_data(value: Any) -> Any:
@@ -71,3 +111,6 @@ def as_data(value: Any) -> Any:
 yaml.SafeDumper.add_representer(DataStr, yaml.SafeDumper.represent_str)
 yaml.SafeDumper.add_representer(DataDict, yaml.SafeDumper.represent_dict)
 yaml.SafeDumper.add_representer(DataList, yaml.SafeDumper.represent_list)
+yaml.SafeDumper.add_representer(HostStr, yaml.SafeDumper.represent_str)
+yaml.SafeDumper.add_representer(HostDict, yaml.SafeDumper.represent_dict)
+yaml.SafeDumper.add_representer(HostList, yaml.SafeDumper.represent_list)

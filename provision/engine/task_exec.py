@@ -12,12 +12,13 @@ from typing import Any
 from provision.engine.loop_items import LoopItems
 from provision.engine.playbook import (
     DELEGATE_LOCAL,
+    VARIABLE_PARAMS,
     Node,
     Task,
 )
 from provision.engine.results import TaskResult, clean_result
 from provision.engine.run_state import DEFAULT_RETRY_DELAY, UNREACHABLE_ERRORS, Stop, tags_selected
-from provision.engine.taint import as_data
+from provision.engine.taint import as_data, as_host_data
 from provision.engine.templating import (
     OMIT,
     TemplateError,
@@ -131,7 +132,8 @@ class TaskExecution(LoopItems):
                 self.rt.vars.set_facts.update(facts)
             else:  # a module's facts are host facts, in `ansible_facts` too (Ansible's rule)
                 self.rt.vars.add_facts(facts)
-            self.runner.masker.add(collect_secrets([facts]))
+            if not (task.module is not None and task.module.facts_hold_no_secrets):
+                self.runner.masker.add(collect_secrets([facts]))
         if notify and task.notify:
             variables = self.vars_for(task)
             for name in task.notify:
@@ -306,7 +308,7 @@ class TaskExecution(LoopItems):
                 one["_ansible_item_label"] = label
             results.append(one)
             self.runner.display.item_result(
-                self.rt.host.name, task.display_name, _short(label), one
+                self.rt.host.name, task.display_name, _short(label), one, action=task.action
             )
             if pause and index + 1 < len(items):
                 self.runner.stop.wait(pause)
@@ -329,13 +331,29 @@ class TaskExecution(LoopItems):
             )
         return full, facts
 
+    def given_args(self, task: Task, lazy: Any) -> Mapping[str, Any]:
+        """The task's arguments; written as one template (`assert: "{{ item }}"`), the mapping
+        it renders to, under any `args:` given too. Its values are rendered next as any
+        argument (host data and template output are marked data: never rendered)."""
+        if VARIABLE_PARAMS not in task.args:
+            return task.args
+        text = task.args[VARIABLE_PARAMS]
+        given = self.templar.render(text, lazy)
+        if not isinstance(given, Mapping):
+            raise ArgError(
+                f"{task.action}: the arguments {text!r} must give a mapping of name: value, "
+                f"got {type(given).__name__}"
+            )
+        rest = {k: v for k, v in task.args.items() if k != VARIABLE_PARAMS}
+        return {**given, **rest}
+
     def execute_one(self, task: Task, variables: ChainMap) -> tuple[dict[str, Any], dict[str, Any]]:
         """One module run (with retries/until, changed_when/failed_when): (registered value, facts)."""
         module = task.module
         assert module is not None
         lazy = self.templar.vars(variables)
         args: dict[str, Any] = {}
-        for key, value in task.args.items():
+        for key, value in self.given_args(task, lazy).items():
             if is_template(key):  # Ansible renders names too: set_fact: {"{{ item.key }}": …}
                 key = str(self.templar.render(key, lazy))
             if key in module.raw_args:
@@ -348,6 +366,8 @@ class TaskExecution(LoopItems):
                     if isinstance(value, str)
                     else self.templar.render(value, lazy)
                 )
+            elif key in module.path_args or (key == "_raw" and module.free_form in module.path_args):
+                args[key] = self.templar.render_path(value, lazy, f"{module.name} {key.lstrip('_')}")
             else:
                 args[key] = self.templar.render(value, lazy)
         args = {k: v for k, v in args.items() if not (isinstance(v, str) and v == OMIT)}
@@ -445,7 +465,8 @@ class TaskExecution(LoopItems):
                 mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
             finally:
                 conn.doing = None
-            full = as_data(mres.as_dict())  # what the module (the host) returned is data
+            # what the module (the host) returned is data; a connected module's, the host's word
+            full = (as_host_data if module.needs_connection else as_data)(mres.as_dict())
             if module.name in ("add_host", "group_by") and not mres.failed:
                 full["changed"] = self.runner.change_inventory(self.rt.host, full)
             if attempts > 1:
@@ -473,7 +494,9 @@ class TaskExecution(LoopItems):
                     full["msg"] = (
                         full["msg"] + " " if full["msg"] else ""
                     ) + f"(gave up after {attempts} attempts)"
-        return full, (dict(mres.facts) if module.facts_are_templates else as_data(mres.facts))
+        if module.facts_are_templates:
+            return full, dict(mres.facts)
+        return full, (as_host_data if module.needs_connection else as_data)(mres.facts)
 
     def _changed_failed_when(
         self, task: Task, full: dict[str, Any], post: Mapping[str, Any]

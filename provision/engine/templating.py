@@ -28,6 +28,7 @@ from jinja2 import nodes
 from jinja2.nativetypes import NativeCodeGenerator
 from jinja2.runtime import ChainableUndefined, StrictUndefined
 
+from provision.engine import host_paths
 from provision.engine.conditionals import (
     BrokenConditionalError,
     conditional_truth,
@@ -107,10 +108,21 @@ def is_template(value: Any) -> bool:
     return type(value) is str and any(m in value for m in _MARKERS)
 
 
+def is_whole_template(value: Any) -> bool:
+    """`"{{ expr }}"` and nothing else: a value that is one expression (Ansible's
+    `_variable_params`: a module's arguments given as one template of a mapping)."""
+    return (
+        is_template(value)
+        and value.count("{{") == 1
+        and value.strip().startswith("{{")
+        and value.strip().endswith("}}")
+    )
+
+
 def contains_template(value: Any) -> bool:
     if isinstance(value, str):
         return is_template(value)
-    if type(value) in (DataDict, DataList):  # marked whole: no walk
+    if isinstance(value, (DataDict, DataList)):  # marked whole: no walk
         return False
     if isinstance(value, dict):  # plain data only: never walk views like hostvars
         return any(contains_template(k) or contains_template(v) for k, v in value.items())
@@ -148,7 +160,24 @@ def _shell_finalize(ctx: Any, value: Any) -> Any:
     return f"{_shell_state.nonce}{len(registry) - 1}_"
 
 
+class _Lookups:
+    """Attribute and item access (`x.stdout`, `facts['os']`) seen by the controller-path rule."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        value = super().getattr(obj, attribute)  # type: ignore[misc]
+        if host_paths.active():
+            host_paths.noted(attribute, value)
+        return value
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        value = super().getitem(obj, argument)  # type: ignore[misc]
+        if host_paths.active():
+            host_paths.noted(argument, value)
+        return value
+
+
 def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> jinja2.Environment:
+    cls = type(cls.__name__, (_Lookups, cls), {})
     env = cls(
         undefined=StrictChainableUndefined,
         keep_trailing_newline=True,
@@ -160,8 +189,27 @@ def _make_env(cls: type[jinja2.Environment] = jinja2.Environment, **kw: Any) -> 
     env.filters.update(FILTERS)
     env.filters.update(EXTRA_FILTERS)  # engine/filters.py
     env.tests.update(TESTS)
-    env.globals.update({"lookup": lookup, "query": query, "q": query, "omit": OMIT})
+    env.globals.update(
+        {"lookup": lookup, "query": query, "q": query, "omit": OMIT, "now": _now, "undef": _undef}
+    )
     return env
+
+
+def _undef(hint: str | None = None) -> jinja2.Undefined:
+    """Ansible's `undef()` global: an undefined value (an error where it is used, `hint` says)."""
+    return StrictChainableUndefined(hint=hint)
+
+
+def _now(utc: bool = False, fmt: str | None = None) -> Any:
+    """Ansible's `now()` global: the controller's time (a datetime, or `fmt`'s strftime text)."""
+    import datetime
+
+    stamp = (
+        datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        if utc
+        else datetime.datetime.now()
+    )
+    return stamp.strftime(fmt) if fmt else stamp
 
 
 _ENV = _make_env()
@@ -170,10 +218,14 @@ _ENV = _make_env()
 @jinja2.pass_context
 def _keep_value(ctx: Any, value: Any) -> Any:
     """Identity; needing the context stops Jinja from folding constants into strings at compile
-    time, so `{{ 'yes' | bool }}` stays True."""
+    time, so `{{ 'yes' | bool }}` stays True. In a controller path, a host's value must be one
+    plain segment (engine/host_paths.py)."""
+    if host_paths.active():
+        host_paths.noted("(a value)", value)
     return value
 
 
+_ENV.finalize = _keep_value
 _NATIVE_ENV = _make_env(_NativeEnvironment, finalize=_keep_value)
 _SHELL_ENV = _make_env(finalize=_shell_finalize)
 
@@ -306,11 +358,14 @@ class _JinjaVars(Mapping):
 
     def __getitem__(self, key: str) -> Any:
         try:
-            return self._lazy[key]
+            value = self._lazy[key]
         except UndefinedVariableError as exc:
             if exc.attribute or not exc.variable:
                 return StrictChainableUndefined(hint=str(exc), name=key)
             return StrictChainableUndefined(name=exc.variable)
+        if host_paths.active():
+            host_paths.noted(key, value)
+        return value
 
     def __contains__(self, key: object) -> bool:
         return key in self._lazy
@@ -376,13 +431,21 @@ class Templar:
                     return out[0]
                 return "".join(str(v) for v in out)
             return "".join(self._run(self._template(value, "str"), variables))
-        if type(value) in (DataDict, DataList):
+        if isinstance(value, (DataDict, DataList)):
             return value
         if isinstance(value, dict):
             return {self.render(k, variables): self.render(v, variables) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.render(v, variables) for v in value]
         return value
+
+    def render_path(self, value: Any, variables: Mapping[str, Any], what: str) -> Any:
+        """`render` for a controller path (`what` names it): each `{{ }}` value from host data
+        must be one plain path segment (engine/host_paths.py)."""
+        if not contains_template(value):
+            return value
+        with host_paths.controller_path(what):
+            return self.render(value, variables)
 
     def render_text(
         self, source: str, variables: Mapping[str, Any], name: str = "<template>"

@@ -20,13 +20,14 @@ Lowest to highest (documented in docs/playbooks.md, close to Ansible's order):
 
 from __future__ import annotations
 
+import os
 from collections import ChainMap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provision.engine.taint import as_data
+from provision.engine.taint import as_host_data
 from provision.engine.templating import LazyVars, Templar
 from provision.inventory.model import Host, Inventory
 from provision.modules.facts_ansible import namespaced
@@ -73,7 +74,7 @@ class HostVars:
         """Facts from `setup` or a module: each name as returned, and `ansible_facts` (the same
         without the `ansible_` prefix) rebuilt so both spellings stay in step."""
         self.facts.update(facts)
-        self.facts["ansible_facts"] = as_data(namespaced(self.facts))  # host data: never a template
+        self.facts["ansible_facts"] = as_host_data(namespaced(self.facts))  # the host's word: never a template
 
 
 class HostVarsView(Mapping):
@@ -174,6 +175,7 @@ class VariableManager:
                 layers.append(node.role.params)
                 layers.append(node.role.vars)
                 layers.insert(0, node.role.magic)
+            layers.insert(0, search_path(node))
         if state.role_vars:
             layers.append(state.role_vars)
         layers.append(state.play_vars)
@@ -185,6 +187,19 @@ class VariableManager:
             layers.append(state.role_defaults)
         layers.append(_connection_default(state.host))
         return ChainMap(*layers)
+
+
+def search_path(node: Node) -> dict[str, list[str]]:
+    """Ansible's `ansible_search_path` for a task: its role's directory, then the directory of
+    the file the task is written in (where lookups and `first_found` look for relative names)."""
+    cached = node.__dict__.get("_search_path")
+    if cached is None:
+        paths = [str(node.role.path)] if node.role is not None else []
+        task_dir = os.path.dirname(os.path.abspath(node.pos.file))
+        if os.path.isdir(task_dir) and task_dir not in paths:
+            paths.append(task_dir)
+        cached = node.__dict__["_search_path"] = {"ansible_search_path": paths}
+    return cached
 
 
 def _connection_default(host: Host) -> dict[str, str]:

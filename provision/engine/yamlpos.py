@@ -100,6 +100,18 @@ def _construct_list(loader: _Loader, node: yaml.SequenceNode) -> YList:
     return data
 
 
+def _construct_unsafe(loader: _Loader, node: yaml.Node) -> Any:
+    """Ansible's `!unsafe`: the value is data, never rendered as a template."""
+    from provision.engine.taint import as_data
+
+    if isinstance(node, yaml.ScalarNode):
+        return as_data(loader.construct_scalar(node))
+    if isinstance(node, yaml.SequenceNode):
+        return as_data(list(_construct_list(loader, node)))
+    return as_data(dict(_construct_map(loader, node)))
+
+
+_Loader.add_constructor("!unsafe", _construct_unsafe)
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _construct_list)
 _Loader.add_constructor("tag:yaml.org,2002:omap", _construct_map)

@@ -300,5 +300,5 @@ def build_generation(
     if not uv_path:  # uv writes no pip report: its packages are listed below
         with contextlib.suppress(OSError, ValueError):
             report = json.loads(env_conn.get(f"{meta_dir}/pip-report.json"))
-            result.packages = {p.name: p.version for p in packages_from_report(report)}
+            result.packages = {p.name: p.version for p in packages_from_report(report, f"{host}'s pip report")}
     return Built(gen_python, uv_path, uv_before)

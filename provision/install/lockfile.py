@@ -34,14 +34,19 @@ from urllib.parse import unquote, urlsplit
 import yaml
 
 from provision import __version__
-from provision.errors import ConfigError
+from provision.errors import ConfigError, ProvisionError
 from provision.install.mirrors import mask_url
+from provision.install.pins import filename_problem, pin_problem
 from provision.paths import write_atomic
 
 LOCK_VERSION = 1
 DEFAULT_LOCK_FILE = "provision.lock"
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_|manylinux(2014|2010|1)_")
 _LEGACY_GLIBC = {"2014": (2, 17), "2010": (2, 12), "1": (2, 5)}
+
+
+class PinError(ProvisionError, ValueError):
+    """A package entry that is not a plain name, pin, hash and file name (provision/install/pins.py)."""
 
 
 @dataclass
@@ -53,6 +58,10 @@ class LockedPackage:
     url: str = ""
 
     def requirement_line(self) -> str:
+        """`name==version --hash=…`: checked again here, the one place a requirements line is made."""
+        problem = pin_problem(self.name, self.version, self.sha256)
+        if problem:
+            raise PinError(f"refusing to write a requirement: {problem}")
         return f"{self.name}=={self.version} --hash=sha256:{self.sha256}"
 
 
@@ -103,27 +112,38 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def packages_from_report(report: dict[str, Any]) -> list[LockedPackage]:
+def packages_from_report(report: dict[str, Any], source: str = "pip's report") -> list[LockedPackage]:
     """pip's `--report` JSON (format version 1, pip >= 22.2) -> locked packages; entries without
-    a sha256 come back with sha256="" for the caller to hash."""
+    a sha256 come back with sha256="" for the caller to hash. The report may come from a host:
+    every entry must be a plain name, pin, hash and file name (PinError names the entry)."""
     out = []
-    for item in report.get("install", []):
+    items = report.get("install", []) if isinstance(report, dict) else None
+    if not isinstance(items, list):
+        raise PinError(f"{source}: `install` is not a list")
+    for i, item in enumerate(items):
+        item = item if isinstance(item, dict) else {}
         meta = item.get("metadata") or {}
         info = item.get("download_info") or {}
+        meta, info = (meta if isinstance(meta, dict) else {}), (info if isinstance(info, dict) else {})
         archive = info.get("archive_info") or {}
-        sha = (archive.get("hashes") or {}).get("sha256", "")
+        archive = archive if isinstance(archive, dict) else {}
+        hashes = archive.get("hashes") or {}
+        sha = hashes.get("sha256", "") if isinstance(hashes, dict) else ""
         if not sha and str(archive.get("hash", "")).startswith("sha256="):
             sha = archive["hash"].split("=", 1)[1]
-        url = info.get("url", "")
-        out.append(
-            LockedPackage(
-                name=str(meta.get("name", "")),
-                version=str(meta.get("version", "")),
-                sha256=sha,
-                filename=unquote(urlsplit(url).path.rpartition("/")[2]),
-                url=url,
-            )
+        url = str(info.get("url", ""))
+        package = LockedPackage(
+            name=meta.get("name", ""),
+            version=meta.get("version", ""),
+            sha256=sha,
+            filename=unquote(urlsplit(url).path.rpartition("/")[2]),
+            url=url,
         )
+        problem = (pin_problem(package.name, package.version, package.sha256 or None)
+                   or filename_problem(package.filename))
+        if problem:
+            raise PinError(f"{source}: install[{i}]: {problem}")
+        out.append(package)
     return sorted(out, key=lambda p: _norm(p.name))
 
 
@@ -244,6 +264,13 @@ def read_lock(path: str | Path) -> Lock:
             raise ConfigError(
                 f"{line_of('packages', i)}: sha256 of {item['name']} is not 64 hex digits"
             )
+        # names and versions are data, never requirement syntax (provision/install/pins.py)
+        for key, problem in (("name", pin_problem(str(item["name"]), "0")),
+                             ("version", pin_problem("x", str(item["version"]))),
+                             ("filename", filename_problem(item.get("filename") or ""))):
+            if problem:
+                which = "" if key == "name" else f"{item['name']!r}: "
+                raise ConfigError(f"{line_of('packages', i, key)}: {which}{problem.removeprefix('x: ')}")
         packages.append(
             LockedPackage(
                 str(item["name"]),

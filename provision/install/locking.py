@@ -115,7 +115,7 @@ def create_lock(
         if not run.ok:
             lines = relevant_lines(run.stdout + "\n" + run.stderr, cmd.secrets)
             raise HostError(host, "resolving failed: pip --dry-run: " + " | ".join(lines[-4:]))
-        packages = packages_from_report(json.loads(connection.get(f"{tmp}/report.json")))
+        packages = packages_from_report(json.loads(connection.get(f"{tmp}/report.json")), f"{host}'s pip report")
     finally:
         connection.run(f"rm -rf -- {q(tmp)}", timeout=120)
     packages = _hash_missing(connection, packages, host)

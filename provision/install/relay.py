@@ -32,6 +32,7 @@ from provision.connection.base import Connection
 from provision.errors import HostError, ProvisionError
 from provision.install.lockfile import LockedPackage, packages_from_report
 from provision.install.mirrors import IndexConfig, secrets_of
+from provision.install.pins import wheel_problem
 from provision.install.pip import KEEP_PIP_VARS, index_arguments, relevant_lines
 from provision.install.planning import PythonInfo
 from provision.paths import state_dir
@@ -124,7 +125,7 @@ def resolve_for(
         for f in requirement_files:
             args += ["-r", f]
         _pip(args + list(requirements), index, "resolving " + " ".join(requirements))
-        packages = packages_from_report(json.loads(report.read_text()))
+        packages = packages_from_report(json.loads(report.read_text()), "the controller's pip report")
     unhashed = [p for p in packages if not p.sha256]
     if unhashed:
         raise RelayError(f"the index gave no sha256 for {', '.join(p.name for p in unhashed)}")
@@ -147,6 +148,10 @@ def fetch(packages: list[LockedPackage], index: IndexConfig, py: PythonInfo) -> 
         fcntl.flock(lock, fcntl.LOCK_EX)
         by_hash = _cached_by_hash(cache)
         missing = [p for p in packages if p.sha256 not in by_hash]
+        # wheels only, by name==pin: a source archive would run its build on the controller
+        refused = [f"{p.name}: {wheel_problem(p.filename)}" for p in missing if p.filename and wheel_problem(p.filename)]
+        if refused:
+            raise RelayError("the relay downloads wheels only", refused)
         if missing:
             with tempfile.TemporaryDirectory(prefix="provision-relay-") as tmp:
                 reqs = Path(tmp) / "requirements.txt"
@@ -166,7 +171,7 @@ def fetch(packages: list[LockedPackage], index: IndexConfig, py: PythonInfo) -> 
                     "downloading wheels",
                 )
                 for f in Path(tmp).iterdir():
-                    if f.suffix in (".whl", ".zip") or f.name.endswith(".tar.gz"):
+                    if f.suffix == ".whl" and not f.name.startswith("."):
                         digest = _sha256(f)
                         os.replace(f, cache / f.name)
                         _remember(cache / f.name, digest)

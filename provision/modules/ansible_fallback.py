@@ -27,7 +27,7 @@ from provision.paths import bundle_dir
 
 _AUTO = ("", "auto", "auto_silent", "auto_legacy", "auto_legacy_silent")
 _DROP = ("invocation", "stdout_lines", "stderr_lines", "_ansible_no_log", "_ansible_parsed")
-_classes: dict[tuple[str, str], type[Module]] = {}
+_classes: dict[tuple[str, ...], type[Module]] = {}
 _lock = threading.Lock()
 
 
@@ -118,17 +118,20 @@ def to_result(stdout: str, stderr: str, rc: int) -> ModuleResult:
     return out
 
 
-def ansible_module(name: str, playbook_dir: Path) -> tuple[type[Module] | None, str]:
+def ansible_module(
+    name: str, playbook_dir: Path, dirs: tuple[str, ...] = ()
+) -> tuple[type[Module] | None, str]:
     """The module class for Ansible's module `name` (resolved as ansible-playbook would for a
-    playbook in `playbook_dir`), or (None, why not): no Ansible here (with the install command), no
-    such module, or one that cannot run this way."""
-    key = (name, str(playbook_dir))
+    playbook in `playbook_dir`, with the roles `dirs`: a role's own library/ and module_utils/),
+    or (None, why not): no Ansible here (with the install command), no such module, or one that
+    cannot run this way."""
+    key = (name, str(playbook_dir), *dirs)
     with _lock:
         cls = _classes.get(key)
     if cls is not None:
         return cls, ""
     try:
-        built = build(name, str(playbook_dir))
+        built = build(name, str(playbook_dir), dirs)
     except BridgeError as exc:
         return None, exc.message
     cls = type(
@@ -164,12 +167,14 @@ def unavailable_module(name: str, why: str) -> type[Module]:
     )
 
 
-def ansible_actions(keys: list[Any], playbook_dir: Path) -> tuple[list[Any], dict[str, str]]:
+def ansible_actions(
+    keys: list[Any], playbook_dir: Path, dirs: tuple[str, ...] = ()
+) -> tuple[list[Any], dict[str, str]]:
     """The loader's hook for a task none of whose keys is a provision module: the first key that
     is Ansible's module, else ([], why each is not)."""
     why_not: dict[str, str] = {}
     for key in keys:
-        cls, why = ansible_module(str(key), playbook_dir)
+        cls, why = ansible_module(str(key), playbook_dir, dirs)
         if cls is not None:
             return [key], {}
         why_not[str(key)] = why

@@ -152,6 +152,10 @@ class TaskContext:
         if env:
             merged.update(env)
         timeout = timeout if timeout is not None else self.timeout
+        if "PATH" in merged:  # the task's PATH is its commands', never provision's helpers'
+            from provision.shell import own_tools
+
+            command = own_tools(command)
         # under become the values are read by the become'd shell, from stdin as the connection
         # sends them otherwise (connection.base.env_on_stdin): never in sudo's argv
         prefix, values = stdin_env(merged)
@@ -203,10 +207,14 @@ class Module:
     # (package -> apt/dnf, as Ansible's package does); that module checks them
     forwards_args: ClassVar[bool] = False
     shell_args: ClassVar[tuple[str, ...]] = ()  # rendered with Templar.render_shell (values = data)
+    # controller paths: a host's value in them is one plain segment (engine/host_paths.py)
+    path_args: ClassVar[tuple[str, ...]] = ()
     raw_args: ClassVar[tuple[str, ...]] = ()  # left unrendered: the module evaluates them (assert)
     # include_vars: the facts are the project's own vars file, templates as in Ansible; every
     # other module's facts and results are data (engine/taint.py)
     facts_are_templates: ClassVar[bool] = False
+    # facts that name no secrets (package_facts: a package called libsecret-1-0 is not one)
+    facts_hold_no_secrets: ClassVar[bool] = False
     mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_one_of: ClassVar[tuple[tuple[str, ...], ...]] = ()
     required_if: ClassVar[tuple[tuple[str, Any, tuple[str, ...]], ...]] = ()

@@ -161,6 +161,7 @@ class IncludeVars(Module):
     needs_connection = False
     free_form = "file"
     args = {"file": Arg("path", required=True), "name": Arg("str")}
+    path_args = ("file",)
     facts_are_templates = True
 
     def run(self, ctx: TaskContext) -> ModuleResult:

@@ -390,6 +390,7 @@ def managed_text(config_env: str | None, cwd: str) -> str:
 @register
 class Template(Module):
     name = "template"
+    path_args = ("src",)
     args = {
         "src": Arg("path", required=True),
         "dest": Arg("path", required=True),

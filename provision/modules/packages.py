@@ -37,22 +37,25 @@ if ! command -v apt-get >/dev/null 2>&1; then echo "@@error apt-get not found: t
 if [ "$(id -u)" != 0 ]; then echo "@@error apt needs root: connect as root or set become: yes (passwordless sudo)"; exit 1; fi
 state={state}; check={check}
 want_update={want_update}; valid={valid}
-lists=/var/lib/apt/lists
-age=999999999
-if [ -d $lists ] && [ -n "$(ls $lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' | head -1)" ]; then
-  age=$(( $(date +%s) - $(stat -c %Y $lists) ))
-fi
+# the lists' age by Ansible's rule: the last successful update's stamp, else the lists folder
+stamp=/var/lib/apt/periodic/update-success-stamp; lists=/var/lib/apt/lists; mt=0
+if [ -e $stamp ]; then mt=$(stat -c %Y $stamp); elif [ -e $lists ]; then mt=$(stat -c %Y $lists); fi
+age=$(( $(date +%s) - mt ))
+pv_mtime() { if [ -e $stamp ]; then stat -c %Y $stamp; elif [ -e $lists ]; then stat -c %Y $lists; else echo 0; fi; }
+# Ansible's `cache_updated`: the lists' time moved (an update that fetched nothing is no change)
 pv_update() {
-  echo "@@updated 1"
-  [ $check = 1 ] && return 0
+  [ $check = 1 ] && { echo "@@updated 1"; return 0; }
   o=$(mktemp) || exit 1
   apt-get update -q -o {lock_timeout} >"$o" 2>&1 || { echo "@@error apt-get update failed: $(tail -3 "$o" | tr '\n' ' ')"; rm -f "$o"; exit 1; }
   rm -f "$o"
+  [ "$(pv_mtime)" != "$mt" ] && echo "@@updated 1"
+  return 0
 }
 if [ $want_update = 1 ] && { [ $valid = 0 ] || [ $age -gt $valid ]; }; then pv_update; updated=1; else updated=0; fi
-todo=""
+todo=""; marks=""
 for spec in {names}; do
   name=${spec%%=*}; ver=""; [ "$name" != "$spec" ] && ver=${spec#*=}
+  marks="$marks $name"
   cur=$(dpkg-query -W -f='${Status}|${Version}' "$name" 2>/dev/null)
   case "$cur" in *"install ok installed"*) have=${cur#*|} ;; *) have="" ;; esac
   case $state in
@@ -72,10 +75,16 @@ if [ -n "$todo" ] && [ $state != absent ] && [ $updated = 0 ]; then
     if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then pv_update; updated=1; break; fi
   done
 fi
-[ -z "$todo" ] && exit 0
+# as Ansible: every package asked for (installed now or before) is marked manually installed
+pv_mark() {
+  [ $check = 1 ] || [ $state = absent ] || [ -z "$marks" ] && return 0
+  command -v apt-mark >/dev/null 2>&1 || return 0
+  apt-mark manual $marks >/dev/null 2>&1 || { echo "@@error apt-mark manual$marks failed"; exit 1; }
+}
+[ -z "$todo" ] && { pv_mark; exit 0; }
 echo "@@changed$todo"
 [ $check = 1 ] && exit 0
-if [ $state = absent ]; then apt-get {apt_opts} {remove} $todo; else apt-get {apt_opts} install $todo; fi
+if [ $state = absent ]; then apt-get {apt_opts} {remove} $todo; else apt-get {apt_opts} install $todo || exit $?; pv_mark; fi
 """
 
 
@@ -98,7 +107,7 @@ class Apt(Module):
 
     def check_args(self, args: dict[str, Any]) -> list[str]:
         # `name: []` (a role's empty package list) is nothing to do (ok), as in Ansible
-        if args.get("name") is None and not args.get("update_cache"):
+        if args.get("name") is None and not args.get("update_cache") and not args.get("cache_valid_time"):
             return ["apt needs name (packages) or update_cache: yes"]
         bad = [n for n in args.get("name") or [] if not _APT_NAME.match(str(n))]
         return [f"{n!r} is not a Debian package name (name or name=version)" for n in bad]
@@ -117,7 +126,8 @@ class Apt(Module):
             _APT_SCRIPT,
             state=state,
             check=str(check),
-            want_update="1" if args["update_cache"] else "0",
+            # Ansible: an explicit cache_valid_time implies update_cache
+            want_update="1" if args["update_cache"] or args["cache_valid_time"] else "0",
             valid=str(int(args["cache_valid_time"])),
             lock_timeout=f"DPkg::Lock::Timeout={int(args['lock_timeout'])}",
             names=names,

@@ -17,7 +17,7 @@ from provision.shell import Raw, sh
 
 _NO_SYSTEMD = (
     "systemd is not running on this host (PID 1 is '{pid1}'): this looks like a container, as most "
-    "rented GPU servers are, so there are no units to {what}. Start the program directly (a `shell` "
+    "rented GPU servers are, so there are no running units to {what}. Start the program directly (a `shell` "
     "task with `nohup … &` or `setsid`), or use the `service` module, which falls back to the "
     "image's /etc/init.d scripts."
 )
@@ -56,6 +56,66 @@ case "$state" in
             else echo "@@changed reloaded"; [ "$check" = 1 ] || sc $noblock reload-or-restart "$unit" || exit 1; fi ;;
 esac
 echo "@@active_after $(sc show -p ActiveState --value "$unit" 2>/dev/null)"
+"""
+
+# systemd not running (a container, a chroot): Ansible's systemd module still masks, enables and
+# disables unit files (systemctl edits them offline), tolerates a failed daemon-reload in a chroot
+# or with SYSTEMD_OFFLINE=1, and can't know a unit's state: a warning there, else it fails
+_SYSTEMD_OFFLINE_BODY = r"""
+command -v systemctl >/dev/null 2>&1 || { echo "@@error Failed to find required executable \"systemctl\""; exit 1; }
+sc() { systemctl $scope "$@"; }
+offline=0; root=$(stat -c %d:%i / 2>/dev/null)
+if [ -n "$debian_chroot" ]; then offline=1
+elif proc=$(stat -c %d:%i /proc/1/root/. 2>/dev/null); then [ "$root" != "$proc" ] && offline=1
+else ino=2; case "$(stat -f --format=%T / 2>/dev/null)" in *btrfs*) ino=256 ;; *xfs*) ino=128 ;; esac
+  [ "$(stat -c %i /)" != $ino ] && offline=1; fi
+chroot=$offline; [ "$SYSTEMD_OFFLINE" = 1 ] && offline=1
+for act in daemon-reload daemon-reexec; do
+  want=$reload; [ $act = daemon-reexec ] && want=$reexec
+  [ "$want" = 1 ] && [ "$check" != 1 ] || continue
+  o=$(sc $act 2>&1); rc=$?
+  if [ $rc != 0 ]; then
+    if [ $offline = 1 ]; then echo "@@warn $act failed, but target is a chroot or systemd is offline. Continuing. Error was: $rc / $(echo "$o" | tr '\n' ' ')"
+    else echo "@@error failure $rc during $act: $(echo "$o" | tr '\n' ' ')"; exit 1; fi
+  fi
+done
+[ -z "$unit" ] && exit 0
+initd=0; [ -f "/etc/init.d/$unit" ] && initd=1
+found=0
+case "$(sc is-enabled "$unit" 2>/dev/null)" in
+  enabled|enabled-runtime|linked|linked-runtime|masked|masked-runtime|static|indirect|disabled|generated|transient) found=1 ;;
+  *) if sc list-unit-files "$unit" >/dev/null 2>&1; then found=1
+     else o=$(sc 2>&1) || { echo "@@error $(echo "$o" | tr '\n' ' ')"; exit 1; }; fi ;;
+esac
+[ $initd = 1 ] && found=1
+missing() { [ $found = 1 ] || { echo "@@error Could not find the requested service $unit: host"; exit 1; }; }
+if [ -n "$masked" ]; then
+  is=0; [ "$(sc is-enabled "$unit" 2>/dev/null)" = masked ] && is=1
+  if [ "$masked" != "$is" ]; then
+    act=mask; [ "$masked" = 0 ] && act=unmask
+    echo "@@changed $act"
+    if [ "$check" != 1 ]; then o=$(sc $act "$unit" 2>&1) || { missing; echo "@@error Failed to $act the service ($unit): $(echo "$o" | tr '\n' ' ')"; exit 1; }; fi
+  fi
+fi
+if [ -n "$enabled" ]; then
+  missing
+  o=$(sc is-enabled "$unit" -l 2>/dev/null); rc=$?; is=0
+  if [ $rc = 0 ]; then case "$o" in enabled-runtime|indirect|alias) is=0 ;; *) is=1 ;; esac
+  elif [ $rc = 1 ] && [ -z "$scope" ] && [ $initd = 1 ]; then
+    case "$o" in *disabled) ;; *) set +f; for l in /etc/rc?.d/S??"$unit"; do [ -e "$l" ] && is=1; done; set -f ;; esac
+  fi
+  echo "@@enabled_before $is"
+  if [ "$enabled" != "$is" ]; then
+    act=enable; [ "$enabled" = 0 ] && act=disable
+    echo "@@changed ${act}d"
+    if [ "$check" != 1 ]; then o=$(sc $act "$unit" 2>&1) || { echo "@@error Unable to $act service $unit: $(echo "$o" | tr '\n' ' ')"; exit 1; }; fi
+  fi
+fi
+if [ -n "$state" ]; then
+  missing
+  if [ $offline = 1 ]; then echo "@@warn Target is a chroot or systemd is offline. This can lead to false positives or prevent the init system tools from working."
+  else echo "@@error Service is in unknown state"; exit 1; fi
+fi
 """
 
 # where the init scripts and rc?.d links are (a test points it at a tree of its own)
@@ -98,31 +158,38 @@ def _probe(ctx: TaskContext) -> tuple[str, str]:
     return report.values.get("init", "none"), report.values.get("pid1", "unknown")
 
 
-def _systemd(ctx: TaskContext, args: dict[str, Any]) -> ModuleResult:
+def _systemd(ctx: TaskContext, args: dict[str, Any], body: str = _SYSTEMD_BODY) -> ModuleResult:
     scope = {"system": "", "user": "--user", "global": "--global"}[args.get("scope") or "system"]
     script = sh(
         "unit={unit}; state={state}; enabled={enabled}; masked={masked}; reload={reload}; check={check}; "
-        "scope={scope}; noblock={noblock}\n{body}",
+        "reexec={reexec}; scope={scope}; noblock={noblock}\n{body}",
         unit=str(args.get("name") or ""),
         state=str(args.get("state") or ""),
         enabled=_flag(args.get("enabled")),
         masked=_flag(args.get("masked")),
         reload="1" if args.get("daemon_reload") else "0",
+        reexec="1" if args.get("daemon_reexec") else "0",
         check="1" if ctx.check_mode else "0",
         scope=scope,
         noblock="--no-block" if args.get("no_block") else "",
-        body=Raw(_SYSTEMD_BODY),
+        body=Raw(body),
     )
     result = ctx.run(script)
     report = parse_report(result.stdout)
+    warnings = [line[len("@@warn "):] for line in result.stdout.splitlines() if line.startswith("@@warn ")]
     if report.errors or not result.ok:
-        raise ModuleFailure("; ".join(report.errors) or result.stderr.strip() or f"exit code {result.exit_code}")
+        msg = "; ".join(report.errors) or result.stderr.strip() or f"exit code {result.exit_code}"
+        if body is _SYSTEMD_OFFLINE_BODY:  # Ansible's fail_json: the result, not an exception
+            return ModuleResult(failed=True, msg=msg, changed=bool(report.changed), data={"name": args.get("name")})
+        raise ModuleFailure(msg)
     data: dict[str, Any] = {"name": args.get("name")}
+    if warnings:
+        data["warnings"] = warnings
     if args.get("state"):
         data["state"] = args["state"]
     if args.get("enabled") is not None:
         data["enabled"] = args["enabled"]
-    data["status"] = {
+    data["status"] = {} if body is _SYSTEMD_OFFLINE_BODY else {  # offline: nothing to ask
         "LoadState": report.values.get("load", ""),
         "ActiveState": report.values.get("active_after", report.values.get("active", "")),
         "UnitFileState": report.values.get("enabled_before", ""),
@@ -158,8 +225,10 @@ class Systemd(Module):
     def run(self, ctx: TaskContext) -> ModuleResult:
         init, pid1 = _probe(ctx)
         if init != "systemd":
-            what = "start or enable" if ctx.args.get("name") else "reload"
-            return ModuleResult(failed=True, msg=_NO_SYSTEMD.format(pid1=pid1, what=what), data={"name": ctx.args.get("name")})
+            result = _systemd(ctx, ctx.args, body=_SYSTEMD_OFFLINE_BODY)
+            if result.failed:  # Ansible's words first, then why: no manager to ask
+                result.msg += ". " + _NO_SYSTEMD.format(pid1=pid1, what="start or stop")
+            return result
         return _systemd(ctx, ctx.args)
 
 

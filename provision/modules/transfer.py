@@ -56,6 +56,7 @@ def _read_if_changed(ctx: TaskContext, src: str, have: str) -> tuple[str, str, b
 @register
 class Fetch(Module):
     name = "fetch"
+    path_args = ("dest",)
     args = {
         "src": Arg("str", required=True),
         "dest": Arg("str", required=True),

@@ -42,7 +42,7 @@ if [ -z "$entry" ]; then
   [ -n "$comment_set" ] && set -- "$@" -c "$comment"; [ -n "$home" ] && set -- "$@" -d "$home"
   [ -n "$shell" ] && set -- "$@" -s "$shell"; [ "$system" = 1 ] && set -- "$@" -r
   if [ "$createhome" = 1 ]; then set -- "$@" -m; else set -- "$@" -M; fi
-  [ -n "$expires" ] && set -- "$@" -e "$expires"
+  [ -n "$expdays" ] && set -- "$@" -e "$expires"
   run useradd "$@" "$name"
   if [ -n "$pw" ]; then [ "$check" = 1 ] || printf '%s:%s\n' "$name" "$pw" | chpasswd -e || { echo "@@error setting the password failed"; exit 1; }; fi
   [ "$lock" = 1 ] && run usermod -L "$name"
@@ -65,7 +65,11 @@ else
       [ -n "$missing" ] && { set -- "$@" -a -G "$missing"; echo "@@changed groups"; }
     elif [ "$have" != "$want" ]; then set -- "$@" -G "$want"; echo "@@changed groups"; fi
   fi
-  [ -n "$expires" ] && [ "$expires" != "$(getent shadow "$name" | cut -d: -f8)" ] && { set -- "$@" -e "$expires"; echo "@@changed expires"; }
+  if [ -n "$expdays" ]; then  # Ansible's rule: an empty field reads as day 0; days compared
+    cur_exp=$(getent shadow "$name" | cut -d: -f8); cur_exp=${cur_exp:-0}
+    if [ "$expdays" -lt 0 ]; then [ "$cur_exp" -ge 0 ] && { set -- "$@" -e ""; echo "@@changed expires"; }
+    elif [ "$cur_exp" -lt 0 ] || [ "$cur_exp" != "$expdays" ]; then set -- "$@" -e "$expires"; echo "@@changed expires"; fi
+  fi
   [ $# -gt 0 ] && run usermod "$@" "$name"
   if [ -n "$pw" ] && [ "$updatepw" = always ] && [ "$(getent shadow "$name" | cut -d: -f2)" != "$pw" ]; then
     echo "@@changed password"; [ "$check" = 1 ] || printf '%s:%s\n' "$name" "$pw" | chpasswd -e || { echo "@@error setting the password failed"; exit 1; }
@@ -73,6 +77,22 @@ else
   if [ -n "$lock" ]; then
     case "$(getent shadow "$name" | cut -d: -f2)" in '!'*) locked=1 ;; *) locked=0 ;; esac
     if [ "$lock" != "$locked" ]; then echo "@@changed lock"; if [ "$lock" = 1 ]; then run usermod -L "$name"; else run usermod -U "$name"; fi; fi
+  fi
+  # as Ansible: an existing user's missing home is made (create_home), from /etc/skel, with
+  # login.defs' HOME_MODE (else 0777 & ~UMASK, else 0755), owned by the user throughout
+  h=${home:-$cur_home}
+  if [ "$createhome" = 1 ] && [ -n "$h" ] && [ ! -e "$h" ]; then
+    echo "@@changed home created"
+    if [ "$check" != 1 ]; then
+      if [ -d /etc/skel ]; then cp -a /etc/skel "$h"; else mkdir -p "$h"; fi || { echo "@@error creating $h failed"; exit 1; }
+      if [ -f /etc/login.defs ]; then
+        hm=$(awk '$1 == "HOME_MODE" && $2 ~ /^[0-7]+$/ { print $2; exit }' /etc/login.defs)
+        um=$(awk '$1 == "UMASK" && $2 ~ /^[0-7]+$/ { u = $2 } END { print u }' /etc/login.defs)
+        if [ -n "$hm" ]; then m=$hm; elif [ -n "$um" ]; then m=$(printf %o $(( 0777 & ~0$um ))); else m=755; fi
+        chmod "$m" "$h" || exit 1
+      fi
+      chown -R "$(id -u "$name"):$(id -g "$name")" "$h" || exit 1
+    fi
   fi
 fi
 if [ -n "$pwmin$pwmax$pwwarn" ]; then
@@ -192,11 +212,12 @@ class User(Module):
             import time
 
             expires_day = "" if expires < 0 else time.strftime("%Y-%m-%d", time.gmtime(expires))
+            expires_days = "-1" if expires < 0 else str(int(expires // 86400))
         script = sh(
             "name={name}; state={state}; check={check}; uid={uid}; nonunique={nu}; group={group}; "
             "groups={groups}; groups_given={gg}; append={append}; comment={comment}; comment_set={cs}; "
             "home={home}; shell={shell}; createhome={ch}; system={system}; movehome={mh}; updatepw={up}; "
-            "lock={lock}; remove={remove}; force={force}; expires={expires}; pwmin={pwmin}; "
+            "lock={lock}; remove={remove}; force={force}; expires={expires}; expdays={expdays}; pwmin={pwmin}; "
             "pwmax={pwmax}; pwwarn={pwwarn}; genkey={genkey}; keytype={keytype}; keybits={keybits}; "
             "keyfile={keyfile}; keycomment={keycomment}\n{root}{body}",
             name=str(a["name"]),
@@ -220,6 +241,7 @@ class User(Module):
             remove=_bit(a["remove"]),
             force=_bit(a["force"]),
             expires=expires_day if expires is not None else "",
+            expdays=expires_days if expires is not None else "",
             pwmin=_num(a.get("password_expire_min")),
             pwmax=_num(a.get("password_expire_max")),
             pwwarn=_num(a.get("password_expire_warn")),

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from provision.connection.base import Connection
 from provision.errors import AgentError
-from provision.remote import agent_bundle, agent_memo
+from provision.remote import agent_bundle, agent_memo, replies
 from provision.remote.become import Become, wanted_by_host
 from provision.shell import Raw, sh
 from provision.shell import path as shell_path
@@ -36,7 +36,7 @@ from provision.shell import path as shell_path
 log = logging.getLogger("provision.agent")
 _MISSING_AGENT = 97
 _MISSING_PYTHON = 98
-CORE_COMMANDS = frozenset({"facts", "health", "ping"})  # served by the core bundle
+CORE_COMMANDS = frozenset({"facts", "health", "ping", "serve"})  # served by the core bundle
 # Started with -S: no `site` .pth processing at start-up (the agent puts the site-packages
 # folders on sys.path itself). The dataset commands need only py-lmdb, which they find there
 # (or, where only a .pth import line makes it importable, after running site then).
@@ -284,6 +284,10 @@ class Agent:
                 if kind in ("result", "error"):
                     outcome.update(event)
                 elif on_event is not None:
+                    try:  # the boundary (remote/replies.py): before the caller reads it
+                        replies.check_event(command, event)
+                    except replies.ShapeError as exc:
+                        raise _misfit(host, command, "an event", exc) from None
                     on_event(event)
                 elif kind == "log":
                     log.info("%s: %s", host, event.get("message"))
@@ -314,6 +318,10 @@ class Agent:
                 if not isinstance(data, dict):
                     raise AgentError(host, f"agent {command}: its result is {type(data).__name__}, not an object "
                                      "(the host's agent is not provision's, or was changed)")
+                try:  # the boundary (remote/replies.py): nothing downstream sees a reply that misfits
+                    replies.check_reply(command, data)
+                except replies.ShapeError as exc:
+                    raise _misfit(host, command, "its result", exc) from None
                 return data
             if outcome.get("event") == "error":
                 if outcome.get("traceback"):
@@ -328,6 +336,12 @@ class Agent:
                 detail = f"killed by signal {result.exit_code - 128}" + (f"; {detail}" if result.stderr.strip() else "")
             raise AgentError(host, f"agent {command} gave no result ({detail})")
         raise AgentError(host, f"agent {command}: the agent was not in place after sending it")  # pragma: no cover
+
+
+def _misfit(host: str, command: str, what: str, exc: Exception) -> AgentError:
+    """The failure of one host whose reply does not fit its command's declared shape."""
+    return AgentError(host, f"agent {command}: {what} does not fit: {exc} (the host's agent is not "
+                      "provision's, or was changed)")
 
 
 def parse_event(line: str) -> dict[str, Any] | None:

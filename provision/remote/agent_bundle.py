@@ -47,7 +47,7 @@ MAIN = (
 # Folders the light commands may import anything from (GPU-only paths import lazily inside them).
 _CORE_ROOTS = ("provision/__init__.py", "provision/agent/__init__.py", "provision/agent/protocol.py",
                "provision/agent/health.py", "provision/agent/bootstrap.py", "provision/agent/facts/",
-               "provision/agent/nvidia/")
+               "provision/agent/nvidia/", "provision/agent/serve.py")
 _IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(provision\.agent[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)"
     r"|import[ \t]+(provision\.agent[\w.]*))",

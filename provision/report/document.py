@@ -8,11 +8,11 @@ provision/report/sections.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from provision import paths as _paths  # _paths.write_atomic at call time (tests spy on it)
+from provision import paths as _paths
+from provision import strict_json  # _paths.write_atomic at call time (tests spy on it)
 from provision.report import sections
 from provision.report.diagnosis import diagnose
 from provision.report.render import render_html, render_markdown
@@ -82,7 +82,7 @@ def write_report(doc: dict[str, Any], out_dir: str | Path) -> dict[str, str]:
         "html": base.with_name(base.name + ".html"),
     }
     # each by temp file + rename: a crash never leaves a truncated JSON for `report --compare`
-    _paths.write_atomic(paths["json"], json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
+    _paths.write_atomic(paths["json"], strict_json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
     _paths.write_atomic(paths["markdown"], render_markdown([doc]))
     _paths.write_atomic(paths["html"], render_html([doc]))
     return {k: str(v) for k, v in paths.items()}
@@ -94,7 +94,7 @@ def add_timings(paths: dict[str, str], timings: dict[str, Any]) -> None:
     doc = load_report(paths["json"])
     doc["timings"] = timings
     validate(doc, paths["json"])
-    _paths.write_atomic(Path(paths["json"]), json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
+    _paths.write_atomic(Path(paths["json"]), strict_json.dumps(doc, indent=2, default=str, ensure_ascii=False) + "\n")
     _paths.write_atomic(Path(paths["markdown"]), render_markdown([doc]))
     _paths.write_atomic(Path(paths["html"]), render_html([doc]))
 

@@ -12,7 +12,7 @@ import jinja2
 from markupsafe import Markup
 
 from provision.paths import bundle_dir
-from provision.terminal import visible
+from provision.terminal import MdText, md, md_code, md_fence, visible
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -66,16 +66,23 @@ def env() -> jinja2.Environment:
         finalize=_shown,  # every value a report shows: a host's text carries no escape sequence
     )
     env.filters["num"] = num
-    env.filters["md"] = md_cell
     return env
+
+
+def markdown_env() -> jinja2.Environment:
+    """The Markdown templates' environment: every value is host text unless provision made it as
+    Markdown (MdText) — escaped by provision/terminal.py's `md`, like HTML's autoescape."""
+    md_env = env()
+    md_env.finalize = lambda value: value if isinstance(value, MdText) else md(value)
+    md_env.filters.update(md=md, code=md_code, fence=md_fence, join=_md_join)
+    return md_env
+
+
+def _md_join(values: Any, separator: str = "") -> MdText:
+    return MdText(separator.join(md(v) for v in values))
 
 
 def _shown(value: Any) -> Any:
     if isinstance(value, str) and not isinstance(value, Markup):  # Markup: our own SVG charts
         return visible(value)
     return value
-
-
-def md_cell(value: Any) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(value).replace("|", "\\|").replace("\n", " ")

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from provision.report import bench_view, sections
 from provision.report.bench_view import chart_svgs, dataset_name
-from provision.report.formatting import SEVERITY_STYLE, comparison_rows, env, gib, num
+from provision.report.formatting import SEVERITY_STYLE, comparison_rows, env, gib, markdown_env, num
 from provision.report.schema import SCHEMA, headline, pct_delta
 from provision.report.timings import timing_rows
 from provision.terminal import escape
@@ -154,7 +154,7 @@ def render_markdown(docs: list[dict[str, Any]], comparisons: dict[str, Any] | No
     owner = sections.owner(docs)  # e.g. `provision train` reports: their own layout
     if owner is not None and owner.render_markdown is not None:
         return owner.render_markdown(docs, comparisons)
-    return env().get_template("report.md.j2").render(**_context(docs, comparisons))
+    return markdown_env().get_template("report.md.j2").render(**_context(docs, comparisons))
 
 
 def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:

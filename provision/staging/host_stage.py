@@ -18,7 +18,7 @@ from provision.errors import AgentError, ConfigError, HostError, UnreachableErro
 from provision.remote.agent import Agent, LateRequest
 from provision.staging.compress import StreamStats, framed_stream
 from provision.staging.payload import AfterReady
-from provision.staging.progress import clean_event
+from provision.staging.progress import PHASES, UNSIZED_PHASES, clean_event
 from provision.staging.source import (
     PlanFuture,
     SourceSpec,
@@ -76,7 +76,7 @@ class HostStage:
         self.last_event: dict[str, Any] = {}
         self.last_seen = time.monotonic()
         self.last_progress = self.last_seen  # an event that advanced the stage (StallWatchdog)
-        self._best: dict[str, float] = {}  # per phase: the furthest `done`/`bytes` reported
+        self._best: dict[str, dict[str, float | None]] = {}  # per phase: its counts and totals
         self.t0 = time.monotonic()
         self.stream_stats = StreamStats()
         self.compress_alone = True  # False when a broadcast read feeds other hosts too
@@ -94,17 +94,29 @@ class HostStage:
         self.on_event(event)
 
     def _advanced(self, event: dict[str, Any]) -> bool:
-        """A phase not seen before, or a count past the furthest so far: talk alone is not
-        progress (a host repeating itself or sending only logs is stopped by the watchdog)."""
-        phase = str(event.get("phase"))
-        count = max(float(event.get("done") or 0), float(event.get("bytes") or 0))
-        if phase not in self._best:
-            self._best[phase] = count
-            return True
-        if count > self._best[phase]:
-            self._best[phase] = count
-            return True
-        return False
+        """Progress the watchdog believes (issue 29): a known phase seen for the first time, or a
+        count past the furthest so far within the total that phase first declared. Talk alone is
+        not progress, and neither is a new phase name, a count past its total or a total that
+        moves: a host repeating itself or inventing progress is stopped by the watchdog."""
+        phase = event.get("phase")
+        if phase not in PHASES:
+            return False
+        advanced = phase not in self._best
+        best = self._best.setdefault(phase, {})  # the furthest counts, and the totals first declared
+        for key, total_key in (("done", "total"), ("bytes", "total_bytes")):
+            count, total = event.get(key), event.get(total_key)
+            declared = best.get(total_key)
+            if declared is None:
+                declared = best[total_key] = total
+            elif total is not None and total != declared:
+                return False  # a total that moves is no total
+            if count is None or (declared is None and phase not in UNSIZED_PHASES) or \
+                    (declared is not None and count > declared):
+                continue
+            if count > (best.get(key) or 0.0):
+                best[key] = count
+                advanced = True
+        return advanced
 
     @property
     def plan(self) -> Plan | None:

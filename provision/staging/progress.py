@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 EventCallback = Callable[[dict[str, Any]], None]
 
 
+# The phases a stage goes through: those the agent reports (provision/agent/datasets/) and those
+# the controller marks itself (staging/stage.py). Any other name is no progress (the watchdog).
+PHASES = frozenset({"start", "list", "download", "stage", "verify", "lmdb", "status", "skipped", "done"})
+UNSIZED_PHASES = frozenset({"download"})  # a download's length may be unknown: bytes count alone
 # The fields of a progress event that are numbers; anything else a host puts there is dropped.
 _NUMBERS = ("done", "total", "bytes", "total_bytes", "bytes_per_s", "samples_per_s", "eta_s", "count", "start")
 _TEXT_MAX = 4096
@@ -80,14 +84,15 @@ class StageProgress:
             return
         from rich.progress import BarColumn, Progress, TextColumn
 
+        # the fields hold the host's words (its name, the phase it reports): text, never markup
         self.progress = Progress(
-            TextColumn("[bold]{task.fields[host]}", justify="left"),
-            TextColumn("{task.fields[phase]:<9}"),
+            TextColumn("{task.fields[host]}", style="bold", justify="left", markup=False),
+            TextColumn("{task.fields[phase]:<9}", markup=False),
             BarColumn(bar_width=28),
-            TextColumn("{task.fields[count]:>17}"),
-            TextColumn("{task.fields[rate]:>12}"),
-            TextColumn("{task.fields[srate]:>11}"),
-            TextColumn("ETA {task.fields[eta]:>7}"),
+            TextColumn("{task.fields[count]:>17}", markup=False),
+            TextColumn("{task.fields[rate]:>12}", markup=False),
+            TextColumn("{task.fields[srate]:>11}", markup=False),
+            TextColumn("ETA {task.fields[eta]:>7}", markup=False),
             console=console,
             disable=not self.enabled,
             refresh_per_second=4,

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from provision.report.schema import Finding
+from provision.train.frameworks import device_flag, user_path
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:")
 BUS_ERROR = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: Bus error"
@@ -107,22 +108,53 @@ def too_many_open_files(ctx: dict[str, Any]) -> Finding | None:
                    "at the top of the script, or use fewer num_workers")
 
 
+# device='cuda', .cuda(), torch/cuda/, "CUDA is not available", Lightning's `CUDAAccelerator` and
+# (a CPU-only torch) "No supported gpu backend found!", nccl
+CUDA_WORD = re.compile(r"(?<![A-Za-z])(?:cuda|gpu|nccl)", re.I)
+
+
+def _last_traceback(lines: list[str]) -> tuple[int, int] | None:
+    """(first line, exception line) of the log's last Python traceback."""
+    start = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("Traceback (most recent")), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].strip() and not lines[i][:1].isspace()), None)
+    return None if end is None else (start, end)
+
+
+def _no_usable_gpu(ctx: dict[str, Any]) -> bool:
+    return not ((ctx["summary"].get("gpu") or {}).get("per_gpu") or ctx["facts"].get("gpus"))
+
+
 def cuda_unavailable(ctx: dict[str, Any]) -> Finding | None:
+    """By what happened: the run failed on a host without a usable GPU and its exception or
+    traceback is about CUDA (timm's `CUDA is not available but cuda was specified.`, a
+    framework's own assert); or the failure is one of CUDA's own "no device" errors anywhere."""
     if not _failed(ctx):
         return None
     lines = log_lines(ctx["summary"])
     at = _first(NO_CUDA, lines)
+    block = _last_traceback(lines)
+    if at is None and block is not None and _no_usable_gpu(ctx):
+        start, end = block
+        if any(CUDA_WORD.search(line) for line in lines[start:end + 1]):
+            at = end
     if at is None:
         return None
-    gpus = (ctx["summary"].get("gpu") or {}).get("per_gpu") or ctx["facts"].get("gpus")
-    host_has = "CUDA is not usable on this host" if gpus else "this host has no GPU"
+    host_has = "this host has no GPU" if _no_usable_gpu(ctx) else "CUDA is not usable on this host"
+    workdir = (ctx["summary"].get("run") or {}).get("workdir")
     frame = user_frame(lines, at)
-    where = f"the call at {frame}" if frame else "a CUDA-only call (torch.cuda.set_device, .cuda(), device='cuda', nccl)"
+    where = (f"the call at {user_path(frame, workdir)}" if frame else
+             "a CUDA-only call (torch.cuda.set_device, .cuda(), device='cuda', nccl)")
+    first = block[0] if block is not None and block[0] < at else 0
+    flag = device_flag([m.group(1) for line in lines[first:at] for m in [FRAME.match(line)] if m])
+    advice = ("run it on a GPU host, or make it choose the device: "
+              "`device = 'cuda' if torch.cuda.is_available() else 'cpu'` (and the gloo backend "
+              "instead of nccl without GPUs); many scripts have a flag for it (--device cpu, --no-cuda)")
+    if flag:
+        advice = flag
     return Finding("cuda_unavailable", "critical", f"The script needs CUDA but {host_has}",
-                   f"{where} raised: {lines[at].strip()}",
-                   "run it on a GPU host, or make it choose the device: "
-                   "`device = 'cuda' if torch.cuda.is_available() else 'cpu'` (and the gloo backend "
-                   "instead of nccl without GPUs); many scripts have a flag for it (--device cpu, --no-cuda)")
+                   f"{where} raised: {lines[at].strip()}", advice)
 
 
 def shm_too_small(ctx: dict[str, Any]) -> Finding | None:
@@ -141,7 +173,7 @@ def shm_too_small(ctx: dict[str, Any]) -> Finding | None:
     need, loader = worst
     return Finding("shm_too_small", "critical" if _failed(ctx) else "warn",
                    "The DataLoader's batches in flight do not fit in /dev/shm",
-                   f"{loader.get('site') or 'a loader'}: num_workers={loader.get('num_workers')} x "
+                   f"{user_path(loader.get('site'), (ctx['summary'].get('run') or {}).get('workdir')) or 'a loader'}: num_workers={loader.get('num_workers')} x "
                    f"prefetch_factor={loader.get('prefetch_factor') or 2} x {_gib(loader.get('batch_bytes'))} "
                    f"per batch = {_gib(need)}; /dev/shm is {_gib(size)}", SHM_FIX)
 

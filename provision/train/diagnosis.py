@@ -22,6 +22,7 @@ from provision.report.diagnosis import (
 )
 from provision.train.causes import CAUSES, log_lines
 from provision.train.distributed import split_rank_line
+from provision.train.frameworks import user_path, workers_knob
 
 INPUT_WARN = 0.3  # the step waits on data 30% of the time: worth fixing
 INPUT_CRITICAL = 0.5  # more than half: the GPU (or CPU) mostly waits
@@ -124,8 +125,7 @@ def input_bound(ctx: Context) -> Finding | None:
                   "sample cheaper to load (decode less, pre-resize, stage the dataset as LMDB with "
                   f"`provision stage`){extra}")
     else:
-        settings = ", ".join([f"num_workers={n}"] + missing)
-        advice = (f"set {_where(loader)}DataLoader({settings}, ...) "
+        advice = (f"{workers_knob(loader, n, missing, _workdir(s))} "
                   f"({why}); measure the curve with `provision bench HOST --dataset ...`")
     severity = "critical" if share >= INPUT_CRITICAL else "warn"
     return Finding("input_bound", severity, f"The step waits on data {share:.0%} of the time", evidence, advice)
@@ -141,17 +141,17 @@ def _missing_settings(loader: dict[str, Any], cuda: bool) -> list[str]:
     return out
 
 
-def _where(loader: dict[str, Any]) -> str:
-    site = loader.get("site")
-    return f"the training loader ({site}): " if site else ""
+def _workdir(s: dict[str, Any]) -> str | None:
+    return (s.get("run") or {}).get("workdir")
 
 
 def _other_loaders(s: dict[str, Any]) -> str:
     others = [x for x in s.get("loaders") or [] if x.get("role") == "eval"]
     if not others:
         return ""
-    sites = sorted({str(x.get("site") or "?") for x in others})
-    return (f"; the training loader is {s.get('loader', {}).get('site') or '?'} (its batches fed the backward "
+    sites = sorted({str(user_path(x.get("site"), _workdir(s)) or "?") for x in others})
+    train_site = user_path((s.get("loader") or {}).get("site"), _workdir(s))
+    return (f"; the training loader is {train_site or '?'} (its batches fed the backward "
             f"passes); not counted: {len(sites)} evaluation loader(s) at {', '.join(sites[:3])}")
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from provision.terminal import escape
+from provision.terminal import add_row
 
 
 class RunView:
@@ -70,10 +70,10 @@ class RunView:
             started = row.get("started")
             elapsed = f"{time.time() - started:.0f}s" if started else ""
             wait = row.get("data_wait_fraction")
-            table.add_row(escape(host), escape(str(row.get("run_id", ""))), str(row.get("state", "")), elapsed,
-                          str(row.get("steps") if row.get("steps") is not None else ""),
-                          "" if wait is None else f"{wait:.0%}",
-                          str(row.get("gpu_util_mean") if row.get("gpu_util_mean") is not None else "—"),
-                          str(row.get("cpu_util_mean") if row.get("cpu_util_mean") is not None else ""),
-                          escape(str(row.get("last", ""))))  # a log line is data, not markup
+            add_row(table, host, str(row.get("run_id", "")), str(row.get("state", "")), elapsed,  # the host's: text
+                    str(row.get("steps") if row.get("steps") is not None else ""),
+                    "" if wait is None else f"{wait:.0%}",
+                    str(row.get("gpu_util_mean") if row.get("gpu_util_mean") is not None else "—"),
+                    str(row.get("cpu_util_mean") if row.get("cpu_util_mean") is not None else ""),
+                    str(row.get("last", "")))
         return table

@@ -9,8 +9,9 @@ from typing import Any
 
 from provision.choose import report_view
 from provision.report.charts import empty_chart, line_chart
-from provision.report.formatting import comparison_rows, env
+from provision.report.formatting import comparison_rows, env, markdown_env
 from provision.report.schema import SCHEMA
+from provision.train.frameworks import user_site
 
 
 def _points(xs: list[Any], ys: list[Any]) -> list[tuple[float, float]]:
@@ -60,14 +61,15 @@ def view(doc: dict[str, Any]) -> dict[str, Any]:
         ("run", train.get("run_id")), ("state", train.get("state")), ("exit code", train.get("exit_code")),
         ("seconds", train.get("seconds")), ("command", " ".join(map(str, train.get("command") or []))),
         ("workdir", train.get("workdir")), ("log", train.get("log")),
-        ("training steps", prof.get("steps")), ("training loader", loader.get("site")), ("data-wait share", prof.get("data_wait_fraction")),
+        ("training steps", prof.get("steps")),
+        ("training loader", user_site(loader, train.get("workdir")) if loader else None), ("data-wait share", prof.get("data_wait_fraction")),
         ("GPU util mean %", prof.get("gpu_util_mean")), ("CPU busy mean %", prof.get("cpu_util_mean")),
         ("num_workers", prof.get("num_workers")), ("AMP", prof.get("amp")),
         ("pin_memory", loader.get("pin_memory")), ("batch size", loader.get("batch_size")),
         ("device", summary.get("device")),
     ]
     epochs = [[e.get("epoch"), e.get("seconds"), e.get("batches")] for e in summary.get("epochs") or []]
-    loaders = [[x.get("role"), x.get("site") or "—", x.get("batch_size"), x.get("num_workers"), x.get("pin_memory"),
+    loaders = [[x.get("role"), user_site(x, train.get("workdir")) or "—", x.get("batch_size"), x.get("num_workers"), x.get("pin_memory"),
                 x.get("persistent_workers"), f"{x.get('dataset')}{' (iterable)' if x.get('iterable') else ''}",
                 "—" if x.get("dataset_len") is None else x.get("dataset_len"), x.get("epochs"), x.get("batches"),
                 x.get("train_batches"), _share(x)]
@@ -89,7 +91,7 @@ def context(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None) -> d
 
 
 def render_markdown(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:
-    return env().get_template("train_report.md.j2").render(**context(docs, comparisons))
+    return markdown_env().get_template("train_report.md.j2").render(**context(docs, comparisons))
 
 
 def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None = None) -> str:

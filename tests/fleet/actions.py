@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -103,7 +104,15 @@ class HostActions:
         Returns the new fingerprint."""
         host = self.host(host) if isinstance(host, str) else host
         self._new_host_key(host)
+        # a re-imaged machine keeps no connection either: its sessions (and so any SSH
+        # connection kept across runs, --persist) end with the old sshd
+        sessions = _descendants(host.sshd.pid) if host.sshd is not None else []
         self.restart_sshd(host)
+        for pid in sessions:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         return host.host_key_fingerprint
 
     def dead_address(self) -> str:
@@ -196,3 +205,23 @@ class HostActions:
         self.ns_exec(
             host, "umount -l /usr/bin && rm -rf /run/nopython && command -v python3 >/dev/null"
         )
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (the host's sshd listener: its connections and their sessions)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

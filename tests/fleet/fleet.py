@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hostfs
 import kinds as kinds_mod
 from actions import HostActions
 from netns import (  # noqa: F401  (re-exported: tests import them from fleet)
@@ -505,11 +506,13 @@ class Fleet(HostActions):
                 f"mount -t overlay fleet-rootfs -o lowerdir={q(host.rootfs)},upperdir={ovl}/upper,"
                 f"workdir={ovl}/work {root}",
                 f"mount -t proc proc {root}/proc",
-                f"mount --rbind /dev {root}/dev",
+                # /sys read-only, as Docker gives it: the kernel's settings are this machine's
                 f"mount --rbind /sys {root}/sys",
+                f"mount -o remount,bind,ro {root}/sys",
                 f"mkdir -p {root}/fleet",
                 f"mount --bind {host.workdir} {root}/fleet",
             ]
+        lines += hostfs.own_dev(root)  # never this machine's device nodes (hostfs.py)
         lines += [
             # a host of its own: nothing of the controller's /root (pyenv, ~/.ssh) shows through
             f"mount -t tmpfs -o mode=700,size={self.root_size} fleet-root {root}/root",
@@ -548,10 +551,7 @@ class Fleet(HostActions):
             if "nopython" not in traits:  # else: installed, never initialised (not on PATH)
                 # `conda init` puts the base env first on PATH for every (ssh) bash
                 lines.append(f"echo 'export PATH={kinds_mod.CONDA_PREFIX}/bin:$PATH' >> {root}/root/.bashrc")
-        # no DNS from here: a resolver that fails at once, so `sudo: unable to resolve host` is
-        # printed without a resolver timeout first (as on a rental whose /etc/hosts lacks its name)
-        (host.workdir / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-        lines.append(f"mount --bind {host.workdir / 'resolv.conf'} {root}/etc/resolv.conf")
+        lines += hostfs.own_etc(root, host.workdir)  # its own /etc/hosts, /etc/resolv.conf
         lines.append("echo ready")
         lines.append(f"exec chroot {root} sleep infinity" if root else "exec sleep infinity")
         return "\n".join(lines)
@@ -568,6 +568,13 @@ class Fleet(HostActions):
 
     def hostile_off(self, host: FleetHost | str, attack: str) -> None:
         self.ns_exec(host, f"rm -f {kinds_mod.HOSTILE_FLAGS}/{attack}")
+
+    def hostile_os_release(self, host: FleetHost | str, text: str | None) -> None:
+        """What the host's /etc/os-release says (kinds.HOSTILE_OS_RELEASE); None: the real one again."""
+        real = f"cat {kinds_mod.HOSTILE_OS_RELEASE}.orig"
+        source = real if text is None else f"printf '%s' {shlex.quote(text)}"
+        # in place (same inode): the bind mount over /etc/os-release shows it
+        self.ns_exec(host, f"{source} > {kinds_mod.HOSTILE_OS_RELEASE}")
 
     def _start_keepers(self) -> None:
         for host in self._all_hosts():

@@ -33,7 +33,13 @@ A host's kind is a set of traits; `Fleet(3, kinds=["noisy", {"conda", "noisy"}, 
                 that would break every command are off until a test creates their flag file
                 (Fleet.hostile_on): ``endless`` / ``endless-err`` (a banner without end on stdout
                 / stderr), ``home`` ($HOME set to the file's text), ``lie-path`` (a sha1sum on
-                PATH that slips the file's text into fetch's reply as an `@@path` line).
+                PATH that slips the file's text into fetch's reply as an `@@path` line),
+                ``agent-COMMAND`` (issue 29: the host's python3 answers that agent command with
+                what the file's Python code emits: LYING_PYTHON, FAKE_AGENT). Issue 29 too:
+                /etc/os-release is HOSTILE_OS_RELEASE bound over it (a copy of the real one until
+                a test writes its own: `Fleet.hostile_os_release`), a run (HOSTILE_TEXT_RUN)
+                and the idle watcher's state hold TEXT_CANARY (rich markup, HTML, a fence): the
+                run's command and log lines, the watcher's status.
 - ``ownroot``   its own writable copy of this machine's root filesystem: an overlay over `/`
                 (writes go to the host's tmpfs), sshd chrooted into it, so a playbook may change
                 /etc, /usr, /var (users, sshd_config, sysctl.conf, pam.d...) on that host only.
@@ -266,6 +272,11 @@ HOSTILE_SECRET_TARGET = "/root/hostile-root-only"  # what the /tmp symlink point
 HOSTILE_TMP_LINK = "/tmp/provision-shared"
 ESCAPES = "\x1b]0;owned-title\x07\x1b[2J\x1b[31mred\x1b[0m\x1b]8;;file:///etc/passwd\x1b\\link\x1b]8;;\x1b\\"
 MARKUP = "[bold red]markup[/] [link=file:///etc/passwd]click[/link] [/]"
+# Issue 29: what a host says wherever a command prints its words (tests/support/text_plan.py's,
+# the same text: tests/unit/test_cli_text.py checks); 60 characters, as a hostname holds 64
+TEXT_CANARY = "[/x][link=https://evil.example]L[/link][b]<img onerror=1>```"
+HOSTILE_TEXT_RUN = "hostile-text"
+HOSTILE_OS_RELEASE = f"{HOSTILE_DIR}/os-release"
 
 
 def hostile_template(canary: str) -> str:
@@ -293,7 +304,41 @@ def hostile_rc(canary: str) -> str:
         f'if [ -e {f}/endless-err ]; then while :; do echo "warning: $(printf "%0200d" 0)" >&2; done; fi\n'
         f'if [ -e {f}/home ]; then HOME=$(cat {f}/home); export HOME; fi\n'
         f'if [ -e {f}/lie-path ]; then PATH={f}/bin:$PATH; export PATH; fi\n'
+        f'if ls {f}/agent-* >/dev/null 2>&1; then PATH={f}/pybin:$PATH; export PATH; fi\n'
     )
+
+
+# Issue 29: the host's own python3 answers agent commands as it likes. With a flag file
+# `agent-COMMAND` (Python code run with `emit(**event)` and `result(data)`), that command's reply
+# is the code's; every other command goes to the real python3 (the wrapper takes its own folder
+# out of PATH first).
+LYING_PYTHON = (
+    "#!/bin/sh\n"
+    "for a; do\n"
+    '  case "$a" in ""|*[!a-z_]*) continue ;; esac\n'
+    f'  if [ -e {HOSTILE_FLAGS}/agent-"$a" ]; then PATH=$(printf %s "$PATH" | sed "s#{HOSTILE_FLAGS}/pybin:##g") exec python3 {HOSTILE_FLAGS}/fake_agent.py "$a"; fi\n'
+    "done\n"
+    f'PATH=$(printf %s "$PATH" | sed "s#{HOSTILE_FLAGS}/pybin:##g") exec python3 "$@"\n'
+)
+FAKE_AGENT = (
+    "import json, os, sys, threading, time\n"
+    "def drain():\n"
+    "    try:\n"
+    "        while os.read(0, 1 << 16):\n"
+    "            pass\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "reader = threading.Thread(target=drain, daemon=True)\n"
+    "reader.start()\n"
+    "def emit(**event):\n"
+    "    sys.stdout.write(json.dumps(event) + '\\n')\n"
+    "    sys.stdout.flush()\n"
+    "def result(data):\n"
+    "    reader.join(10)\n"
+    "    emit(event='result', data=data)\n"
+    f"code = open('{HOSTILE_FLAGS}/agent-' + sys.argv[1]).read()\n"
+    "exec(compile(code, 'agent-' + sys.argv[1], 'exec'), {'emit': emit, 'result': result, 'time': time, 'sys': sys})\n"
+)
 
 
 # A sha1sum that first writes a false `@@path` line into its shell's stdout (fetch's reply).
@@ -322,6 +367,10 @@ def hostile_script(root: str, host, peer: str, canary: str) -> list[str]:
 
     q = shlex.quote
     run_dir = f"{root}{HOSTILE_DATA_DIR}/runs/{HOSTILE_RUN}"
+    text_run = f"{root}{HOSTILE_DATA_DIR}/runs/{HOSTILE_TEXT_RUN}"
+    text_log = f"{HOSTILE_DATA_DIR}/runs/{HOSTILE_TEXT_RUN}/output.log"
+    text_state = {"run_id": HOSTILE_TEXT_RUN, "state": "finished", "exit_code": 0, "log": text_log, "created": 1.0,
+                  "started": 1.0, "ended": 2.0, "command": [TEXT_CANARY]}
     lines = [
         f"printf '%s' {q(HOSTILE_HOSTNAME)} > /proc/sys/kernel/hostname",
         f"mkdir -p {root}{HOSTILE_DIR} {root}{HOSTILE_FLAGS}/bin {run_dir}",
@@ -329,8 +378,20 @@ def hostile_script(root: str, host, peer: str, canary: str) -> list[str]:
         f"cp {root}/root/.bashrc {root}/root/.profile",
         f"printf '%s' {q(LYING_SHA1SUM)} > {root}{HOSTILE_FLAGS}/bin/sha1sum",
         f"chmod 755 {root}{HOSTILE_FLAGS}/bin/sha1sum",
+        f"mkdir -p {root}{HOSTILE_FLAGS}/pybin",
+        f"printf '%s' {q(LYING_PYTHON)} > {root}{HOSTILE_FLAGS}/pybin/python3",
+        f"chmod 755 {root}{HOSTILE_FLAGS}/pybin/python3",
+        f"printf '%s' {q(FAKE_AGENT)} > {root}{HOSTILE_FLAGS}/fake_agent.py",
         f"printf '%s' {q(json.dumps(hostile_state(peer, host.name)))} > {run_dir}/state.json",
         f"printf '%s\\n' {q(hostile_template(canary))} {q(ESCAPES)} {q(MARKUP)} > {run_dir}/output.log",
+        # issue 29: a run and the idle watcher whose every printed string is TEXT_CANARY
+        f"mkdir -p {text_run} {root}{HOSTILE_DATA_DIR}/runs/.idle",
+        f"printf '%s' {q(json.dumps(text_state))} > {text_run}/state.json",
+        f"printf '%s\\n' {q(TEXT_CANARY)} '```' {q(TEXT_CANARY)} > {text_run}/output.log",
+        f"printf '%s' {q(json.dumps({'status': TEXT_CANARY, 'pid': 0}))} > {root}{HOSTILE_DATA_DIR}/runs/.idle/state.json",
+        f"cat {root}/etc/os-release > {root}{HOSTILE_OS_RELEASE}",
+        f"cat {root}/etc/os-release > {root}{HOSTILE_OS_RELEASE}.orig",
+        f"mount --bind {root}{HOSTILE_OS_RELEASE} {root}/etc/os-release",
         f"umask 077; echo root-only > {root}{HOSTILE_SECRET_TARGET}",
         f"ln -s {HOSTILE_SECRET_TARGET} {root}{HOSTILE_TMP_LINK}",
     ]

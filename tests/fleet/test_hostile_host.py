@@ -228,7 +228,25 @@ def test_an_endless_banner_is_cut_naming_the_host_and_its_startup_files(transpor
     assert _rss_mb() - before < 200  # generous: the cap is 1 MiB
 
 
-def test_a_line_without_end_is_cut_with_bounded_memory(transport) -> None:
+@pytest.fixture(params=["paramiko", "openssh", "executor"])
+def any_transport(request: pytest.FixtureRequest, hostile: Hostile, tmp_path: Path) -> Iterator[object]:
+    """The transports, and the persistent executor over OpenSSH (remote/executor.py)."""
+    from provision.remote.executor import ExecutorConnection
+
+    config = tmp_path / "ssh_config"
+    config.write_text("")
+    options = ConnectOptions(known_hosts="accept-new", connect_timeout=10.0, ssh_config=str(config))
+    host = hostile.host.as_host()
+    conn = SSHConnection(host, options) if request.param == "paramiko" else OpenSSHConnection(host, options)
+    conn = ExecutorConnection(conn) if request.param == "executor" else conn
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def test_a_line_without_end_is_cut_with_bounded_memory(any_transport) -> None:
+    transport = any_transport
     from provision.connection.bounds import LINE_MAX
 
     before = _rss_mb()

@@ -44,12 +44,16 @@ PLAYBOOK = """\
 """
 
 
-@pytest.fixture(scope="module")
-def played(rentals: Rentals):
+@pytest.fixture(scope="module", params=["sessions", "executor"])
+def played(rentals: Rentals, request: pytest.FixtureRequest):
+    """The playbook run as sessions (a command per SSH session) and with --executor (every
+    command one request to one agent process per host: provision/remote/executor.py)."""
     path = rentals.work / "rentals-run.yml"
     path.write_text(PLAYBOOK)
-    run = rentals.provision("run", str(path), "--json", "--forks", "10")
-    rentals.timings["run (register, become), all kinds"] = run.seconds
+    extra = ["--executor"] if request.param == "executor" else []
+    rentals.fleet.ns_exec("gpu4", "rm -rf /root/provision-rentals")  # each run a first run
+    run = rentals.provision("run", str(path), "--json", "--forks", "10", *extra)
+    rentals.timings[f"run (register, become), all kinds, {request.param}"] = run.seconds
     return run
 
 

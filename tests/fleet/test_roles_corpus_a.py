@@ -15,6 +15,7 @@ from roles_corpus_suite import shard  # noqa: E402
 pytestmark = pytest.mark.timeout(3000)  # two tools x two runs x its roles, on a loaded machine
 globals().update(shard(0))
 from roles_corpus_suite import (  # noqa: E402,F401  (the corpus-wide checks: once)
+    test_both_failing_early_is_not_compared,
     test_corpus_rules,
     test_ownroot_twins_each_have_a_private_root,
 )

@@ -240,6 +240,11 @@ def test_stop_ends_every_process_of_the_run(tf: TrainFleet, monkeypatch: pytest.
     rows = [r for r in rows if not r[2].startswith("Z")]
     assert not [r for r in rows if r[1] == str(pgid)], listing
     assert not [r for r in rows if "long.py 100000" in r[-1]], listing
+    # issue 31: the same --run-id again is refused in words, not with a raw `[Errno 17] File exists`
+    again = tf.train("gpu1", "--detach", "--run-id", run_id, command=["python", "long.py", "1"])
+    assert again.returncode != 0
+    said = json.dumps(again.doc["runs"]["gpu1"]) + again.stderr
+    assert f"run id '{run_id}' is already used on this host" in said and "Errno 17" not in said, said[-3000:]
 
 
 def test_idle_stop_runs_once_and_only_after_the_job_ended(tf: TrainFleet) -> None:

@@ -31,6 +31,7 @@ from fleet import Fleet, FleetError, preflight
 
 CORPUS = Path(__file__).resolve().parent / "train_corpus"
 SCRIPTS = Path(__file__).resolve().parent / "train_scripts"
+FRAMEWORKS = Path(__file__).resolve().parent / "train_frameworks"
 PYTHON = "/root/miniconda3/bin/python"  # the conda kind's interpreter (has torch)
 REPO = Path(__file__).resolve().parents[2]
 ONE_THREAD = ["-e", "OMP_NUM_THREADS=1"]
@@ -55,6 +56,15 @@ class CorpusFleet:
         doc = json.loads(proc.stdout)
         self.rows.extend(_table_rows(code, command, proc.returncode, doc))
         return proc.returncode, doc, proc.stderr
+
+    def frameworks(self) -> Path:
+        """A fresh copy of the framework scripts (tests/fleet/train_frameworks) with their local data."""
+        dest = self.work / f"code-frameworks-{len(list(self.work.iterdir()))}"
+        shutil.copytree(FRAMEWORKS, dest)
+        rng = random.Random(0)  # hf_trainer.py's character-level corpus
+        words = ["to be", "or not", "the king", "my lord", "what is", "thy name"]
+        (dest / "input.txt").write_text(" ".join(rng.choice(words) for _ in range(200)))
+        return dest
 
     def copy(self, name: str) -> Path:
         """A fresh copy of a corpus folder (the tests add data beside the scripts, never into the repo)."""
@@ -83,8 +93,8 @@ def cf(tmp_path_factory: pytest.TempPathFactory):
             Path(report).write_text("\n".join([TABLE_HEAD, *corpus.rows]) + "\n")
 
 
-TABLE_HEAD = ("| script | host | loader found | data-wait share | findings | verdict |\n"
-              "|---|---|---|---|---|---|")
+TABLE_HEAD = ("| script | host | loader found | steps | data-wait share | findings | advice | verdict |\n"
+              "|---|---|---|---|---|---|---|---|")
 
 
 def _table_rows(code: Path, command: list[str], rc: int, doc: dict[str, Any]) -> list[str]:
@@ -104,7 +114,10 @@ def _table_rows(code: Path, command: list[str], rc: int, doc: dict[str, Any]) ->
         wait = prof.get("data_wait_fraction")
         share = f"{100 * wait:.1f} %" if isinstance(wait, (int, float)) else "unknown"
         ids = ", ".join(f["id"] for f in entry.get("findings", [])) or "none"
-        rows.append(f"| {script} | {host} | {found} | {share} | {ids} | "
+        advice = next((f["recommendation"] for f in entry.get("findings", [])
+                       if f["id"] in ("input_bound", "cuda_unavailable")), "")
+        advice = advice.replace("|", "\\|")[:160]
+        rows.append(f"| {script} | {host} | {found} | {prof.get('steps')} | {share} | {ids} | {advice} | "
                     f"{entry.get('state')}, exit {entry.get('exit_code')} (command {rc}) |")
     return rows
 
@@ -335,3 +348,97 @@ def test_small_dev_shm_kills_the_workers_and_the_fix_is_said(cf: CorpusFleet) ->
     rc, doc, err = cf.train(["gpu1"], SCRIPTS, command=["python", "shm.py"])
     assert rc == 0, err[-4000:]
     assert "shm_exhausted" not in _ids(doc["runs"]["gpu1"])
+
+
+# -- frameworks (issue 31): loaders that the HF Trainer, accelerate and Lightning build --------------
+# tests/fleet/train_frameworks/: scripts written the way each framework's docs show, run unchanged;
+# each sample costs 0.1 s (a slow decode), so the single-process loader is the bottleneck on any host
+# and the advice must be that framework's own knob, at the user's line, relative to the project.
+SLOW = "0.1"
+
+
+def _needs(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the framework corpus needs {', '.join(missing)}: pip install -e '.[test]'")
+
+
+def _user_terms(text: str) -> None:
+    assert "/root/autodl-tmp" not in text and "site-packages" not in text, text
+
+
+def test_hf_trainer_loader_steps_and_its_own_knob(cf: CorpusFleet) -> None:
+    """The HF Trainer builds the loader (transformers/trainer.py), accelerate rebuilds it with a
+    BatchSampler (DataLoaderShard, one batch ahead): batch 4 from the sampler, 6 steps of
+    max_steps=6, and the advice is TrainingArguments' dataloader_num_workers, from hf_trainer.py."""
+    _needs("transformers", "accelerate")
+    code = cf.frameworks()
+    rc, doc, err = cf.train(["gpu1"], code, command=[
+        "python", "hf_trainer.py", "--output_dir", "out", "--max_steps", "6", "--per_device_train_batch_size", "4",
+        "--report_to", "none", "--save_strategy", "no", "--use_cpu", "--sample_delay", SLOW])
+    assert rc == 0, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    assert entry["profile"]["steps"] == 6, entry["profile"]
+    loader = _report(entry)["train"]["summary"]["loader"]
+    assert re.search(r"/accelerate/data_loader\.py:\d+$", loader["site"]), loader
+    assert re.search(r"/transformers/trainer\.py:\d+$", loader["origin"] or ""), loader
+    assert loader["batch_size"] == 4 and loader["num_workers"] == 0, loader
+    bound = _finding(entry, "input_bound")
+    assert "TrainingArguments(dataloader_num_workers=" in bound["recommendation"], bound
+    assert re.search(r"called from hf_trainer\.py:\d+\)", bound["recommendation"]), bound
+    _user_terms(bound["recommendation"])
+    assert _finding(entry, "gpu_rules_not_applied")["evidence"].startswith("no GPU here")
+
+
+def test_accelerate_loop_loader_steps_and_the_line_given_to_prepare(cf: CorpusFleet) -> None:
+    """accelerator.prepare() rebuilds the user's two loaders at one line of its own: told apart by
+    the user's lines; 2 epochs x 6 batches = 12 steps (read one batch ahead); the advice names the
+    DataLoader passed to prepare()."""
+    _needs("accelerate")
+    code = cf.frameworks()
+    rc, doc, err = cf.train(["gpu1"], code, command=[
+        "python", "accelerate_loop.py", "--cpu", "--epochs", "2", "--batch-size", "4", "--sample-delay", SLOW])
+    assert rc == 0, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    assert entry["profile"]["steps"] == 12, entry["profile"]
+    summary = _report(entry)["train"]["summary"]
+    loader = summary["loader"]
+    assert loader["origin"].endswith("/accelerate_loop.py:32") and loader["batch_size"] == 4, loader
+    [ev] = [x for x in summary["loaders"] if x["role"] == "eval"]
+    assert ev["origin"].endswith("/accelerate_loop.py:33") and ev["batch_size"] == 8, ev
+    bound = _finding(entry, "input_bound")
+    assert "the DataLoader you pass to accelerator.prepare() (accelerate_loop.py:32)" in bound["recommendation"], bound
+    _user_terms(bound["recommendation"])
+
+
+def test_lightning_datamodule_loader_steps_and_its_knob(cf: CorpusFleet) -> None:
+    """Lightning asks the DataModule for its loaders (and wraps DataLoader.__init__ itself): the
+    site is the user's train_dataloader() line; its fetcher reads one batch ahead: 12 steps."""
+    _needs("lightning")
+    code = cf.frameworks()
+    rc, doc, err = cf.train(["gpu1"], code, command=[
+        "python", "lightning_fit.py", "--accelerator", "cpu", "--epochs", "2", "--sample-delay", SLOW])
+    assert rc == 0, err[-4000:]
+    entry = doc["runs"]["gpu1"]
+    assert entry["profile"]["steps"] == 12, entry["profile"]
+    summary = _report(entry)["train"]["summary"]
+    assert summary["loader"]["site"].endswith("/lightning_fit.py:31"), summary["loader"]
+    [ev] = [x for x in summary["loaders"] if x["role"] == "eval"]
+    assert ev["site"].endswith("/lightning_fit.py:34") and ev["batch_size"] == 8, ev
+    bound = _finding(entry, "input_bound")
+    assert "LightningDataModule" in bound["recommendation"] and "(lightning_fit.py:31;" in bound["recommendation"]
+    _user_terms(bound["recommendation"])
+    assert "sitecustomize" not in err  # Lightning's warnings name Lightning's lines, not provision's
+
+
+def test_lightning_asked_for_a_gpu_on_a_cpu_host(cf: CorpusFleet) -> None:
+    """`Trainer(accelerator='gpu')` on a host without one: Lightning's own MisconfigurationException
+    (no torch CUDA message in it) is cuda_unavailable, at the user's line, with Lightning's knob."""
+    _needs("lightning")
+    code = cf.frameworks()
+    rc, doc, err = cf.train(["gpu1"], code, command=["python", "lightning_fit.py", "--accelerator", "gpu"])
+    assert rc == 1, err[-4000:]
+    cuda = _finding(doc["runs"]["gpu1"], "cuda_unavailable")
+    assert re.search(r"the call at lightning_fit\.py:\d+: trainer = L\.Trainer\(", cuda["evidence"]), cuda
+    assert "Trainer(accelerator='cpu')" in cuda["recommendation"], cuda
+    _user_terms(cuda["evidence"] + cuda["recommendation"])

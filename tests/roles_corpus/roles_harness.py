@@ -443,6 +443,11 @@ def verdicts(role: Role, result: dict[str, Any]) -> dict[str, Any]:
         out.update(recap=False, files=False, idempotent=False, why=p["first"]["error"])
         return out
     theirs, ours = nonzero(a["first"]["recap"]), nonzero(p["first"]["recap"])
+    early = not_compared(a["first"], p["first"])
+    if early:  # a match there would exercise nothing of the role: it is no match
+        return {**out, "recap": None, "files": None, "idempotent": None, "compared": False,
+                "why": early}  # fmt: skip
+    out["compared"] = True
     out["recap"] = theirs == ours
     out["files"] = a["touched"] == p["touched"]
     t2, o2 = nonzero(a["second"]["recap"]), nonzero(p["second"]["recap"])
@@ -465,6 +470,20 @@ def verdicts(role: Role, result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def not_compared(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
+    """Why a role was not compared ("" if it was): both tools failed before the role's main work,
+    i.e. each first run failed having changed nothing (the same early failure on both twins)."""
+    def early(run: dict[str, Any]) -> bool:
+        counts = [c for c in run["recap"].values()]
+        return bool(counts) and all(c.get("failed", 0) and not c.get("changed", 0) for c in counts)
+
+    if not (early(theirs) and early(ours)):
+        return ""
+    where = [f["task"] for f in theirs.get("failures", [])[:1]] or ["?"]
+    return (f"not compared: both tools fail at `{where[0]}` before the role changed anything "
+            f"(ansible {nonzero(theirs['recap'])}, provision {nonzero(ours['recap'])})")  # fmt: skip
+
+
 def files_diff(theirs: dict[str, Any], ours: dict[str, Any], limit: int = 8) -> str:
     lines = []
     for rel in sorted(set(theirs) | set(ours)):
@@ -485,6 +504,7 @@ def files_diff(theirs: dict[str, Any], ours: dict[str, Any], limit: int = 8) -> 
 
 
 MARK = {True: "yes", False: "**no**", None: "n/a"}
+NOT_COMPARED = "not compared"
 
 
 def table(roles: list[Role], results: dict[str, dict[str, Any]]) -> str:
@@ -504,8 +524,11 @@ def table(roles: list[Role], results: dict[str, dict[str, Any]]) -> str:
             rows.append(f"| {role.name} | {role.source} | not run | | | |")
             continue
         v = verdicts(role, results[role.name])
-        rows.append(f"| {role.name} | {role.source} | " + " | ".join(
-            MARK[v[k]] for k in ("loads", "recap", "files", "idempotent")) + " |")  # fmt: skip
+        if v.get("compared") is False:
+            rows.append(f"| {role.name} | {role.source} | {MARK[v['loads']]} | {NOT_COMPARED} | | |")
+        else:
+            rows.append(f"| {role.name} | {role.source} | " + " | ".join(
+                MARK[v[k]] for k in ("loads", "recap", "files", "idempotent")) + " |")  # fmt: skip
         if v["why"]:
             notes.append(f"- **{role.name}**: " + re.sub(r"\s*\n\s*", " / ", v["why"])[:1500])
     return "\n".join(rows) + ("\n\n" + "\n".join(notes) if notes else "") + "\n"

@@ -114,8 +114,10 @@ def test_without_ansible_the_error_names_the_module_the_line_and_the_install_com
     """)
     bare = tmp_path / "bin"
     bare.mkdir()  # a PATH with neither ansible-playbook nor a python3 that has ansible
-    env = {**os.environ, "PATH": str(bare), "PYTHONPATH": str(ROOT)}
+    # (and a HOME without pipx or virtualenvs: provision looks there too)
+    env = {**os.environ, "PATH": str(bare), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
     env.pop("PROVISION_ANSIBLE_PYTHON", None)
+    env.pop("VIRTUAL_ENV", None)
     done = _cli(["run", "--syntax-check", str(pb), "localhost"], env)
     out = done.stdout + done.stderr
     assert done.returncode != 0
@@ -180,3 +182,30 @@ def test_an_argument_provision_does_not_implement_runs_the_task_as_ansibles_modu
     got = results(pb)["touch"]
     assert got["_status"] == "changed" and got["state"] == "file"  # Ansible's file module's keys
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("where", [".local/pipx/venvs/ansible-core", ".local/share/pipx/venvs/ansible", ".venv"])
+def test_ansible_found_off_path_in_pipx_or_a_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """Ansible installed with pipx (its venv under ~/.local/pipx or ~/.local/share/pipx) or in a
+    virtualenv, none on PATH: the fallback still finds it, and the message without it says
+    where it looked."""
+    payload.forget()
+    real = payload.ansible_python()
+    if real is None:
+        pytest.skip("ansible-core not installed here")
+    python = tmp_path / where / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(real)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("PROVISION_ANSIBLE_PYTHON", raising=False)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.delenv("PIPX_HOME", raising=False)
+    payload.forget()
+    try:
+        assert payload.ansible_python() == str(python)
+        python.unlink()
+        payload.forget()
+        assert str(python) in payload.looked_for_ansible()
+    finally:
+        payload.forget()

@@ -100,7 +100,8 @@ def test_reports_carry_no_escape_sequences() -> None:
     doc = h100_report(facts=facts, host="gpu1")
     for text in (render_markdown([doc]), render_html([doc])):
         assert not _FORBIDDEN.search(text), "a report carries a host's control characters"
-        assert "\\x1b[31mRED" in text
+        # shown as its visible form (Markdown escapes the bracket too: issue 29, test_markdown_text.py)
+        assert "\\x1b[31mRED" in text or "\\x1b\\[31mRED" in text
     out = io.StringIO()
     print_console([doc], console(file=out, width=500, color_system=None), detail=True)
     clean(out.getvalue())

@@ -157,9 +157,9 @@ EVAL_LOADER = {"site": "/w/main.py:91", "num_workers": 0, "batch_size": 100, "pi
 def test_input_bound_advice_names_only_settings_not_in_effect_and_the_eval_loader_apart() -> None:
     s = summary(data_wait_fraction=0.6, loader=TRAIN_LOADER, loaders=[TRAIN_LOADER, EVAL_LOADER])
     [found] = [f for f in diagnose_run(s, FACTS_H100 | {"gpus": [{"compute_capability": "9.0"}]}) if f.id == "input_bound"]
-    assert "num_workers=2" in found.evidence and "the training loader is /w/main.py:88" in found.evidence
-    assert "evaluation loader(s) at /w/main.py:91" in found.evidence
-    assert "num_workers=15" in found.recommendation and "/w/main.py:88" in found.recommendation
+    assert "num_workers=2" in found.evidence and "the training loader is main.py:88" in found.evidence
+    assert "evaluation loader(s) at main.py:91" in found.evidence  # relative to the project (issue 31)
+    assert "num_workers=15" in found.recommendation and "(main.py:88)" in found.recommendation
     assert "pin_memory" not in found.recommendation and "persistent_workers" not in found.recommendation
     bare = dict(TRAIN_LOADER, pin_memory=False, persistent_workers=False)
     [found] = [f for f in diagnose_run(summary(data_wait_fraction=0.6, loader=bare), FACTS_16) if f.id == "input_bound"]
@@ -250,7 +250,119 @@ def test_report_lists_each_loader_with_its_role() -> None:
     s = summary(loader=train, loaders=[train, ev])
     doc = build_document("gpu1", s["run"], s, diagnose_run(s, FACTS_16), FACTS_16)
     md = render_markdown([doc])
-    assert "| train | /w/main.py:88 | 32 | 2 | True | True | Slow | 640 | 3 | 57 | 60 | 75% |" in md
-    assert "| eval | /w/main.py:91 | 100 | 0 | False | False | Stream (iterable) | — | 3 | 9 | 0 | — |" in md
-    assert "| training loader | /w/main.py:88 |" in md
+    # sites relative to the shipped project (workdir /w; issue 31)
+    assert "| train | main.py:88 | 32 | 2 | True | True | Slow | 640 | 3 | 57 | 60 | 75% |" in md
+    assert "| eval | main.py:91 | 100 | 0 | False | False | Stream (iterable) | — | 3 | 9 | 0 | — |" in md
+    assert "| training loader | main.py:88 |" in md
     assert "<th>created at</th>" in render_html([doc])
+
+
+RUN_CODE = "/root/autodl-tmp/runs/20250101-120000-ab12/code"
+TIMM_TRACE = [
+    "Traceback (most recent call last):",
+    f'  File "{RUN_CODE}/train.py", line 1239, in <module>',
+    "    main()",
+    f'  File "{RUN_CODE}/train.py", line 452, in main',
+    "    device = utils.init_distributed_device(args)",
+    '  File "/opt/conda/lib/python3.11/site-packages/timm/utils/distributed.py", line 90, in init_distributed_device',
+    "    result = init_distributed_device_so(",
+    '  File "/opt/conda/lib/python3.11/site-packages/timm/utils/distributed.py", line 162, in init_distributed_device_so',
+    "    assert torch.cuda.is_available(), f'CUDA is not available but {device} was specified.'",
+    "AssertionError: CUDA is not available but cuda was specified.",
+]
+
+
+def test_a_cuda_failure_is_known_by_what_happened_not_by_its_message() -> None:
+    """Issue 31: timm's own assert on a host without a GPU is cuda_unavailable, named by the
+    user's line (relative to the shipped project) and timm's flag; the same words on a GPU host
+    (a real CUDA error there) or an unrelated failure on a CPU host are not."""
+    run = {"run_id": "r", "state": "failed", "exit_code": 1, "log": "/l", "workdir": RUN_CODE}
+    s = summary(run=run, failure_lines=TIMM_TRACE)
+    [cuda] = [f for f in diagnose_run(s, FACTS_16) if f.id == "cuda_unavailable"]
+    assert "the call at train.py:452: device = utils.init_distributed_device(args)" in cuda.evidence, cuda
+    assert "CUDA is not available but cuda was specified." in cuda.evidence and "/root/autodl-tmp" not in cuda.evidence
+    assert "timm" in cuda.recommendation and "--device cpu" in cuda.recommendation
+    hf = [line.replace("timm/utils/distributed.py", "transformers/training_args.py") for line in TIMM_TRACE]
+    [cuda] = [f for f in diagnose_run(summary(run=run, failure_lines=hf), FACTS_16) if f.id == "cuda_unavailable"]
+    assert "use_cpu=True" in cuda.recommendation
+    lightning = [  # Trainer(accelerator="gpu") under a CPU-only torch: no "CUDA" anywhere in it
+        "Traceback (most recent call last):",
+        f'  File "{RUN_CODE}/fit.py", line 60, in main',
+        "    trainer = L.Trainer(accelerator=args.accelerator, devices=1)",
+        f'  File "{SITE_PACKAGES}/lightning/pytorch/trainer/connectors/accelerator_connector.py", line 341, '
+        "in _choose_gpu_accelerator_backend",
+        '    raise MisconfigurationException("No supported gpu backend found!")',
+        "lightning.fabric.utilities.exceptions.MisconfigurationException: No supported gpu backend found!"]
+    [cuda] = [f for f in diagnose_run(summary(run=run, failure_lines=lightning), FACTS_16)
+              if f.id == "cuda_unavailable"]
+    assert "fit.py:60: trainer = L.Trainer(" in cuda.evidence and "Trainer(accelerator='cpu')" in cuda.recommendation
+    oom = TIMM_TRACE[:-1] + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    assert "cuda_unavailable" not in ids(diagnose_run(summary(run=run, failure_lines=oom), FACTS_H100))
+    other = TIMM_TRACE[:5] + ["KeyError: 'label'"]
+    assert "cuda_unavailable" not in ids(diagnose_run(summary(run=run, failure_lines=other), FACTS_16))
+
+
+def _advice(loader: dict[str, Any]) -> str:
+    s = summary(data_wait_fraction=0.8, wait_s=40.0, step_s=10.0, loader=loader,
+                run={"run_id": "r", "state": "finished", "exit_code": 0, "workdir": RUN_CODE})
+    [found] = [f for f in diagnose_run(s, FACTS_16) if f.id == "input_bound"]
+    return found.recommendation
+
+
+SITE_PACKAGES = "/opt/conda/lib/python3.11/site-packages"
+
+
+def test_advice_names_the_loader_relative_to_the_project_and_a_frameworks_own_knob() -> None:
+    """Issue 31: `main.py:269`, not the host's run copy; for a loader a known framework built,
+    that framework's knob, never a site-packages file."""
+    plain = _advice({"num_workers": 0, "site": f"{RUN_CODE}/main.py:269", "persistent_workers": False})
+    assert "the training loader (main.py:269): DataLoader(num_workers=15, persistent_workers=True" in plain, plain
+    assert "/root/autodl-tmp" not in plain
+    timm = _advice({"num_workers": 1, "site": f"{SITE_PACKAGES}/timm/data/loader.py:385",
+                    "frames": [f"{SITE_PACKAGES}/timm/data/loader.py:402", f"{RUN_CODE}/train.py:771",
+                               f"{RUN_CODE}/train.py:1239"]})
+    assert "`-j 15` / `--workers 15`" in timm and "train.py:771" in timm, timm
+    assert "site-packages" not in timm
+    hf = _advice({"num_workers": 0, "site": f"{SITE_PACKAGES}/accelerate/data_loader.py:1170",
+                  "origin": f"{SITE_PACKAGES}/transformers/trainer.py:1050", "persistent_workers": False,
+                  "frames": [f"{SITE_PACKAGES}/accelerate/accelerator.py:1500",
+                             f"{SITE_PACKAGES}/transformers/trainer.py:2300", f"{RUN_CODE}/run_clm.py:650"]})
+    assert "TrainingArguments(dataloader_num_workers=15)" in hf and "run_clm.py:650" in hf, hf
+    assert "dataloader_persistent_workers=True" in hf and "site-packages" not in hf
+    acc = _advice({"num_workers": 0, "site": f"{SITE_PACKAGES}/accelerate/data_loader.py:1170",
+                   "origin": f"{RUN_CODE}/nlp_example.py:115",
+                   "frames": [f"{SITE_PACKAGES}/accelerate/accelerator.py:1500", f"{RUN_CODE}/nlp_example.py:140"]})
+    assert "accelerator.prepare() (nlp_example.py:115)" in acc, acc
+    pl = _advice({"num_workers": 0, "site": f"{RUN_CODE}/model.py:40",
+                  "frames": [f"{SITE_PACKAGES}/lightning/pytorch/core/hooks.py:10", f"{RUN_CODE}/fit.py:9"]})
+    assert "LightningDataModule" in pl and "model.py:40" in pl, pl
+    tv = _advice({"num_workers": 4, "site": f"{RUN_CODE}/references/classification/train.py:230"})
+    assert "`-j 15`" in tv and "references/classification/train.py:230" in tv, tv
+
+
+def test_cores_of_the_workers_are_averaged_over_the_time_they_existed(tmp_path) -> None:
+    """Issue 31: 9 samples before the loader started its one worker, one after: the worker used
+    a whole core, not 0.1 of one."""
+    import json
+
+    from provision.agent.train.summary import summarize
+
+    rows = [{"t": i, "cpu": 50.0, "cores_main": 1.0, "cores_workers": 0.0, "procs": 1} for i in range(9)]
+    rows.append({"t": 9, "cpu": 100.0, "cores_main": 0.1, "cores_workers": 1.0, "procs": 2})
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "state.json").write_text(json.dumps({"run_id": "r", "state": "finished"}))
+    assert summarize(str(tmp_path))["cpu"]["cores_workers_mean"] == 1.0
+
+
+def test_a_host_without_an_nvidia_driver_says_no_gpu_here(monkeypatch) -> None:
+    """Issue 31: on a GPU-less host the reason is that, not a missing pynvml."""
+    import os
+
+    from provision.agent.train import gpu
+
+    real = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: False if "nvidia" in str(p) else real(p))
+    reason = gpu.no_gpu_reason("pynvml (nvidia-ml-py) is not installed")
+    assert reason.startswith("no GPU here") and "pynvml" not in reason
+    monkeypatch.setattr(os.path, "exists", lambda p: True if p == "/dev/nvidiactl" else real(p))
+    assert "pynvml (nvidia-ml-py) is not installed" in gpu.no_gpu_reason("pynvml (nvidia-ml-py) is not installed")

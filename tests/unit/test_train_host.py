@@ -144,6 +144,18 @@ def test_idle_watch_can_be_cancelled(trainer: HostTrainer, tmp_path: Path) -> No
     assert trainer.idle("status")["running"] is False and not stamp.exists()
 
 
+def test_a_reused_run_id_is_refused_in_words(trainer: HostTrainer, tmp_path: Path) -> None:
+    """Issue 31: not a raw `[Errno 17] File exists`; the first run's folder is left as it was."""
+    from provision.errors import AgentError
+
+    code = _code(tmp_path, {"job.py": "print('one')\n"})
+    run = trainer.follow_to_end(trainer.start(_spec(code, "python", "job.py", run_id="exp7"))["run"]["run_id"])
+    with pytest.raises(AgentError) as err:
+        trainer.start(_spec(code, "python", "job.py", run_id="exp7"))
+    assert "run id 'exp7' is already used on this host" in str(err.value) and "Errno" not in str(err.value)
+    assert Path(run["log"]).read_text().strip() == "one"
+
+
 def test_unknown_run_names_the_runs_dir(trainer: HostTrainer) -> None:
     from provision.errors import AgentError
 

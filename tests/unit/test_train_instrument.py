@@ -197,3 +197,146 @@ def test_loaders_made_at_one_line_for_training_and_evaluation_are_told_apart(tmp
     assert inst["train_loader"] is train and inst["batches"] == 6 and inst["opt_steps"] == 6
     # each loader's own first batch: the training one's start-up is not the evaluation one's
     assert inst["first_batch_wait_s"] == train["first_batch_wait_s"] >= 0.2 > ev["first_batch_wait_s"], inst["loaders"]
+
+
+def test_batch_size_from_the_batch_sampler_or_the_iterable_dataset(tmp_path: Path) -> None:
+    """Issue 31: accelerate and the HF Trainer hand the DataLoader a BatchSampler (its own
+    batch_size is None); an iterable dataset may batch itself (batch_size=None on the loader)."""
+    pytest.importorskip("torch")
+    proc, out = _run(tmp_path, """
+        import torch
+        from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, TensorDataset
+
+        class Shard(BatchSampler):  # a sampler wrapping the user's one, as accelerate's BatchSamplerShard does
+            def __init__(self, inner):
+                self.batch_sampler = inner
+            def __iter__(self):
+                return iter(self.batch_sampler)
+            def __len__(self):
+                return len(self.batch_sampler)
+
+        class Batches(IterableDataset):  # yields whole batches of 5, says nothing about it
+            def __iter__(self):
+                for _ in range(4):
+                    yield torch.randn(5, 8)
+
+        class Sized(IterableDataset):  # batches itself and says so
+            batch_size = 3
+            def __iter__(self):
+                for _ in range(4):
+                    yield torch.randn(3, 8)
+
+        data = TensorDataset(torch.randn(40, 8))
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for loader in (DataLoader(data, batch_sampler=BatchSampler(RandomSampler(data), 4, False)),
+                       DataLoader(data, batch_sampler=Shard(BatchSampler(RandomSampler(data), 6, False))),
+                       DataLoader(Batches(), batch_size=None),
+                       DataLoader(Sized(), batch_size=None)):
+            for batch in loader:
+                x = batch[0] if isinstance(batch, (list, tuple)) else batch
+                opt.zero_grad(); model(x).sum().backward(); opt.step()
+        print("done")
+    """)
+    assert proc.stdout.strip() == "done"
+    inst = instrumentation(str(out))
+    sizes = [r["batch_size"] for r in sorted(inst["loaders"], key=lambda r: r["site"])]
+    assert sizes == [4, 6, 5, 3], inst["loaders"]
+    assert [r["batch_size_from"] for r in sorted(inst["loaders"], key=lambda r: r["site"])] == [
+        "loader", "loader", "first batch", "loader"]
+
+
+PREFETCH = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class PrefetchLoader:  # timm's shape: asks for batch k+1 before it yields batch k
+        def __init__(self, loader):
+            self.loader = loader
+        def __iter__(self):
+            first, prev = True, None
+            for batch in self.loader:
+                if not first:
+                    yield prev
+                first, prev = False, batch
+            if prev is not None:
+                yield prev
+
+    loader = PrefetchLoader(DataLoader(TensorDataset(torch.randn(48, 8)), batch_size=4))
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    evaluate = DataLoader(TensorDataset(torch.randn(8, 8)), batch_size=4)
+    for epoch in range(2):
+        for (x,) in loader:
+            opt.zero_grad(); model(x).sum().backward(); opt.step()
+        with torch.no_grad():
+            for (x,) in evaluate:
+                model(x)
+    print("done")
+"""
+
+
+def test_steps_are_counted_at_the_step_behind_a_one_batch_ahead_wrapper(tmp_path: Path) -> None:
+    """Issue 31: timm's PrefetchLoader (and accelerate's, Lightning's fetchers) read one batch
+    ahead: counted at __next__, the last batch of each epoch was lost (22 of 24)."""
+    pytest.importorskip("torch")
+    proc, out = _run(tmp_path, PREFETCH)
+    assert proc.stdout.strip() == "done"
+    inst = instrumentation(str(out))
+    assert inst["opt_steps"] == 24 and inst["batches"] == 24, inst
+    by_role = {r["role"]: r for r in inst["loaders"]}
+    assert by_role["train"]["train_batches"] == 24 and by_role["eval"]["train_batches"] == 0, inst["loaders"]
+
+
+def test_a_gan_step_with_two_backward_passes_is_one_step(tmp_path: Path) -> None:
+    """Counting at the step never counts more steps than batches: dcgan's three backward passes
+    and two optimizer steps per batch are one training step."""
+    pytest.importorskip("torch")
+    proc, out = _run(tmp_path, """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        d, g = torch.nn.Linear(8, 1), torch.nn.Linear(4, 8)
+        opt_d, opt_g = torch.optim.SGD(d.parameters(), lr=0.1), torch.optim.SGD(g.parameters(), lr=0.1)
+        for (real,) in DataLoader(TensorDataset(torch.randn(40, 8)), batch_size=4):
+            opt_d.zero_grad()
+            d(real).mean().backward()
+            fake = g(torch.randn(4, 4))
+            d(fake.detach()).mean().backward()
+            opt_d.step()
+            opt_g.zero_grad(); (-d(fake).mean()).backward(); opt_g.step()
+        print("done")
+    """)
+    inst = instrumentation(str(out))
+    assert inst["batches"] == 10 and inst["backward"] == 30 and inst["opt_steps"] == 20, inst
+
+
+def test_no_provision_frame_in_the_users_traceback_nor_warnings(tmp_path: Path) -> None:
+    """Issue 31: the wrappers around DataLoader iteration and GradScaler are provision's, not the
+    user's: a dataset's error shows the user's and torch's frames only, and torch's
+    `stacklevel=2` warning names the user's line."""
+    pytest.importorskip("torch")
+    out = tmp_path / "instrument.jsonl"
+    (tmp_path / "job.py").write_text(textwrap.dedent("""
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Broken(Dataset):
+            def __len__(self):
+                return 4
+            def __getitem__(self, i):
+                raise KeyError("sample %d is missing" % i)
+
+        scaler = torch.amp.GradScaler("cuda")  # no CUDA here: torch warns, and disables it
+        for x in DataLoader(Broken(), batch_size=2):
+            pass
+    """))
+    env = dict(os.environ, PROVISION_TRAIN_INSTRUMENT=str(out), PYTHONPATH=str(INSTRUMENT_DIR),
+               CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "job.py"], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 1 and "KeyError: 'sample 0 is missing'" in proc.stderr, proc.stderr[-3000:]
+    assert 'job.py", line 12, in <module>' in proc.stderr and "__getitem__" in proc.stderr, proc.stderr
+    assert "sitecustomize" not in proc.stderr, proc.stderr
+    assert "job.py:11: UserWarning" in proc.stderr and "GradScaler" in proc.stderr, proc.stderr
+    assert instrumentation(str(out))["scaler"] is False  # disabled: not counted as in use

@@ -51,7 +51,11 @@ def start(request: Dict[str, Any], ctx: Any) -> Dict[str, Any]:
     python = request.get("python")
     if python and not os.access(os.path.expanduser(str(python)), os.X_OK):
         raise ValueError("interpreter %s is not an executable file on this host (--python)" % python)
-    rundir.make_private_dir(directory)  # a run id is never reused
+    try:
+        rundir.make_private_dir(directory)
+    except FileExistsError:  # a run id is never reused: its log and state are that run's
+        raise ValueError("run id %r is already used on this host (%s): choose another --run-id, or see that "
+                         "run with `provision runs` / `provision logs HOST %s`" % (run_id, directory, run_id)) from None
     sync = None
     code = request.get("code")
     if code:

@@ -13,7 +13,7 @@ from provision.agent.bench import nvml
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List
+    from typing import Any, Dict, List, Optional
 
 SMI_MIN_INTERVAL = 5.0
 SMI_FIELDS = "index,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,clocks_throttle_reasons.active"
@@ -51,7 +51,19 @@ class GpuProbe(object):
         if self._smi:
             self.source = "nvidia-smi"
             return
-        self.reason = why or "no NVIDIA GPU (no NVML, no nvidia-smi)"
+        self.reason = no_gpu_reason(why)
+
+
+def no_gpu_reason(nvml_why: Optional[str]) -> str:
+    """Why there are no GPU samples, in the host's terms: with no sign of an NVIDIA driver (no
+    /dev/nvidiactl, no /proc/driver/nvidia, no nvidia-smi) there is simply no GPU here, whatever
+    pynvml's state; with a driver, what kept NVML from answering."""
+    import os
+
+    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
+        return "no GPU here (no NVIDIA driver: no /dev/nvidiactl, no /proc/driver/nvidia, no nvidia-smi)"
+    return "an NVIDIA driver is present but no GPU could be read: %s; no nvidia-smi" % (
+        nvml_why or "NVML unavailable")
 
     def sample(self) -> List[Dict[str, Any]]:
         if self.source == "nvml":

@@ -116,6 +116,10 @@ def instrumentation(path: str) -> Dict[str, Any]:
         rec.setdefault("epochs", 0)
         rec["first_batch_wait_s"] = first.get("wait_s")
         rec["batch_bytes"] = first.get("batch_bytes")
+        rec["batch_size_from"] = "loader" if rec.get("batch_size") else None
+        if not rec.get("batch_size") and rec.get("iterable") and first.get("rows"):
+            # an iterable dataset that yields whole batches (the loader does not batch)
+            rec["batch_size"], rec["batch_size_from"] = first["rows"], "first batch"
         rec.pop("kind", None)
         rec.pop("t", None)
     ranked = sorted(loaders.values(), key=lambda r: (r["train_batches"], r["batches"]), reverse=True)
@@ -211,7 +215,7 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
         "cpu": {"busy_pct_mean": _mean([r.get("cpu") for r in samples]),
                 "iowait_pct_mean": _mean([r.get("iowait") for r in samples]),
                 "cores_main_mean": _mean([r.get("cores_main") for r in samples]),
-                "cores_workers_mean": _mean([r.get("cores_workers") for r in samples]),
+                "cores_workers_mean": _mean(worker_samples(samples)),
                 "procs_max": max([r.get("procs") or 0 for r in samples] or [0]),
                 "cpus": os.cpu_count()},
         "memory": {"available_mb_min": min(mems) if mems else None,
@@ -237,6 +241,12 @@ def summarize(directory: str, points: int = 120) -> Dict[str, Any]:
         "epochs": epochs, "epoch_source": epoch_source,
         "timeline": timeline(samples, inst["progress"], points, {tuple(k) for k in inst["train_ids"]}),
     }
+
+
+def worker_samples(samples: List[Dict[str, Any]]) -> List[Any]:
+    """The workers' CPU in the samples taken while workers existed (more than the main process
+    in the group): before the first loader starts its workers there is nothing to average."""
+    return [r.get("cores_workers") for r in samples if (r.get("procs") or 0) > 1]
 
 
 def shm_of(path: str) -> Optional[Dict[str, Any]]:

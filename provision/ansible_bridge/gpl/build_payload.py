@@ -49,6 +49,12 @@ def main() -> None:
     # the collections Ansible itself would see for a playbook in playbook_dir
     prefix = [os.path.join(playbook_dir, "collections")]
     init_plugin_loader(prefix)
+    # the play's roles and the playbook's folder: their library/, module_utils/, ... as Ansible
+    # adds them when it loads a role (add_all_plugin_dirs)
+    from ansible.plugins.loader import add_all_plugin_dirs
+
+    for folder in request.get("plugin_dirs") or []:
+        add_all_plugin_dirs(str(folder))
 
     found = module_loader.find_plugin_with_context(name)
     if not found.resolved or not found.plugin_resolved_path:

@@ -124,21 +124,74 @@ def _bytes_of(batch, depth=0):
     return 0
 
 
-def _creation_site(loader):
-    """file:line of the first frame outside torch, this file and the loader's own __init__ (a
-    DataLoader subclass): where the user made the loader."""
+_MAX_FRAMES = 12
+_origins = {}  # id(dataset) -> (weak reference to it, the site of the first loader made over it)
+
+
+def _rows_of(batch, depth=0):
+    """The leading dimension of a batch's first tensor: the batch size of a loader that does not
+    batch (batch_size=None) over an iterable dataset that yields whole batches."""
+    if depth > 3:
+        return None
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        try:
+            return int(shape[0]) if len(shape) else None
+        except Exception:
+            return None
+    if isinstance(batch, (list, tuple)) and batch:
+        return _rows_of(batch[0], depth + 1)
+    if isinstance(batch, dict) and batch:
+        return _rows_of(next(iter(batch.values())), depth + 1)
+    return None
+
+
+def _creation_frames(loader):
+    """file:line of the frames outside torch, this file and the loader's own __init__ (a
+    DataLoader subclass), innermost first: the first is where the loader was made; the rest say
+    through which framework (the controller's registry turns them into that framework's knob)."""
     try:
         frame = sys._getframe(2)
     except ValueError:
-        return None
-    for _ in range(40):
-        if frame is None:
-            return None
+        return []
+    found = []
+    for _ in range(80):
+        if frame is None or len(found) >= _MAX_FRAMES:
+            break
         name = frame.f_code.co_filename
-        if (name != _HERE and not (_TORCH_DIR and name.startswith(_TORCH_DIR)) and not name.startswith("<frozen")
-                and frame.f_locals.get("self") is not loader):
-            return "%s:%d" % (name, frame.f_lineno)
+        if (name != _HERE and not (_TORCH_DIR and name.startswith(_TORCH_DIR)) and not name.startswith("<")
+                and not _holds(frame, loader)):
+            found.append("%s:%d" % (name, frame.f_lineno))
         frame = frame.f_back
+    return found
+
+
+def _holds(frame, loader):
+    """A frame that already has the loader being built is part of its construction (a subclass's
+    __init__, Lightning's wrapper that records the init arguments), not where it was made."""
+    try:
+        return any(value is loader for value in list(frame.f_locals.values())[:64])
+    except Exception:
+        return False
+
+
+def _origin_of(dataset, site):
+    """The site of an earlier loader over the same dataset object: accelerate's prepare() (and
+    Lightning's sampler injection) rebuilds the user's loader; the user's knob is at the first."""
+    if dataset is None or site is None:
+        return None
+    import weakref
+
+    held = _origins.get(id(dataset))
+    if held is not None and held[0]() is dataset:
+        # only a loader a library makes is a rebuild: the user's own second loader over a dataset
+        # (minGPT's adder evaluates on the training set) is a loader of its own
+        rebuilt = "/site-packages/" in site or "/dist-packages/" in site
+        return held[1] if rebuilt and held[1] != site else None
+    try:
+        _origins[id(dataset)] = (weakref.ref(dataset), site)
+    except TypeError:  # not weakly referable: no origin, never an id reused by another object
+        pass
     return None
 
 
@@ -157,10 +210,31 @@ def _loader_doc(loader):
             "pin_memory": bool(getattr(loader, "pin_memory", False)),
             "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
             "prefetch_factor": getattr(loader, "prefetch_factor", None),
-            "batch_size": getattr(loader, "batch_size", None),
+            "batch_size": _batch_size(loader, dataset, iterable),
+            "frames": getattr(loader, "_provision_frames", None) or [],
+            "origin": getattr(loader, "_provision_origin", None),
             "dataset": type(dataset).__name__ if dataset is not None else None, "iterable": iterable,
             "dataset_len": _safe_len(dataset), "paths": _paths_of(dataset) if dataset is not None else [],
             "cpus": os.cpu_count()}
+
+
+def _batch_size(loader, dataset, iterable):
+    """The loader's batch_size; else its batch sampler's (accelerate and the HF Trainer hand the
+    DataLoader a BatchSampler, or one wrapped in a BatchSamplerShard); else, for an iterable
+    dataset that batches itself (batch_size=None), the dataset's own batch_size."""
+    candidates = [getattr(loader, "batch_size", None)]
+    sampler = getattr(loader, "batch_sampler", None)
+    for _ in range(3):  # a sampler wrapping a sampler (BatchSamplerShard -> BatchSampler)
+        if sampler is None:
+            break
+        candidates.append(getattr(sampler, "batch_size", None))
+        sampler = getattr(sampler, "batch_sampler", None)
+    if iterable:
+        candidates.append(getattr(dataset, "batch_size", None))
+    for value in candidates:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _record(inst, role):
@@ -184,7 +258,10 @@ def _instance(loader):
     inst = getattr(loader, "_provision_inst", None)
     if inst is None:
         site = getattr(loader, "_provision_site", None)
-        inst = {"key": site or ("id", id(loader)), "doc": _loader_doc(loader), "trained": False,
+        origin = getattr(loader, "_provision_origin", None)
+        # a framework rebuilds every user loader at one line of its own: the user's line tells them apart
+        key = (site, origin) if origin else site
+        inst = {"key": key or ("id", id(loader)), "doc": _loader_doc(loader), "trained": False,
                 "batches": 0, "wait": 0.0, "step": 0.0, "epochs": 0, "first": None}
         inst["rec"] = _record(inst, "other")
         inst["rec"]["untrained"] += 1
@@ -232,7 +309,11 @@ def _patch_dataloader(module):
         def loader_init(self, *args, **kwargs):
             orig_loader_init(self, *args, **kwargs)
             try:
-                object.__setattr__(self, "_provision_site", _creation_site(self))
+                frames = _creation_frames(self)
+                site = frames[0] if frames else None
+                object.__setattr__(self, "_provision_site", site)
+                object.__setattr__(self, "_provision_frames", frames[1:])
+                object.__setattr__(self, "_provision_origin", _origin_of(getattr(self, "dataset", None), site))
             except Exception:
                 pass
 
@@ -295,10 +376,15 @@ def _patch_dataloader(module):
             _state["device"] = _state["device"] or _device_guess(batch)
             if rec["first"]:
                 rec["first"], rec["first_of"] = False, inst
-                _write({"kind": "first_batch", "loader": rec["id"], "wait_s": wait, "batch_bytes": size})
+                _write({"kind": "first_batch", "loader": rec["id"], "wait_s": wait, "batch_bytes": size,
+                        "rows": _rows_of(batch)})
         it["prev"] = end
         it["batches"] += 1
-        _state["pending"] = inst  # the next backward/optimizer step trained on this batch
+        # a batch not yet trained on: the next backward (or optimizer step) trains on it, or on
+        # the one before (a one-batch-ahead wrapper -- timm's PrefetchLoader, accelerate,
+        # Lightning -- asks for batch k+1 before step k, and for none before the epoch's last)
+        inst["owed"] = inst.get("owed", 0) + 1
+        _state["pending"] = inst
         _progress()
         return batch
 
@@ -309,10 +395,12 @@ def _patch_dataloader(module):
 
 
 def _trained():
-    """A backward or an optimizer step: the loader that yielded the last batch is training."""
+    """A step (a backward; an optimizer step without one): the loader that yielded the latest
+    batch trained on one of its batches not yet counted. Counted at the step, not at __next__,
+    so a loader read one batch ahead is not one short per epoch; never more than its batches."""
     inst = _state["pending"]
-    if inst is not None:
-        _state["pending"] = None
+    if inst is not None and inst.get("owed", 0) > 0:
+        inst["owed"] -= 1
         try:
             if not inst["trained"]:
                 _promote(inst)
@@ -328,6 +416,7 @@ def _patch_autograd(module):
 
     def backward(*args, **kwargs):
         _state["backward"] += 1
+        _state["backward_since_step"] = True
         _trained()
         return orig(*args, **kwargs)
 
@@ -344,7 +433,8 @@ def _patch_optimizer(module):
 
     def after_step(optimizer, args, kwargs):
         _state["opt_steps"] += 1
-        _trained()
+        if not _state.pop("backward_since_step", False):  # a step is one backward or one optimizer step
+            _trained()
         _progress()  # a job without a DataLoader is counted too (at most one line a second)
 
     register(after_step)
@@ -500,9 +590,102 @@ class _AfterImport(object):
         return spec
 
 
+def _ours(frame):
+    return frame.f_code.co_filename == _HERE
+
+
+def _without_our_frames(exc):
+    """The exception (and those it chains) with this file's wrapper frames cut out of its
+    traceback: the user's traceback shows their code and torch's, never provision's."""
+    seen = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None and _ours(tb.tb_frame):
+            tb = tb.tb_next
+        node = tb
+        while node is not None and node.tb_next is not None:
+            if _ours(node.tb_next.tb_frame):
+                node.tb_next = node.tb_next.tb_next
+            else:
+                node = node.tb_next
+        try:
+            e.__traceback__ = tb
+        except Exception:
+            pass
+        todo.extend([e.__cause__, e.__context__] + list(getattr(e, "exceptions", None) or []))
+    return exc
+
+
+def _install_excepthooks():
+    prev = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        try:
+            tb = _without_our_frames(value).__traceback__
+        except Exception:
+            pass
+        return prev(kind, value, tb)
+
+    sys.excepthook = excepthook
+    try:
+        import threading as _threading
+
+        prev_thread = _threading.excepthook
+
+        def thread_hook(args):
+            try:
+                _without_our_frames(args.exc_value)
+                args = _threading.ExceptHookArgs((args.exc_type, args.exc_value, args.exc_value.__traceback__,
+                                                  args.thread))
+            except Exception:
+                pass
+            return prev_thread(args)
+
+        _threading.excepthook = thread_hook
+    except Exception:
+        pass
+
+
+def _install_warn():
+    """warnings.warn that does not count this file's wrapper frames in `stacklevel`: torch's
+    `stacklevel=2` warnings (GradScaler on a host without CUDA...) name the user's line, not
+    provision's sitecustomize.py."""
+    import warnings
+
+    orig = warnings.warn
+
+    def warn(message, category=None, stacklevel=1, source=None, *args, **kwargs):
+        if not isinstance(stacklevel, int) or stacklevel < 1:
+            return orig(message, category, stacklevel, source, *args, **kwargs)
+        level = stacklevel
+        try:
+            frame, real, counted = sys._getframe(1), 0, 0
+            while frame is not None and counted < stacklevel:
+                real += 1
+                if not _ours(frame):
+                    counted += 1
+                if counted < stacklevel:
+                    frame = frame.f_back
+            if frame is not None:
+                level = real
+        except Exception:
+            pass
+        return orig(message, category, level + 1, source, *args, **kwargs)
+
+    warn.__doc__, warn.__wrapped__ = orig.__doc__, orig
+    warnings.warn = warn
+
+
 def _install():
     if not _PATH:
         return
+    _install_excepthooks()
+    _install_warn()
     sys.meta_path.insert(0, _AfterImport())
     for name, patch in _PATCHES.items():  # already imported (unusual at start-up)
         if name in sys.modules:
