@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from provision.connection.openssh_kept import answers
+
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
@@ -154,8 +156,6 @@ class KeptMaster(Master):
         return None
 
     def _answers(self) -> bool:
-        from provision.connection.openssh_kept import answers
-
         return answers(self.socket)
 
     def alive(self) -> bool:

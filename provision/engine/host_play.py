@@ -15,6 +15,7 @@ from provision.engine.playbook import (
     Node,
     Task,
 )
+from provision.engine.playbook_roles import FROM_KEYS
 from provision.engine.results import TaskResult
 from provision.engine.run_state import (
     UNREACHABLE_ERRORS,
@@ -344,8 +345,6 @@ class _HostPlay(TaskExecution):
 
     def role_at_runtime(self, node: Include, variables: Mapping[str, Any]) -> Node:
         """include_role's templated name and *_from, rendered for this host, and the role."""
-        from provision.engine.playbook_roles import FROM_KEYS
-
         action, task = node.role_task
         raw = task[action]
         rendered = {

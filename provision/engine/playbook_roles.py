@@ -12,13 +12,14 @@ from provision.engine.collections import collection_roots, find_collection_role,
 from provision.engine.playbook_model import (
     _VAR_NAME,
     Block,
+    Include,
     Inherit,
     Node,
     Role,
     handler_tasks,
 )
 from provision.engine.role_argspec import entry_spec, validation_task_name
-from provision.engine.templating import is_template, to_bool
+from provision.engine.templating import Templar, TemplateError, is_template, to_bool
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
 
@@ -339,8 +340,6 @@ class RoleLoading:
     ) -> Node:
         """An include_role whose name or *_from is a template: an Include node that loads the
         role when it runs (host_play.run_role_include), with the names rendered for that host."""
-        from provision.engine.playbook_model import Include
-
         fields = self.node_fields(data, inherit, base_dir)
         raw = data[action]
         fields["name"] = fields["name"] or f"include_role {raw['name']}"
@@ -349,8 +348,6 @@ class RoleLoading:
         return node
 
     def role_name_at_load(self, name: str, inherit: Inherit, where: Pos) -> str | None:
-        from provision.engine.templating import Templar, TemplateError
-
         scope = role_load_vars(self.play_dir, self.play_vars, inherit)
         try:
             return str(Templar().render(name, scope))

@@ -21,6 +21,7 @@ from provision.errors import (
 )
 from provision.inventory.model import Host
 from provision.remote.agent import Agent
+from provision.remote.executor import ExecutorConnection
 
 # A host that can't be reached or logged into: the task is "unreachable", not "failed".
 UNREACHABLE_ERRORS = (UnreachableError, AuthError, HostKeyError)
@@ -115,8 +116,6 @@ class HostRuntime:
                 if isinstance(conn, LocalConnection) and conn.cwd is None:  # a local inventory host
                     conn.cwd = self.playbook_dir
                 elif self.options.executor and not isinstance(conn, LocalConnection):
-                    from provision.remote.executor import ExecutorConnection
-
                     conn = ExecutorConnection(conn)
             self._connections[key] = conn
         return conn

@@ -46,6 +46,7 @@ from provision.engine.yamlpos import load_yaml
 from provision.errors import (
     ConfigError,
 )
+from provision.inventory.loader import load_inventory
 from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import UnknownPatternError, select_hosts
 from provision.parallel import STOP_GRACE_S
@@ -129,8 +130,6 @@ class PlaybookRunner:
         already knows keep their connection settings)."""
         if not self.inventory.sources:
             return  # hosts given on the command line: nothing to read again
-        from provision.inventory.loader import load_inventory
-
         fresh = load_inventory(list(self.inventory.sources), str(self.playbook_dir))
         with self.lock:
             inv = self.inventory

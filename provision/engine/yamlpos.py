@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from provision.engine.taint import as_data
 from provision.errors import ConfigError
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # C parser when available: same positions
@@ -102,8 +103,6 @@ def _construct_list(loader: _Loader, node: yaml.SequenceNode) -> YList:
 
 def _construct_unsafe(loader: _Loader, node: yaml.Node) -> Any:
     """Ansible's `!unsafe`: the value is data, never rendered as a template."""
-    from provision.engine.taint import as_data
-
     if isinstance(node, yaml.ScalarNode):
         return as_data(loader.construct_scalar(node))
     if isinstance(node, yaml.SequenceNode):

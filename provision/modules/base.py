@@ -34,7 +34,7 @@ from provision.modules.argspec import (  # noqa: F401  (re-exported: the fallbac
 from provision.remote.agent import Agent
 from provision.secrets import is_secret_name, url_passwords
 from provision.shell import as_root as shell_as_root
-from provision.shell import become_command, path, quote, stdin_env
+from provision.shell import become_command, own_tools, path, quote, stdin_env
 
 if TYPE_CHECKING:
     from provision.engine.templating import Templar
@@ -153,8 +153,6 @@ class TaskContext:
             merged.update(env)
         timeout = timeout if timeout is not None else self.timeout
         if "PATH" in merged:  # the task's PATH is its commands', never provision's helpers'
-            from provision.shell import own_tools
-
             command = own_tools(command)
         # under become the values are read by the become'd shell, from stdin as the connection
         # sends them otherwise (connection.base.env_on_stdin): never in sudo's argv

@@ -27,7 +27,9 @@ BOOT = (
     "from provision.agent.train.supervisor import main; sys.exit(main(sys.argv[2:]))"
 )
 MAX_SAMPLES = 20000  # then every 10th: a week-long run keeps a bounded file
-INSTRUMENT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instrument", "sitecustomize.py")
+INSTRUMENT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instrument")
+# sitecustomize.py and the siblings it imports: what goes first on the run's PYTHONPATH
+INSTRUMENT_FILES = ("sitecustomize.py", "provision_batches.py", "provision_hygiene.py")
 
 
 def spawn(python: str, agent_dir: str, mode: str, directory: str) -> int:
@@ -134,8 +136,9 @@ def run_command(directory: str) -> int:
     if state.get("instrument"):
         inst_dir = os.path.join(directory, "instrument")
         os.makedirs(inst_dir, exist_ok=True)
-        with open(INSTRUMENT_FILE, "rb") as src, open(os.path.join(inst_dir, "sitecustomize.py"), "wb") as dst:
-            dst.write(src.read())
+        for name in INSTRUMENT_FILES:
+            with open(os.path.join(INSTRUMENT_DIR, name), "rb") as src, open(os.path.join(inst_dir, name), "wb") as dst:
+                dst.write(src.read())
     env = child_env(state, directory, user_env)
     argv = [str(a) for a in state["command"]]
     if state.get("python") and argv and argv[0] in ("python", "python3"):

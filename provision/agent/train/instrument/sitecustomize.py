@@ -17,12 +17,14 @@ import sys
 import threading
 import time
 
+import provision_batches as _batches  # its siblings, first on PYTHONPATH with it
+import provision_hygiene as _hygiene
+
 _PATH = os.environ.get("PROVISION_TRAIN_INSTRUMENT")
 _lock = threading.Lock()
 _state = {"file": None, "last_flush": 0.0, "amp": None, "scaler": False, "device": None,
           "loaders": {}, "pending": None, "backward": 0, "opt_steps": 0, "collectives": 0}
 _FLUSH_S = 1.0
-_HERE = os.path.abspath(__file__)
 _TORCH_DIR = None  # torch's package folder: frames inside it are not where a loader was made
 
 
@@ -62,88 +64,8 @@ def _progress(force=False):
             "amp": _state["amp"], "scaler": _state["scaler"], "device": _state["device"]})
 
 
-def _paths_of(dataset, limit=3):
-    """Paths a dataset names (ImageFolder's root, a list of files...): where its data is read."""
-    found = []
-    try:
-        items = list(vars(dataset).items())
-    except TypeError:
-        return found
-    for _, value in items[:50]:
-        candidates = []
-        listed = False
-        if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
-            candidates = [value]
-        elif isinstance(value, (list, tuple)) and value:
-            first = value[0]
-            candidates = [first[0] if isinstance(first, tuple) and first else first]
-            listed = True
-        for c in candidates:
-            try:
-                text = os.fsdecode(os.fspath(c))
-            except TypeError:
-                continue
-            if text.startswith("/") or os.sep in text:
-                full = os.path.abspath(text)
-                if listed and os.path.isfile(full):
-                    full = os.path.dirname(full)  # a list of sample files: their folder is the data
-                if os.path.exists(full) and full not in found:
-                    found.append(full)
-        if len(found) >= limit:
-            break
-    return found
-
-
-def _device_of(batch, depth=0):
-    if depth > 3:
-        return None
-    dev = getattr(batch, "device", None)
-    if dev is not None:
-        return str(getattr(dev, "type", dev))
-    if isinstance(batch, (list, tuple)) and batch:
-        return _device_of(batch[0], depth + 1)
-    if isinstance(batch, dict) and batch:
-        return _device_of(next(iter(batch.values())), depth + 1)
-    return None
-
-
-def _bytes_of(batch, depth=0):
-    """Bytes of the tensors in a batch (what a worker puts in shared memory for it)."""
-    if depth > 4:
-        return 0
-    numel = getattr(batch, "numel", None)
-    if numel is not None and hasattr(batch, "element_size"):
-        try:
-            return int(numel()) * int(batch.element_size())
-        except Exception:
-            return 0
-    if isinstance(batch, (list, tuple)):
-        return sum(_bytes_of(b, depth + 1) for b in batch[:64])
-    if isinstance(batch, dict):
-        return sum(_bytes_of(b, depth + 1) for b in list(batch.values())[:64])
-    return 0
-
-
 _MAX_FRAMES = 12
 _origins = {}  # id(dataset) -> (weak reference to it, the site of the first loader made over it)
-
-
-def _rows_of(batch, depth=0):
-    """The leading dimension of a batch's first tensor: the batch size of a loader that does not
-    batch (batch_size=None) over an iterable dataset that yields whole batches."""
-    if depth > 3:
-        return None
-    shape = getattr(batch, "shape", None)
-    if shape is not None:
-        try:
-            return int(shape[0]) if len(shape) else None
-        except Exception:
-            return None
-    if isinstance(batch, (list, tuple)) and batch:
-        return _rows_of(batch[0], depth + 1)
-    if isinstance(batch, dict) and batch:
-        return _rows_of(next(iter(batch.values())), depth + 1)
-    return None
 
 
 def _creation_frames(loader):
@@ -159,7 +81,7 @@ def _creation_frames(loader):
         if frame is None or len(found) >= _MAX_FRAMES:
             break
         name = frame.f_code.co_filename
-        if (name != _HERE and not (_TORCH_DIR and name.startswith(_TORCH_DIR)) and not name.startswith("<")
+        if (name not in _hygiene.OUR_FILES and not (_TORCH_DIR and name.startswith(_TORCH_DIR)) and not name.startswith("<")
                 and not _holds(frame, loader)):
             found.append("%s:%d" % (name, frame.f_lineno))
         frame = frame.f_back
@@ -214,7 +136,7 @@ def _loader_doc(loader):
             "frames": getattr(loader, "_provision_frames", None) or [],
             "origin": getattr(loader, "_provision_origin", None),
             "dataset": type(dataset).__name__ if dataset is not None else None, "iterable": iterable,
-            "dataset_len": _safe_len(dataset), "paths": _paths_of(dataset) if dataset is not None else [],
+            "dataset_len": _batches.safe_len(dataset), "paths": _batches.paths_of(dataset) if dataset is not None else [],
             "cpus": os.cpu_count()}
 
 
@@ -369,15 +291,15 @@ def _patch_dataloader(module):
                 inst["wait"] += end - start
                 inst["batches"] += 1
             if _state["device"] != "cuda" and rec["batches"] % 256 == 0:  # cheap, but not per batch
-                _state["device"] = _device_guess(batch)
+                _state["device"] = _batches.device_guess(batch)
         elif inst["first"] is None:
-            wait, size = round(end - start, 4), _bytes_of(batch)
+            wait, size = round(end - start, 4), _batches.bytes_of(batch)
             inst["first"] = (wait, size)
-            _state["device"] = _state["device"] or _device_guess(batch)
+            _state["device"] = _state["device"] or _batches.device_guess(batch)
             if rec["first"]:
                 rec["first"], rec["first_of"] = False, inst
                 _write({"kind": "first_batch", "loader": rec["id"], "wait_s": wait, "batch_bytes": size,
-                        "rows": _rows_of(batch)})
+                        "rows": _batches.rows_of(batch)})
         it["prev"] = end
         it["batches"] += 1
         # a batch not yet trained on: the next backward (or optimizer step) trains on it, or on
@@ -479,23 +401,6 @@ def _patch_c10d(module):
         setattr(module, name, make(fn))
 
 
-def _safe_len(dataset):
-    try:
-        return len(dataset)
-    except Exception:
-        return None
-
-
-def _device_guess(batch):
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_initialized():
-            return "cuda"
-    except Exception:
-        pass
-    return _device_of(batch) or "cpu"
-
-
 def _patch_autocast(module):
     cls = getattr(module, "autocast", None)
     if cls is None or getattr(cls, "_provision_patched", False):
@@ -590,102 +495,11 @@ class _AfterImport(object):
         return spec
 
 
-def _ours(frame):
-    return frame.f_code.co_filename == _HERE
-
-
-def _without_our_frames(exc):
-    """The exception (and those it chains) with this file's wrapper frames cut out of its
-    traceback: the user's traceback shows their code and torch's, never provision's."""
-    seen = set()
-    todo = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        tb = e.__traceback__
-        while tb is not None and _ours(tb.tb_frame):
-            tb = tb.tb_next
-        node = tb
-        while node is not None and node.tb_next is not None:
-            if _ours(node.tb_next.tb_frame):
-                node.tb_next = node.tb_next.tb_next
-            else:
-                node = node.tb_next
-        try:
-            e.__traceback__ = tb
-        except Exception:
-            pass
-        todo.extend([e.__cause__, e.__context__] + list(getattr(e, "exceptions", None) or []))
-    return exc
-
-
-def _install_excepthooks():
-    prev = sys.excepthook
-
-    def excepthook(kind, value, tb):
-        try:
-            tb = _without_our_frames(value).__traceback__
-        except Exception:
-            pass
-        return prev(kind, value, tb)
-
-    sys.excepthook = excepthook
-    try:
-        import threading as _threading
-
-        prev_thread = _threading.excepthook
-
-        def thread_hook(args):
-            try:
-                _without_our_frames(args.exc_value)
-                args = _threading.ExceptHookArgs((args.exc_type, args.exc_value, args.exc_value.__traceback__,
-                                                  args.thread))
-            except Exception:
-                pass
-            return prev_thread(args)
-
-        _threading.excepthook = thread_hook
-    except Exception:
-        pass
-
-
-def _install_warn():
-    """warnings.warn that does not count this file's wrapper frames in `stacklevel`: torch's
-    `stacklevel=2` warnings (GradScaler on a host without CUDA...) name the user's line, not
-    provision's sitecustomize.py."""
-    import warnings
-
-    orig = warnings.warn
-
-    def warn(message, category=None, stacklevel=1, source=None, *args, **kwargs):
-        if not isinstance(stacklevel, int) or stacklevel < 1:
-            return orig(message, category, stacklevel, source, *args, **kwargs)
-        level = stacklevel
-        try:
-            frame, real, counted = sys._getframe(1), 0, 0
-            while frame is not None and counted < stacklevel:
-                real += 1
-                if not _ours(frame):
-                    counted += 1
-                if counted < stacklevel:
-                    frame = frame.f_back
-            if frame is not None:
-                level = real
-        except Exception:
-            pass
-        return orig(message, category, level + 1, source, *args, **kwargs)
-
-    warn.__doc__, warn.__wrapped__ = orig.__doc__, orig
-    warnings.warn = warn
-
-
 def _install():
     if not _PATH:
         return
-    _install_excepthooks()
-    _install_warn()
+    _hygiene.install_excepthooks()
+    _hygiene.install_warn()
     sys.meta_path.insert(0, _AfterImport())
     for name, patch in _PATCHES.items():  # already imported (unusual at start-up)
         if name in sys.modules:
