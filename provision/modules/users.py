@@ -65,8 +65,8 @@ else
       [ -n "$missing" ] && { set -- "$@" -a -G "$missing"; echo "@@changed groups"; }
     elif [ "$have" != "$want" ]; then set -- "$@" -G "$want"; echo "@@changed groups"; fi
   fi
-  if [ -n "$expdays" ]; then  # Ansible's rule: an empty field reads as day 0; days compared
-    cur_exp=$(getent shadow "$name" | cut -d: -f8); cur_exp=${cur_exp:-0}
+  if [ -n "$expdays" ]; then  # Ansible's rule: an empty field reads as -1 (never); days compared
+    cur_exp=$(getent shadow "$name" | cut -d: -f8); cur_exp=${cur_exp:--1}
     if [ "$expdays" -lt 0 ]; then [ "$cur_exp" -ge 0 ] && { set -- "$@" -e ""; echo "@@changed expires"; }
     elif [ "$cur_exp" -lt 0 ] || [ "$cur_exp" != "$expdays" ]; then set -- "$@" -e "$expires"; echo "@@changed expires"; fi
   fi

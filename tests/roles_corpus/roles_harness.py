@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -208,13 +209,23 @@ class Twin:
     def playbook(self, role: Role) -> Path:
         return self.corpus / role.playbook.relative_to(HERE)
 
+    def control_dir(self) -> Path:
+        """Ansible's ControlPath folder: short, as a unix socket's path has 108 bytes at most
+        (under a pytest-xdist worker's tmp path, root/'cp' is too long for ssh)."""
+        link = self.root / "cp"
+        if not link.is_symlink():
+            if link.is_dir():
+                link.rmdir()
+            link.symlink_to(tempfile.mkdtemp(prefix="pvcp-", dir="/tmp"))
+        return Path(os.readlink(link))
+
     def prepare(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         if not self.corpus.exists():
             own = {"roles_harness.py", "vendor.py", "__pycache__"}  # the harness, not the corpus
             shutil.copytree(HERE, self.corpus, symlinks=True,
                             ignore=lambda d, names: [n for n in names if Path(d) == HERE and n in own])
-        for sub in ("home", "cp", "callbacks", "ansible-local"):
+        for sub in ("home", "callbacks", "ansible-local"):
             (self.root / sub).mkdir(exist_ok=True)
         (self.root / "callbacks" / "parity.py").write_text(CALLBACK)
         (self.root / "hosts.ini").write_text(
@@ -237,7 +248,7 @@ class Twin:
             "stdout_callback = parity\n"
             "[ssh_connection]\n"
             "pipelining = True\n"
-            f"control_path_dir = {self.root / 'cp'}\n"
+            f"control_path_dir = {self.control_dir()}\n"
             "ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=/dev/null\n"
         )
         # The twin's own setup, the same on both: its name, and apt with no sources (no mirror is

@@ -95,7 +95,10 @@ NOT_RUN: dict[str, str] = {
 }
 
 # (module, argument) the generator can't give a valid value: with why
-NO_VALUE: dict[tuple[str, str], str] = {}
+NO_VALUE: dict[tuple[str, str], str] = {
+    ("package_facts", "manager"): "names package managers from a fixed set (auto, apt, rpm, apk and"
+    " their aliases), refused otherwise: no free text",
+}
 
 # values for named arguments (and a base for modules whose required args need a real thing)
 WORK = "/tmp/pv-canary"

@@ -48,6 +48,8 @@ REPLAYED: dict[str, str] = {
 }
 NO_HOST_TEXT: dict[str, str] = {
     "inventory": "lists the user's own inventory (names, groups, vars): no host is contacted",
+    "disconnect": "ends the controller's own kept SSH masters: prints the inventory names and"
+    " user@host:port the controller recorded when it started them, nothing a host sent",
 }
 
 

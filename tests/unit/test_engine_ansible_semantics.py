@@ -346,7 +346,7 @@ def test_unsupported_is_an_error_with_position_and_alternative(tmp_path: Path) -
               delegate_to: "{{ other }}"
             - command: echo
               delegate_to: gpu2
-            - meta: refresh_inventory
+            - meta: restart_everything
         """,
     )
     with pytest.raises(PlaybookError) as err:
@@ -354,7 +354,7 @@ def test_unsupported_is_an_error_with_position_and_alternative(tmp_path: Path) -
     text = str(err.value)
     assert "site.yml:2:11: serial: 'many' is not a batch size" in text
     assert "site.yml:7:20: delegate_to: 'gpu2' is not supported" in text
-    assert "site.yml:8:13: meta: 'refresh_inventory' is not supported (use one of" in text
+    assert "site.yml:8:13: meta: 'restart_everything' is not supported (use one of" in text
 
 
 def test_ansible_cfg_roles_path_and_become_default(

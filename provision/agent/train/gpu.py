@@ -54,17 +54,6 @@ class GpuProbe(object):
         self.reason = no_gpu_reason(why)
 
 
-def no_gpu_reason(nvml_why: Optional[str]) -> str:
-    """Why there are no GPU samples, in the host's terms: with no sign of an NVIDIA driver (no
-    /dev/nvidiactl, no /proc/driver/nvidia, no nvidia-smi) there is simply no GPU here, whatever
-    pynvml's state; with a driver, what kept NVML from answering."""
-    import os
-
-    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
-        return "no GPU here (no NVIDIA driver: no /dev/nvidiactl, no /proc/driver/nvidia, no nvidia-smi)"
-    return "an NVIDIA driver is present but no GPU could be read: %s; no nvidia-smi" % (
-        nvml_why or "NVML unavailable")
-
     def sample(self) -> List[Dict[str, Any]]:
         if self.source == "nvml":
             return self._nvml()
@@ -139,3 +128,15 @@ def parse_smi_rows(text: str) -> List[Dict[str, Any]]:
             "throttle": [] if mask is None else nvml.decode_throttle(mask),
         })
     return rows
+
+
+def no_gpu_reason(nvml_why: Optional[str]) -> str:
+    """Why there are no GPU samples, in the host's terms: with no sign of an NVIDIA driver (no
+    /dev/nvidiactl, no /proc/driver/nvidia, no nvidia-smi) there is simply no GPU here, whatever
+    pynvml's state; with a driver, what kept NVML from answering."""
+    import os
+
+    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
+        return "no GPU here (no NVIDIA driver: no /dev/nvidiactl, no /proc/driver/nvidia, no nvidia-smi)"
+    return "an NVIDIA driver is present but no GPU could be read: %s; no nvidia-smi" % (
+        nvml_why or "NVML unavailable")
