@@ -356,6 +356,8 @@ class HostStage:
         def on_event(event: dict[str, Any]) -> None:
             nonlocal answered
             answered = True
+            if watchdog is not None and watchdog.fired:  # ends the call: its command is killed
+                raise UnreachableError(self.host, watchdog.reason)
             event = clean_event(event)
             if event.get("phase") == "ready":
                 self.last_seen = time.monotonic()

@@ -48,17 +48,20 @@ class StallWatchdog:
 
     def _run(self) -> None:
         while not self._stop.wait(0.25):
-            now = time.monotonic()
-            if now - self.stage.last_seen > self.stall:
-                self.reason = f"no sign of life from the host for {self.stall:g}s"
-            elif now - self.stage.last_progress > self.progress_stall:
-                self.reason = (f"the host kept talking but made no progress for {self.progress_stall:g}s "
-                               "(its events never advanced the stage)")
-            else:
-                continue
-            self.fired = True
+            if not self.fired:
+                now = time.monotonic()
+                if now - self.stage.last_seen > self.stall:
+                    self.reason = f"no sign of life from the host for {self.stall:g}s"
+                elif now - self.stage.last_progress > self.progress_stall:
+                    self.reason = (f"the host kept talking but made no progress for {self.progress_stall:g}s "
+                                   "(its events never advanced the stage)")
+                else:
+                    continue
+                self.fired = True
+            # and again each tick until stopped: a cut that lands between two ssh processes
+            # wakes nothing, and a host that keeps talking would hold the stage for ever
+            # (HostStage's event handler also refuses every event once fired)
             abort_transport(self.stage.connection)
-            return
 
     def stop(self) -> None:
         self._stop.set()

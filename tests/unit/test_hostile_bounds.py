@@ -151,3 +151,35 @@ def test_a_stage_that_advances_is_left_alone() -> None:
         assert not dog.fired
     finally:
         dog.stop()
+
+
+class _CountingConn(_Conn):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cuts = 0
+
+    def abort(self) -> None:  # a cut that woke nothing: the host talks on
+        self.cuts += 1
+        super().abort()
+
+
+def test_a_fired_watchdog_cuts_again_until_stopped_and_keeps_its_first_reason() -> None:
+    conn = _CountingConn()
+    stage = HostStage.__new__(HostStage)
+    stage.host, stage.connection, stage.on_event = "gpu9", conn, lambda event: None
+    stage.last_event, stage._best = {}, {}
+    dog = StallWatchdog(stage, stall=0.5, progress_stall=0.5)
+    try:
+        assert conn.aborted.wait(5)
+        reason = dog.reason
+        for _ in range(100):  # bounded: ~5 s
+            if conn.cuts >= 3:
+                break
+            time.sleep(0.05)
+        assert conn.cuts >= 3, "a first cut that woke nothing was the last"
+        assert dog.reason == reason
+    finally:
+        dog.stop()
+    cuts = conn.cuts
+    time.sleep(0.6)
+    assert conn.cuts <= cuts + 1  # stopped means stopped
