@@ -180,25 +180,6 @@ def _ternary(value: Any, true_val: Any, false_val: Any, none_val: Any = None) ->
     return true_val if value else false_val
 
 
-def _unique_list(seq: Any) -> list:
-    out: list = []
-    for item in seq:
-        if item not in out:
-            out.append(item)
-    return out
-
-
-def _human_readable(size: Any, isbits: bool = False, unit: str | None = None) -> str:
-    value = float(size)
-    units = ["", "K", "M", "G", "T", "P", "E"]
-    suffix = "b" if isbits else "B"
-    for u in units:
-        if unit == u or (unit is None and abs(value) < 1024) or u == units[-1]:
-            return f"{value:.2f} {u}{suffix}"
-        value /= 1024.0
-    return f"{value:.2f} {suffix}"  # pragma: no cover
-
-
 def _version_key(version: str) -> tuple:
     parts = re.split(r"[.+\-]", str(version))
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p != "")
@@ -320,18 +301,10 @@ FILTERS: dict[str, Any] = {
     "mandatory": _mandatory,
     "ternary": _ternary,
     "type_debug": lambda v: type(v).__name__,
-    "unique": _unique_list,
-    "union": lambda a, b: _unique_list(list(a) + list(b)),
-    "intersect": lambda a, b: _unique_list([x for x in a if x in b]),
-    "difference": lambda a, b: _unique_list([x for x in a if x not in b]),
-    "symmetric_difference": lambda a, b: _unique_list(
-        [x for x in list(a) + list(b) if (x in a) != (x in b)]
-    ),
     "zip": lambda *lists: [list(t) for t in zip(*lists, strict=False)],
     "zip_longest": lambda *lists, fillvalue=None: [
         list(t) for t in itertools.zip_longest(*lists, fillvalue=fillvalue)
     ],
-    "human_readable": _human_readable,
     "version_compare": _version_compare,
     "version": _version_compare,
     "extract": _extract,

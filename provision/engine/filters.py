@@ -6,13 +6,14 @@ what needs an optional library (jmespath, passlib / crypt) says so when that lib
 from __future__ import annotations
 
 import ipaddress
-import math
 import random
 import string
 import urllib.parse
 from typing import Any
 
 import jinja2
+
+from provision.engine.math_filters import MATH_FILTERS
 
 
 def _json_query(data: Any, expr: str) -> Any:
@@ -130,27 +131,6 @@ def _random_mac(prefix: str) -> str:
     return ":".join(parts)
 
 
-def _log(x: Any, base: float = math.e) -> float:
-    try:
-        return math.log10(x) if base == 10 else math.log(x, base)
-    except TypeError as exc:
-        raise jinja2.TemplateRuntimeError(f"log() can only be used on numbers: {exc}") from None
-
-
-def _pow(x: Any, y: Any) -> float:
-    try:
-        return math.pow(x, y)
-    except TypeError as exc:
-        raise jinja2.TemplateRuntimeError(f"pow() can only be used on numbers: {exc}") from None
-
-
-def _root(x: Any, base: float = 2) -> float:
-    try:
-        return math.sqrt(x) if base == 2 else math.pow(x, 1.0 / float(base))
-    except (ValueError, TypeError) as exc:
-        raise jinja2.TemplateRuntimeError(f"root() can only be used on numbers: {exc}") from None
-
-
 def _urldecode(value: Any) -> str:
     return urllib.parse.unquote_plus(str(value))
 
@@ -171,9 +151,7 @@ def _urlsplit(value: Any, query: str = "") -> Any:
 
 
 EXTRA_FILTERS: dict[str, Any] = {
-    "log": _log,
-    "pow": _pow,
-    "root": _root,
+    **MATH_FILTERS,  # engine/math_filters.py
     "urldecode": _urldecode,
     "urlsplit": _urlsplit,
     "json_query": _json_query,

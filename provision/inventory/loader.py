@@ -151,6 +151,11 @@ class InventoryBuilder:
             host_origins=dict(self.host_origins),
             group_origins=dict(self.group_origins),
             sources=list(self.sources),
+            implicit_host_vars={
+                h: {**self.inventory_dirs.vars_for("host_vars", h),
+                    **self.playbook_dirs.vars_for("host_vars", h)}
+                for h in sorted(LOCAL_NAMES - set(self.host_vars))
+            },
         )
         for name in self._host_order():
             groups = sorted(

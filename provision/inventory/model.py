@@ -56,6 +56,8 @@ class Inventory:
     host_origins: dict[str, str] = field(default_factory=dict)
     group_origins: dict[str, str] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)  # the inventory files, in load order
+    # host_vars/ files of the implicit localhost (a local name not in the inventory), by name
+    implicit_host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def group_hosts(self, group: str) -> list[str]:
         """All hosts in a group, its children included, in inventory order."""

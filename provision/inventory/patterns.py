@@ -20,6 +20,7 @@ import dataclasses
 import fnmatch
 import os
 import re
+import sys
 
 from provision.errors import ConfigError
 from provision.inventory.model import LOCAL_NAMES, Host, Inventory
@@ -73,12 +74,17 @@ def _describe(inventory: Inventory) -> str:
 
 
 def _implicit_localhost(inventory: Inventory, name: str) -> Host:
-    # Ansible's implicit localhost: not in the inventory, runs locally, sees `all` vars.
+    # Ansible's implicit localhost: not in the inventory, runs locally, sees `all` vars, and its
+    # ansible_python_interpreter is the controller's own Python (Ansible's sys.executable).
     return Host(
         name=name,
         address=name,
         local=True,
-        vars=dict(inventory.group_vars.get("all", {})),
+        vars={
+            "ansible_python_interpreter": sys.executable,
+            **inventory.group_vars.get("all", {}),
+            **inventory.implicit_host_vars.get(name, {}),
+        },
     )
 
 

@@ -150,3 +150,17 @@ def test_same_selection_as_ansible(inventory):
         assert [h.name for h in select_hosts(ours, pattern)] == expected, pattern
         compared += 1
     assert compared == len(CASES) - 1
+
+
+def test_implicit_localhost_as_ansibles(tmp_path):
+    """Ansible's implicit localhost: the controller's Python as its interpreter, and the
+    host_vars/localhost.yml beside the playbook (ansible-core's filter_mathstuff reads both)."""
+    import sys
+
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "localhost.yml").write_text("foo: test\n")
+    inventory = load_inventory([FLEET], playbook_dir=str(tmp_path))
+    [host] = select_hosts(inventory, "localhost")
+    assert host.vars["foo"] == "test"
+    assert host.vars["ansible_python_interpreter"] == sys.executable
+    assert host.vars["data_dir"] == "/data"
