@@ -241,8 +241,9 @@ class _HostPlay(TaskExecution):
             self.rt.vars.set_facts["ansible_failed_result"] = as_data(
                 self.last_failure.result if self.last_failure else {}
             )
-            self.rt.vars.set_facts["ansible_failed_task"] = failed_task_var(
-                self.last_failure, self.last_failed_task
+            # the task as written: its templates are text here, never rendered (Ansible's)
+            self.rt.vars.set_facts["ansible_failed_task"] = as_data(
+                failed_task_var(self.last_failure, self.last_failed_task)
             )
             self.run_nodes(block.rescue)
         if block.always and not self.runner.stop.is_set():

@@ -1,26 +1,30 @@
-"""Lookup plugins, evaluated on the controller as Ansible does: env, file, template, pipe,
-lines, fileglob, first_found, items/list, vars, and the ones `with_*` loops use: subelements,
-together, nested (community.general.cartesian), dict, sequence, indexed_items, random_choice,
-flattened (community.general.flattened).
+"""Lookup plugins, evaluated on the controller as ansible-core's (plugins/lookup/*.py): env,
+file, template, pipe, lines, fileglob, first_found, vars, varnames, csvfile and ini
+(engine/lookup_tables.py), and the list lookups `with_*` loops use (engine/lookup_lists.py).
+Options are keyword arguments (`lookup('file', 'x', rstrip=False)`), typed as Ansible's
+(engine/lookup_options.py); `errors=ignore|warn` and `wantlist=True` are every lookup's.
 
-Relative paths are searched like Ansible's: the role's `files/` (`templates/` for template)
-and the role directory, then the playbook's `files/` (`templates/`) and the playbook directory,
-then the working directory. `pipe` runs its command with the controller's /bin/sh, bounded.
+Relative names are searched as Ansible's `find_file_in_search_path` does
+(`search_candidates`): for each entry of the task's `ansible_search_path` (its role, the
+directory of its tasks file) `ENTRY/SUBDIR/NAME` then `ENTRY/NAME`, then the playbook's
+directory the same way. `pipe` runs its command with the controller's /bin/sh, bounded.
 """
 
 from __future__ import annotations
 
 import glob
-import itertools
 import os
-import random
 import re
 import subprocess
+from collections import ChainMap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from provision.engine import lookup_lists, lookup_tables
+from provision.engine.lookup_options import lookup_error, options
 
 PIPE_TIMEOUT_S = 120.0
 SUPPORTED = (
@@ -43,6 +47,9 @@ SUPPORTED = (
     "indexed_items",
     "random_choice",
     "flattened",
+    "csvfile",
+    "ini",
+    "inventory_hostnames",
 )
 # a lookup's other names (FQCN forms) -> provision's lookup
 ALIASES = {
@@ -58,135 +65,6 @@ def canonical_lookup(kind: str) -> str:
 
 def _fail(message: str) -> jinja2.TemplateRuntimeError:
     return jinja2.TemplateRuntimeError(message)
-
-
-def _subelements(terms: tuple[Any, ...]) -> list[Any]:
-    """[(element, sub-element)] for each element's list at the dotted key (Ansible's)."""
-    if len(terms) not in (2, 3) or not isinstance(terms[1], str):
-        raise _fail("subelements: needs a list (or dict) of elements, a key, and optionally flags")
-    flags = terms[2] if len(terms) == 3 else {}
-    if not isinstance(flags, Mapping) or set(flags) - {"skip_missing"}:
-        raise _fail("subelements: the third term may only be {skip_missing: true|false}")
-    skip_missing = bool(flags.get("skip_missing", False))
-    elements = terms[0]
-    if isinstance(elements, Mapping):
-        if elements.get("skipped", False) is not False:
-            return []
-        elements = list(elements.values())
-    if not isinstance(elements, list):
-        raise _fail("subelements: the first term must be a list or a dict")
-    out: list[Any] = []
-    path = terms[1].split(".")
-    for element in elements:
-        if not isinstance(element, Mapping):
-            raise _fail(f"subelements: element {element!r} is not a mapping")
-        if element.get("skipped", False) is not False:
-            continue
-        value: Any = element
-        for index, key in enumerate(path):
-            if not isinstance(value, Mapping) or key not in value:
-                if skip_missing:
-                    value = None
-                    break
-                raise _fail(f"could not find '{key}' key in iterated item '{element}'")
-            value = value[key]
-            if index + 1 < len(path) and not isinstance(value, Mapping):
-                raise _fail(f"the key '{key}' should point to a dictionary, got '{value}'")
-        if value is None and skip_missing:
-            continue
-        if not isinstance(value, list):
-            raise _fail(f"the key {path[-1]} should point to a list, got '{value}'")
-        out.extend([element, sub] for sub in value)
-    return out
-
-
-def _lists(kind: str, terms: tuple[Any, ...]) -> list[list[Any]]:
-    lists = []
-    for term in terms:
-        if not isinstance(term, (list, tuple)):
-            raise _fail(f"{kind}: every term must be a list, got {term!r}")
-        lists.append(list(term))
-    return lists
-
-
-def _flatten(value: Any) -> list[Any]:
-    if isinstance(value, (list, tuple)):
-        out: list[Any] = []
-        for item in value:
-            out.extend(_flatten(item))
-        return out
-    return [] if value is None else [value]
-
-
-_SEQ_SHORT = re.compile(
-    r"^(?:(-?\d+|0x[0-9a-f]+)-)?(-?\d+|0x[0-9a-f]+)(?:/(-?\d+|0x[0-9a-f]+))?(?::(.+))?$", re.I
-)
-
-
-def _sequence(term: Any) -> list[str]:
-    """`start=1 end=10 stride=2 format=x%02d` or `count=4`, or the short `1-10/2:x%02d`."""
-    text = str(term).strip()
-    opts: dict[str, str] = {}
-    short = _SEQ_SHORT.match(text)
-    if short and "=" not in text:
-        start, end, stride, fmt = short.groups()
-        opts = {"start": start or "1", "end": end}
-        if stride:
-            opts["stride"] = stride
-        if fmt:
-            opts["format"] = fmt
-    else:
-        for word in text.split():
-            key, sep, value = word.partition("=")
-            if not sep or key not in ("start", "end", "count", "stride", "format"):
-                raise _fail(f"sequence: can't parse {word!r} (start= end= count= stride= format=)")
-            opts[key] = value
-    try:
-        start = int(opts.get("start", "1"), 0)
-        stride = int(opts.get("stride", "1"), 0)
-        if "count" in opts:
-            if "end" in opts:
-                raise _fail("sequence: count and end are mutually exclusive")
-            count = int(opts["count"], 0)
-            if count <= 0:
-                return []
-            end = start + (count - 1) * stride
-        elif "end" in opts:
-            end = int(opts["end"], 0)
-        else:
-            raise _fail("sequence: needs end= or count=")
-    except ValueError as exc:
-        raise _fail(f"sequence: {exc}") from None
-    fmt = opts.get("format", "%d")
-    if stride == 0:
-        return []
-    if (stride > 0 and end < start) or (stride < 0 and end > start):
-        raise _fail("sequence: to count backwards make stride negative")
-    stop = end + (1 if stride > 0 else -1)
-    return [fmt % i for i in range(start, stop, stride)]
-
-
-def _search_dirs(ctx: Any, subdir: str) -> list[Path]:
-    """Ansible's path_dwim_relative_stack: for each entry of the task's `ansible_search_path`
-    (its role, the directory of its tasks file) `ENTRY/SUBDIR`, `ENTRY` (and for a role's
-    tasks/ directory the role's `SUBDIR` first), then the playbook's directory, then the cwd."""
-    dirs: list[Path] = []
-    stack = _ctx_get(ctx, "ansible_search_path")
-    if not isinstance(stack, list) or not stack:
-        role = _ctx_get(ctx, "role_path")
-        stack = [role] if isinstance(role, str) and role else []
-    for entry in stack:
-        if not isinstance(entry, str) or not entry:
-            continue
-        base = Path(entry)
-        if base.name == "tasks" and (base.parent / "tasks").is_dir() and base.parent != base:
-            dirs += [base.parent / subdir, base.parent]
-        dirs += [base / subdir, base]
-    play = _ctx_get(ctx, "playbook_dir")
-    if isinstance(play, str) and play:
-        dirs += [Path(play) / subdir, Path(play)]
-    dirs.append(Path.cwd())
-    return list(dict.fromkeys(dirs))
 
 
 def _ctx_get(ctx: Any, key: str) -> Any:
@@ -212,46 +90,6 @@ class VarsContext:
             return jinja2.utils.missing
 
 
-def _varnames(ctx: Any, term: Any) -> list[str]:
-    """Ansible's `varnames`: the names of the variables the task sees that the regular expression
-    `term` matches (`re.search`, so `^x$` for one exact name), in the variables' order."""
-    if not isinstance(term, str):
-        raise _fail(f'varnames: invalid setting identifier, "{term}" is not a string, it is a {type(term).__name__}')
-    try:
-        search = re.compile(term)
-    except re.error as exc:
-        raise _fail(f'varnames: unable to use "{term}" as a search parameter: {exc}') from None
-    names: dict[str, None] = {}
-    for source in (getattr(ctx, "parent", None), getattr(ctx, "vars", None)):
-        if isinstance(source, Mapping):
-            names.update(dict.fromkeys(k for k in source if isinstance(k, str)))
-    return [name for name in names if search.search(name)]
-
-
-def find_file(ctx: Any, name: str, subdir: str = "files") -> Path | None:
-    path = Path(os.path.expanduser(name))
-    if path.is_absolute():
-        return path if path.exists() else None
-    for base in _search_dirs(ctx, subdir):
-        if (base / path).exists():
-            return base / path
-    return None
-
-
-def _missing(kind: str, name: str, ctx: Any, subdir: str) -> jinja2.TemplateRuntimeError:
-    where = ", ".join(str(d) for d in _search_dirs(ctx, subdir))
-    return jinja2.TemplateRuntimeError(
-        f"lookup('{kind}'): could not find {name!r} (looked in: {where})"
-    )
-
-
-def _render_file(ctx: Any, path: Path) -> str:
-    template = ctx.environment.from_string(path.read_text(encoding="utf-8"))
-    # shared: the task's (lazy) variables are used as they are, not copied (and rendered) first
-    new = template.new_context(ctx.parent, shared=True, locals=ctx.get_exported())
-    return ctx.environment.concat(template.root_render_func(new))  # type: ignore[attr-defined]
-
-
 def _pipe(command: str) -> str:
     try:
         proc = subprocess.run(
@@ -274,133 +112,351 @@ def _pipe(command: str) -> str:
     return proc.stdout.rstrip("\n")
 
 
-def _first_found(
-    ctx: Any, terms: tuple[Any, ...], kwargs: dict[str, Any], subdir: str = "files"
-) -> list[str]:
-    files: list[str] = []
-    paths: list[str] = list(kwargs.get("paths") or [])
-    skip = bool(kwargs.get("skip", False))
-    for term in terms:
-        for entry in term if isinstance(term, list) else [term]:
-            if isinstance(entry, Mapping):
-                files += list(entry.get("files") or [])
-                paths += list(entry.get("paths") or [])
-                skip = bool(entry.get("skip", skip))
-            else:
-                files.append(str(entry))
-    files += list(kwargs.get("files") or [])
-    for name in files:
-        candidates = [Path(p) / name for p in paths] if paths else []
-        for candidate in candidates:
-            if candidate.exists():
-                return [str(candidate)]
-        found = find_file(ctx, name, subdir)
-        if found is not None:
-            return [str(found)]
-    if skip:
-        return []
-    raise jinja2.TemplateRuntimeError(
-        f"lookup('first_found'): none of {files} exist; add `skip: true` to allow that"
+
+
+# -- the search path ---------------------------------------------------------------------------
+_RE_TASKS = re.compile(r"(?:^|/)+tasks/?$")
+_MAINS = ("main.yml", "main.yaml", "main")
+
+
+def _is_role(path: str) -> bool:
+    """Ansible's imperfect role detection of a search-path entry (DataLoader._is_role)."""
+    parent = os.path.dirname(path)
+    if _RE_TASKS.search(path) and any(os.path.exists(os.path.join(path, m)) for m in _MAINS):
+        return True
+    return any(
+        os.path.exists(os.path.join(base, sub, m))
+        for base in (os.path.normpath(path), parent)
+        for sub in ("tasks", "meta")
+        for m in _MAINS
     )
+
+
+def search_candidates(ctx: Any, subdir: str | None, name: str) -> list[Path]:
+    """Where Ansible looks for a relative `name` (path_dwim_relative_stack): for each entry of
+    the task's `ansible_search_path` (else the playbook's directory) `ENTRY/SUBDIR/NAME`
+    (unless NAME starts with SUBDIR/) and `ENTRY/NAME` — a role's tasks subfolder adds the role's
+    own first — then the playbook's directory the same way."""
+    stack = _ctx_get(ctx, "ansible_search_path")
+    basedir = _ctx_get(ctx, "playbook_dir")
+    basedir = basedir if isinstance(basedir, str) and basedir else os.getcwd()
+    if not isinstance(stack, list) or not stack:
+        stack = [basedir]
+    in_role = _ctx_get(ctx, "role_path") is not None
+    own_subdir = subdir is not None and name.split("/")[0] == subdir
+    out: list[str] = []
+    for entry in stack:
+        if not isinstance(entry, str) or not entry:
+            continue
+        upath = os.path.normpath(os.path.abspath(entry))
+        parent = os.path.dirname(upath)
+        if (in_role or _is_role(entry)) and parent.endswith("/tasks"):
+            if subdir is not None:
+                out.append(os.path.join(os.path.dirname(parent), subdir, name))
+            out.append(os.path.join(parent, name))
+        if subdir is not None and not own_subdir:
+            out.append(os.path.join(upath, subdir, name))
+        out.append(os.path.join(upath, name))
+    if subdir is not None and not own_subdir:
+        out.append(os.path.join(basedir, subdir, name))
+    out.append(os.path.join(basedir, name))
+    return [Path(p) for p in dict.fromkeys(out)]
+
+
+def find_file(ctx: Any, name: str, subdir: str | None = "files") -> Path | None:
+    """The first existing place of `name` (absolute or `~`: itself), else None."""
+    if name.startswith(("~", "/")):
+        path = Path(os.path.expanduser(name))
+        return path if path.exists() else None
+    return next((p for p in search_candidates(ctx, subdir, name) if p.exists()), None)
+
+
+def _missing(kind: str, name: str, ctx: Any, subdir: str | None) -> jinja2.TemplateRuntimeError:
+    where = ", ".join(str(p) for p in search_candidates(ctx, subdir, name))
+    return lookup_error(f"lookup('{kind}'): could not find {name!r} (looked in: {where})")
+
+
+# -- the lookups -------------------------------------------------------------------------------
+_TEMPLATE_SPEC = {
+    "template_vars": ("dict", {}),
+    "variable_start_string": ("str", "{{"),
+    "variable_end_string": ("str", "}}"),
+    "comment_start_string": ("str", "{#"),
+    "comment_end_string": ("str", "#}"),
+    "trim_blocks": ("bool", True),
+    "convert_data": ("bool", True),  # deprecated in Ansible; no effect there either
+    "jinja2_native": ("bool", True),
+}
+
+
+def _render_file(ctx: Any, term: str, path: Path, opts: Mapping[str, Any]) -> Any:
+    """A template file rendered as Ansible's template lookup: `{% include %}` and friends
+    searched in its own folder, then each search-path entry's `templates/` and the entry; the
+    template_* variables and `ansible_managed` added; one value stays native (none is None)."""
+    from provision.engine.templating import native_environment
+    from provision.modules.files import managed_text
+
+    stack = _ctx_get(ctx, "ansible_search_path")
+    searchpath = [str(path.parent)]
+    for entry in stack if isinstance(stack, list) else []:
+        searchpath += [os.path.join(entry, "templates"), entry]
+    env = native_environment().overlay(
+        loader=jinja2.FileSystemLoader(searchpath),
+        variable_start_string=opts["variable_start_string"],
+        variable_end_string=opts["variable_end_string"],
+        comment_start_string=opts["comment_start_string"],
+        comment_end_string=opts["comment_end_string"],
+        trim_blocks=bool(opts["trim_blocks"]),
+        keep_trailing_newline=False,  # an include's last newline goes; the file's own comes back
+    )
+    source = path.read_text(encoding="utf-8")
+    try:
+        template = env.from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise lookup_error(f"{path}:{exc.lineno}: {exc.message}") from None
+    extra: dict[str, Any] = {
+        "template_path": term,
+        "template_fullpath": str(path.resolve()),
+        "template_destpath": None,
+        "template_host": os.uname().nodename,
+    }
+    if _ctx_get(ctx, "ansible_managed") is None:
+        extra["ansible_managed"] = managed_text(os.environ.get("ANSIBLE_CONFIG"), os.getcwd())
+    layers = ChainMap(dict(opts["template_vars"] or {}), extra, ctx.parent)
+    # shared: the task's (lazy) variables are used as they are, not copied (and rendered) first
+    out = list(template.root_render_func(template.new_context(layers, shared=True)))
+    if not out:
+        return None
+    result = out[0] if len(out) == 1 else "".join(str(v) for v in out)
+    if isinstance(result, str):  # Ansible's preserve_trailing_newlines
+        missing = (len(source) - len(source.rstrip("\n"))) - (len(result) - len(result.rstrip("\n")))
+        result += "\n" * max(missing, 0)
+    return result
+
+
+def _pipe(command: str) -> str:
+    try:
+        proc = subprocess.run(
+            ["/bin/sh", "-c", command],
+            capture_output=True,
+            text=True,
+            timeout=PIPE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise lookup_error(
+            f"lookup('pipe'): the command did not finish within {PIPE_TIMEOUT_S:g}s"
+        ) from None
+    if proc.returncode != 0:
+        raise lookup_error(
+            f"lookup('pipe'): the command exited with {proc.returncode}: "
+            f"{proc.stderr.strip()[-300:] or 'no message'}"
+        )
+    return proc.stdout.rstrip("\n")
+
+
+def _split_on(value: Any, splitters: str) -> list[str]:
+    """Ansible's first_found: a string splits on `splitters` (deprecated there, still done)."""
+    if isinstance(value, str):
+        return re.split("[" + re.escape(splitters) + "]", value)
+    out: list[str] = []
+    for item in value or []:
+        out.extend(_split_on(item, splitters))
+    return out
+
+
+_FIRST_FOUND_SPEC = {"files": (None, []), "paths": (None, []), "skip": ("bool", False)}
+
+
+def _first_found(
+    ctx: Any, terms: tuple[Any, ...], kwargs: dict[str, Any], subdir: str | None
+) -> list[str]:
+    """The first file of the terms (names, lists of them, or `{files, paths, skip}` mappings;
+    with `paths`, each path joined to each name) found by the search path; `[]` with `skip`."""
+    opts = options("first_found", _FIRST_FOUND_SPEC, kwargs)
+
+    def candidates(items: Any) -> list[str]:
+        found: list[str] = []
+        for term in items:
+            if isinstance(term, Mapping):
+                opts.update(options("first_found", _FIRST_FOUND_SPEC, term))
+                names, split = opts["files"], ",;"
+            elif isinstance(term, str):
+                names, split = [term], ""
+            elif isinstance(term, (list, tuple)):
+                found += candidates(term)
+                continue
+            else:
+                raise lookup_error(
+                    "Invalid term supplied. A string, dict or list is required, not "
+                    f"{type(term).__name__!r})."
+                )
+            files = _split_on(names, split) if split else names
+            paths = _split_on(opts["paths"], ",:;")
+            found += [os.path.join(p, f) for p in paths for f in files] if paths else files
+        return found
+
+    names = candidates(list(terms) or opts["files"])
+    for name in names:
+        path = find_file(ctx, name, subdir)
+        if path is not None:
+            return [os.path.normpath(os.path.abspath(path))]
+    if opts["skip"]:
+        return []
+    where = f" in {subdir}/ or" if subdir else ""
+    raise lookup_error(
+        f"No file was found when using first_found. (looked for {names}{where} beside the "
+        "task's role, tasks file and playbook; `skip: true` allows none)"
+    )
+
+
+def _varnames(ctx: Any, terms: tuple[Any, ...]) -> list[str]:
+    """The names of the variables the task sees that each regular expression matches
+    (`re.search`), in the variables' order."""
+    names: dict[str, None] = {}
+    for source in (getattr(ctx, "parent", None), getattr(ctx, "vars", None)):
+        if isinstance(source, Mapping):
+            names.update(dict.fromkeys(k for k in source if isinstance(k, str)))
+    out: list[str] = []
+    for term in terms:
+        if not isinstance(term, str):
+            raise lookup_error(
+                f'Invalid setting identifier, "{term}" is not a string, it is a {type(term)}'
+            )
+        try:
+            search = re.compile(term)
+        except re.error as exc:
+            raise lookup_error(f'Unable to use "{term}" as a search parameter: {exc}') from None
+        out += [name for name in names if search.search(name)]
+    return out
+
+
+def _vars(ctx: Any, terms: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+    """Each named variable's value; an unknown one is `default`, else an undefined value that
+    fails where it is used (Ansible's)."""
+    from provision.engine.templating import StrictChainableUndefined
+
+    default = kwargs.get("default")
+    out: list[Any] = []
+    for term in terms:
+        if not isinstance(term, str):
+            raise lookup_error(f"Variable name must be 'str' not {type(term).__name__!r}.")
+        try:
+            value = ctx.resolve_or_missing(term)
+        except Exception as exc:  # the variable's own template failed: so does the lookup
+            raise lookup_error(str(exc)) from None
+        if value is jinja2.utils.missing:
+            value = (
+                StrictChainableUndefined(hint=f"No variable named {term!r} was found.")
+                if default is None
+                else default
+            )
+        out.append(value)
+    return out
+
+
+_FILE_SPEC = {"rstrip": ("bool", True), "lstrip": ("bool", False)}
+
+
+def _fileglob(ctx: Any, term: str) -> list[str]:
+    base = os.path.basename(term)
+    if base != term:
+        found = find_file(ctx, os.path.dirname(term), "files")
+        dirs = [str(found)] if found is not None else []
+    else:
+        stack = _ctx_get(ctx, "ansible_search_path")
+        if not isinstance(stack, list) or not stack:
+            play = _ctx_get(ctx, "playbook_dir")
+            stack = [play if isinstance(play, str) and play else os.getcwd()]
+        dirs = [d for entry in stack for d in (os.path.join(entry, "files"), entry)]
+    for folder in dirs:
+        matches = [m for m in sorted(glob.glob(os.path.join(folder, base))) if os.path.isfile(m)]
+        if matches:
+            return matches
+    return []
 
 
 def run_lookup(ctx: Any, kind: str, terms: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The lookup's values as a list (query's shape)."""
     kind = canonical_lookup(kind)
-    subdir = kwargs.pop("_subdir", "files")  # a with_first_found loop's action decides (Ansible)
+    # a with_first_found loop's action decides its folder (Ansible); lookup() searches none
+    subdir = kwargs.pop("_subdir", None)
+    listed = lookup_lists.list_lookup(kind, terms, kwargs)
+    if listed is not None:
+        return listed
     if kind == "first_found":
         return _first_found(ctx, terms, kwargs, subdir)
-    if kind == "subelements":
-        return _subelements(terms)
-    if kind == "together":
-        return [list(t) for t in itertools.zip_longest(*_lists(kind, terms))]
-    if kind == "nested":
-        lists = _lists(kind, terms)
-        return [list(t) for t in itertools.product(*lists)] if lists else []
-    if kind == "indexed_items":
-        return [[i, v] for i, v in enumerate(_flatten_once(terms))]
-    if kind == "random_choice":
-        items = list(terms)
-        return [random.choice(items)] if items else []
-    if kind == "flattened":
-        return _flatten(list(terms))
+    if kind == "varnames":
+        return _varnames(ctx, terms)
+    if kind == "vars":
+        return _vars(ctx, terms, kwargs)
+    if kind in ("csvfile", "ini"):
+        table = lookup_tables.csvfile if kind == "csvfile" else lookup_tables.ini
+        return table(lambda name: find_file(ctx, name, "files"), terms, kwargs)
+    if kind == "inventory_hostnames":
+        return lookup_lists.inventory_hostnames({"groups": _ctx_get(ctx, "groups")}, terms)
+    if kind not in SUPPORTED:
+        raise lookup_error(
+            f"lookup plugin {kind!r} is not supported (supported: {', '.join(SUPPORTED)})"
+        )
     values: list[Any] = []
     for term in terms:
         if kind == "env":
-            values.append(os.environ.get(str(term), kwargs.get("default", "")))
+            name = str(term).split()[0] if str(term).split() else ""
+            values.append(os.environ.get(name, kwargs.get("default", "")))
         elif kind in ("file", "template"):
             subdir = "files" if kind == "file" else "templates"
             path = find_file(ctx, str(term), subdir)
             if path is None or not path.is_file():
                 raise _missing(kind, str(term), ctx, subdir)
             if kind == "file":
+                opts = options("file", _FILE_SPEC, kwargs)
                 text = path.read_text(encoding="utf-8")
-                values.append(text.rstrip("\n") if kwargs.get("rstrip", True) else text)
+                text = text.lstrip() if opts["lstrip"] else text
+                values.append(text.rstrip() if opts["rstrip"] else text)
             else:
-                values.append(_render_file(ctx, path))
+                values.append(_render_file(ctx, str(term), path, options(kind, _TEMPLATE_SPEC, kwargs)))
         elif kind == "pipe":
             values.append(_pipe(str(term)))
         elif kind == "fileglob":
             pattern = str(term)
-            if not os.path.isabs(pattern):
-                for base in _search_dirs(ctx, "files"):
-                    matches = sorted(glob.glob(str(base / pattern)))
-                    if matches:
-                        values.extend(m for m in matches if os.path.isfile(m))
-                        break
-            else:
+            if os.path.isabs(pattern):
                 values.extend(m for m in sorted(glob.glob(pattern)) if os.path.isfile(m))
-        elif kind in ("items", "list"):
-            values.extend(term if isinstance(term, list) else [term])
+            else:
+                values.extend(_fileglob(ctx, pattern))
         elif kind == "lines":
             values.extend(_pipe(str(term)).splitlines())
-        elif kind == "dict":
-            if not isinstance(term, Mapping):
-                raise _fail(f"dict: needs a mapping, got {type(term).__name__}")
-            values.extend({"key": k, "value": v} for k, v in term.items())
-        elif kind == "sequence":
-            values.extend(_sequence(term))
-        elif kind == "varnames":
-            values.extend(_varnames(ctx, term))
-        elif kind == "vars":
-            value = _ctx_get(ctx, str(term))
-            if value is None and "default" not in kwargs:
-                raise jinja2.TemplateRuntimeError(f"lookup('vars'): no variable named {term!r}")
-            values.append(kwargs.get("default") if value is None else value)
-        else:
-            raise jinja2.TemplateRuntimeError(
-                f"lookup plugin {kind!r} is not supported (supported: {', '.join(SUPPORTED)})"
-            )
     return values
 
 
-def _flatten_once(terms: tuple[Any, ...]) -> list[Any]:
-    out: list[Any] = []
-    for term in terms:
-        out.extend(term if isinstance(term, list) else [term])
-    return out
-
-
-@jinja2.pass_context
-def lookup(ctx: Any, kind: str, *terms: Any, **kwargs: Any) -> Any:
-    """`lookup(...)`: one value alone, several strings joined with commas, other values (and
-    none) as the list (ansible-core 2.19's rule), or the list with `wantlist=True`."""
+def _invoke(ctx: Any, kind: str, terms: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Ansible's _invoke_lookup: `errors=ignore|warn` turn a failure into None (`[]` as a
+    list); else one value alone, several strings joined with commas, other values as the
+    list; `wantlist=True` keeps the list."""
     wantlist = kwargs.pop("wantlist", False)
-    values = run_lookup(ctx, kind, terms, kwargs)
-    if wantlist:
+    errors = kwargs.pop("errors", "strict")
+    try:
+        values = run_lookup(ctx, kind, terms, kwargs)
+    except jinja2.TemplateError:
+        if errors not in ("warn", "ignore"):
+            raise
+        return [] if wantlist else None
+    if wantlist or not values:
         return values
-    if kind in ("fileglob",):
-        return ",".join(str(v) for v in values)
-    if kind == "first_found":
-        return values[0] if values else ""
     if len(values) == 1:
         return values[0]
-    if all(isinstance(v, str) for v in values):  # Ansible: strings joined, anything else as is
+    if all(isinstance(v, str) for v in values):
         return ",".join(values)
     return values
 
 
 @jinja2.pass_context
+def lookup(ctx: Any, kind: str, *terms: Any, **kwargs: Any) -> Any:
+    return _invoke(ctx, kind, terms, kwargs)
+
+
+@jinja2.pass_context
 def query(ctx: Any, kind: str, *terms: Any, **kwargs: Any) -> list[Any]:
-    kwargs.pop("wantlist", None)
-    return run_lookup(ctx, kind, terms, kwargs)
+    kwargs["wantlist"] = True
+    return _invoke(ctx, kind, terms, kwargs)

@@ -122,7 +122,7 @@ def bytes_to_human(size: Any, isbits: bool = False, unit: str | None = None) -> 
     for suffix, limit in sorted(SIZE_RANGES.items(), key=lambda item: -item[1]):
         if (unit is None and size >= limit) or (unit is not None and unit.upper() == suffix):
             break
-    return "%.2f %s" % (size / limit, suffix + base[0] if limit != 1 else base)
+    return f"{size / limit:.2f} {suffix + base[0] if limit != 1 else base}"
 
 
 def human_to_bytes_value(number: Any, default_unit: str | None = None, isbits: bool = False) -> int:

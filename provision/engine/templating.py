@@ -230,6 +230,11 @@ _NATIVE_ENV = _make_env(_NativeEnvironment, finalize=_keep_value)
 _SHELL_ENV = _make_env(finalize=_shell_finalize)
 
 
+def native_environment() -> jinja2.Environment:
+    """The environment whose one `{{ }}` keeps its value (for a template lookup's overlay)."""
+    return _NATIVE_ENV
+
+
 @functools.lru_cache(maxsize=4096)
 def _is_single_expression(source: str) -> bool:
     """Exactly one `{{ ... }}` and nothing but whitespace around it (Jinja's own lexer, so

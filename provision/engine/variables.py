@@ -21,6 +21,7 @@ Lowest to highest (documented in docs/playbooks.md, close to Ansible's order):
 from __future__ import annotations
 
 import os
+import sys
 from collections import ChainMap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -136,6 +137,7 @@ class VariableManager:
             "groups": self.groups,
             "group_names": sorted(g for g in host.groups if g not in ("all", "ungrouped")),
             "playbook_dir": str(self.playbook_dir),
+            "ansible_playbook_python": sys.executable,  # the controller's Python (Ansible's)
             "ansible_check_mode": self.check_mode,
             "ansible_diff_mode": self.diff,
             "ansible_play_hosts": list(self.play_hosts),
@@ -203,6 +205,10 @@ def search_path(node: Node) -> dict[str, list[str]]:
 
 
 def _connection_default(host: Host) -> dict[str, str]:
-    """`ansible_connection` as Ansible defines it for every task when nothing sets it (roles test
-    it: `ansible_connection not in ['container', 'docker']`); the inventory's value wins."""
-    return {"ansible_connection": "local" if host.local else "ssh"}
+    """`ansible_connection` and `ansible_host` as Ansible defines them for every task when
+    nothing sets them (its PlayContext.update_vars; roles test `ansible_connection not in
+    ['container', 'docker']`); the inventory's values win."""
+    return {
+        "ansible_connection": "local" if host.local else "ssh",
+        "ansible_host": host.connect_address,
+    }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,21 @@ def _proxy_jump_from_args(text: Any) -> str | None:
     return None
 
 
+def _interpreter(merged: dict[str, Any]) -> Any:
+    """`ansible_python_interpreter`, its template (`{{ ansible_playbook_python }}`, ansible-test's
+    inventories) rendered with the host's vars and the controller's Python, as Ansible does
+    when it connects."""
+    python = merged.get("ansible_python_interpreter")
+    if not isinstance(python, str) or "{{" not in python:
+        return python
+    from provision.engine.templating import Templar, TemplateError
+
+    try:
+        return Templar().render(python, {**merged, "ansible_playbook_python": sys.executable})
+    except TemplateError:
+        return python  # left as written: the connection reports the interpreter it can't find
+
+
 def host_from_vars(name: str, merged: dict[str, Any], groups: list[str], origin: str) -> Host:
     """A Host with connection fields read from its (merged) ansible_* vars."""
     where = f"{origin}: host {name!r}"
@@ -287,7 +303,7 @@ def host_from_vars(name: str, merged: dict[str, Any], groups: list[str], origin:
     jump = _proxy_jump_from_args(merged.get("ansible_ssh_common_args")) or _proxy_jump_from_args(
         merged.get("ansible_ssh_extra_args")
     )
-    python = merged.get("ansible_python_interpreter")
+    python = _interpreter(merged)
     return Host(
         name=name,
         address=target,

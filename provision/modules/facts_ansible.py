@@ -327,8 +327,6 @@ def _python(facts: Mapping[str, Any], out: dict[str, Any]) -> None:
         implementation = str(agent.get("implementation") or implementation)
     elif isinstance(python, str):
         py_version = python
-    if executable:
-        out["ansible_python_interpreter_path"] = executable
     if not py_version:
         return
     out["ansible_python_version"] = str(py_version)

@@ -274,7 +274,7 @@ def test_lookups_on_the_controller(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             - debug: msg="{{ lookup('template', 't.j2') }}"
             - debug: msg="{{ lookup('pipe', 'echo a b | tr a-z A-Z') }}"
             - debug: msg="{{ query('fileglob', 'g-*.txt') | map('basename') | list }}"
-            - debug: msg="{{ lookup('first_found', ['nope.txt', 'data.txt']) | basename }}"
+            - debug: msg="{{ lookup('first_found', ['nope.txt', 'files/data.txt']) | basename }}"
             - debug: msg="{{ query('first_found', ['nope.txt'], skip=True) == [] }}"
         """,
     )

@@ -255,9 +255,10 @@ def test_lookups_of_with_loops() -> None:
         [2, "a"],
     ]
     assert run_lookup(ctx, "together", ([1], [2, 3]), {}) == [[1, 2], [None, 3]]
-    assert run_lookup(ctx, "subelements", ({"a": {"k": [1]}, "b": {"k": [2]}}, "k"), {}) == [
-        [{"k": [1]}, 1],
-        [{"k": [2]}, 2],
+    # Ansible takes the sub-list out of the element it pairs with the sub-elements
+    assert run_lookup(ctx, "subelements", ({"a": {"k": [1]}, "b": {"k": [2], "n": 1}}, "k"), {}) == [
+        [{}, 1],
+        [{"n": 1}, 2],
     ]
     with pytest.raises(Exception, match="could not find 'k' key"):
         run_lookup(ctx, "subelements", ([{"x": 1}], "k"), {})
