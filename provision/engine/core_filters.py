@@ -6,6 +6,7 @@ import base64
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -231,6 +232,13 @@ def _split(value: Any, sep: str | None = None, maxsplit: int = -1) -> list:
     return str(value).split(sep, maxsplit)
 
 
+def _is_nan(value: Any) -> bool:
+    try:
+        return math.isnan(value)
+    except TypeError:
+        return False
+
+
 def _result_flag(flag: str) -> Any:
     def test(result: Any) -> bool:
         if not isinstance(result, Mapping):
@@ -344,4 +352,15 @@ TESTS: dict[str, Any] = {
     "directory": lambda p: os.path.isdir(os.path.expanduser(str(p))),
     "link": lambda p: os.path.islink(os.path.expanduser(str(p))),
     "abs": lambda p: os.path.isabs(str(p)),
+    "link_exists": lambda p: os.path.lexists(os.path.expanduser(str(p))),
+    "same_file": lambda a, b: os.path.samefile(str(a), str(b)),
+    "mount": lambda p: os.path.ismount(str(p)),
+    "issubset": lambda a, b: all(x in b for x in a),
+    "issuperset": lambda a, b: all(x in a for x in b),
+    "nan": _is_nan,
 }
+# Ansible's other names of the same tests (plugins/test/files.py, mathstuff.py)
+TESTS.update(
+    {f"is_{name}": TESTS[name] for name in ("file", "link", "abs", "same_file", "mount")}
+    | {"is_dir": TESTS["directory"], "isnan": _is_nan}
+)

@@ -131,6 +131,29 @@ def _random_mac(prefix: str) -> str:
     return ":".join(parts)
 
 
+def _rand(end: Any, start: Any = None, step: Any = None, seed: Any = None) -> Any:
+    """Ansible's `random`: an integer in range(start, end, step) for an integer, an item of a
+    sequence otherwise; `seed` makes it repeatable."""
+    rng = random.SystemRandom() if seed is None else random.Random(seed)
+    if isinstance(end, int):
+        return rng.randrange(start or 0, end, step or 1)
+    if hasattr(end, "__iter__"):
+        if start or step:
+            raise jinja2.TemplateRuntimeError("start and step can only be used with integer values")
+        return rng.choice(list(end))
+    raise jinja2.TemplateRuntimeError("random can only be used on sequences and integers")
+
+
+def _shuffle(value: Any, seed: Any = None) -> Any:
+    """Ansible's `shuffle`: the items in a random order (repeatable with `seed`)."""
+    try:
+        items = list(value)
+        (random.SystemRandom() if seed is None else random.Random(seed)).shuffle(items)
+        return items
+    except Exception:
+        return value
+
+
 def _urldecode(value: Any) -> str:
     return urllib.parse.unquote_plus(str(value))
 
@@ -161,5 +184,7 @@ EXTRA_FILTERS: dict[str, Any] = {
     "ipv4": _ipv4,
     "ipv6": _ipv6,
     "random_mac": _random_mac,
+    "random": _rand,
+    "shuffle": _shuffle,
     "community.general.json_query": _json_query,
 }

@@ -194,7 +194,7 @@ def _render_file(ctx: Any, term: str, path: Path, opts: Mapping[str, Any]) -> An
     searched in its own folder, then each search-path entry's `templates/` and the entry; the
     template_* variables and `ansible_managed` added; one value stays native (none is None)."""
     from provision.engine.templating import native_environment
-    from provision.modules.files import managed_text
+    from provision.modules.files import template_vars
 
     stack = _ctx_get(ctx, "ansible_search_path")
     searchpath = [str(path.parent)]
@@ -214,14 +214,8 @@ def _render_file(ctx: Any, term: str, path: Path, opts: Mapping[str, Any]) -> An
         template = env.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise lookup_error(f"{path}:{exc.lineno}: {exc.message}") from None
-    extra: dict[str, Any] = {
-        "template_path": term,
-        "template_fullpath": str(path.resolve()),
-        "template_destpath": None,
-        "template_host": os.uname().nodename,
-    }
-    if _ctx_get(ctx, "ansible_managed") is None:
-        extra["ansible_managed"] = managed_text(os.environ.get("ANSIBLE_CONFIG"), os.getcwd())
+    managed = {} if _ctx_get(ctx, "ansible_managed") is None else {"ansible_managed": True}
+    extra = template_vars(term, str(path.resolve()), None, managed)
     layers = ChainMap(dict(opts["template_vars"] or {}), extra, ctx.parent)
     # shared: the task's (lazy) variables are used as they are, not copied (and rendered) first
     out = list(template.root_render_func(template.new_context(layers, shared=True)))
@@ -281,9 +275,9 @@ def _first_found(
         for term in items:
             if isinstance(term, Mapping):
                 opts.update(options("first_found", _FIRST_FOUND_SPEC, term))
-                names, split = opts["files"], ",;"
+                names = opts["files"]
             elif isinstance(term, str):
-                names, split = [term], ""
+                names = [term]
             elif isinstance(term, (list, tuple)):
                 found += candidates(term)
                 continue
@@ -292,7 +286,7 @@ def _first_found(
                     "Invalid term supplied. A string, dict or list is required, not "
                     f"{type(term).__name__!r})."
                 )
-            files = _split_on(names, split) if split else names
+            files = _split_on(names, ",;")
             paths = _split_on(opts["paths"], ",:;")
             found += [os.path.join(p, f) for p in paths for f in files] if paths else files
         return found

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from provision.engine.first_found_terms import render_first_found_terms
 from provision.engine.lookups import VarsContext, canonical_lookup, run_lookup
 from provision.engine.playbook import Include, Task
 from provision.engine.taint import as_data
@@ -46,7 +47,7 @@ class LoopItems:
     def loop_items(self, node: Task | Include, variables: Mapping[str, Any]) -> list[Any]:
         kind = node.loop_kind
         if kind == "with_first_found":  # its terms name controller files (engine/host_paths.py)
-            raw = as_data(self.templar.render_path(node.loop, variables, "with_first_found"))
+            raw = as_data(render_first_found_terms(self.templar, node.loop, variables))
         else:  # items are values, not templates; the playbook's own literals stay the author's
             raw = outputs_as_data(node.loop, self.templar.render(node.loop, variables))
         if kind is not None and kind not in NATIVE_LOOPS:

@@ -88,12 +88,8 @@ class RoleLoading:
         # a relative path (`role: ../../../` from a molecule converge.yml) is joined to each
         # search path and normalised lexically, as Ansible does, so `roles/..` need not exist
         candidates = list(dict.fromkeys(Path(os.path.normpath(c)) for c in candidates))
-        for candidate in candidates:
-            if (
-                (candidate / "tasks").is_dir()
-                or (candidate / "handlers").is_dir()
-                or (candidate / "defaults").is_dir()
-            ):
+        for candidate in candidates:  # any folder is a role, as in Ansible (meta/ or vars/ only)
+            if candidate.is_dir():
                 return candidate
         self.error(
             where,

@@ -387,6 +387,35 @@ def managed_text(config_env: str | None, cwd: str) -> str:
     return load_config().ansible_managed or "Ansible managed"
 
 
+def template_vars(
+    given: str, fullpath: str, dest: str | None, variables: Any
+) -> dict[str, Any]:
+    """The variables Ansible adds to a template file's own (generate_ansible_template_vars):
+    template_host (the controller's name), template_path (as given), template_fullpath,
+    template_mtime, template_uid (the file's owner), template_run_date, template_destpath, and
+    `ansible_managed` unless a variable of that name is set (Ansible 2.19)."""
+    import datetime
+    import pwd
+
+    stat = os.stat(fullpath)
+    try:
+        uid: Any = pwd.getpwuid(stat.st_uid).pw_name
+    except KeyError:
+        uid = stat.st_uid
+    out: dict[str, Any] = {
+        "template_host": os.uname().nodename,
+        "template_path": given,
+        "template_mtime": datetime.datetime.fromtimestamp(stat.st_mtime),
+        "template_uid": uid,
+        "template_run_date": datetime.datetime.now(),
+        "template_destpath": dest,
+        "template_fullpath": fullpath,
+    }
+    if "ansible_managed" not in variables:
+        out["ansible_managed"] = managed_text(os.environ.get("ANSIBLE_CONFIG"), os.getcwd())
+    return out
+
+
 @register
 class Template(Module):
     name = "template"
@@ -409,9 +438,7 @@ class Template(Module):
             source = src.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ModuleFailure(f"cannot read template {src}: {exc}") from None
-        extra = {"template_path": str(src), "template_host": ctx.host.name}
-        if "ansible_managed" not in ctx.vars:  # a variable of that name wins, as in Ansible 2.19
-            extra["ansible_managed"] = managed_text(os.environ.get("ANSIBLE_CONFIG"), os.getcwd())
+        extra = template_vars(str(ctx.args["src"]), str(src), str(ctx.args["dest"]), ctx.vars)
         variables = dict_overlay(ctx.vars, extra)
         text = ctx.templar.render_text(source, variables, name=str(src))
         return put_content(
