@@ -432,7 +432,9 @@ def _invoke(ctx: Any, kind: str, terms: tuple[Any, ...], kwargs: dict[str, Any])
     errors = kwargs.pop("errors", "strict")
     try:
         values = run_lookup(ctx, kind, terms, kwargs)
-    except jinja2.TemplateError:
+    except jinja2.UndefinedError:
+        raise  # an undefined term is the template's error, whatever `errors` says (Ansible)
+    except Exception:
         if errors not in ("warn", "ignore"):
             raise
         return [] if wantlist else None
