@@ -52,3 +52,17 @@ class TemplateError(ProvisionError):
     """A template failed to parse or render; `where` says which string/file.
     (Here, not in engine/templating.py, which re-exports it, so that engine/conditionals.py's
     error can be one without importing the templating engine.)"""
+
+
+class UndefinedVariableError(TemplateError):
+    """A template named a variable (or a key, an attribute) that is not defined. (Here beside
+    TemplateError, re-exported by engine/templating.py, so that core_filters.py's `mandatory`
+    raises it without importing the templating engine, which imports core_filters.)"""
+
+    def __init__(
+        self, variable: str, message: str, attribute: bool = False, source: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.variable = variable
+        self.attribute = attribute  # a missing key/attribute of a defined value
+        self.source = source  # template file:line, when it happened in a template file

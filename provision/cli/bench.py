@@ -81,7 +81,9 @@ def _bench(host: Host, args: argparse.Namespace, agent: Agent, facts: dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
-    # start-up time: choose (its prediction section registers on import) only for a bench
+    # start-up time: the bench's section and choose's prediction (each registers with the
+    # report's sections on import) only for a bench
+    import provision.bench  # noqa: F401
     import provision.choose  # noqa: F401
 
     options = connect_options(args)

@@ -17,7 +17,7 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
     """`-e` values, merged left to right: k=v words, @file (YAML/JSON), or an inline mapping."""
     # start-up time: the engine (Jinja2, PyYAML) loads only for a command that runs a playbook
     from provision.engine.playbook import split_words
-    from provision.engine.yamlpos import load_yaml, loads
+    from provision.yamlpos import load_yaml, loads
 
     merged: dict[str, Any] = {}
     for raw in values:

@@ -106,9 +106,12 @@ def apply_prices(docs: list[dict[str, Any]], inventory_files: list[str]) -> list
 
 
 def run(args: argparse.Namespace) -> int:
-    # the sections other packages provide (train's layout and compared figures, choose's
-    # prediction) register when their package is imported; start-up time: only here
+    # every section a report may carry registers when its package is imported (the bench's,
+    # choose's prediction, a run's timings, train's layout and compared figures); start-up
+    # time: only here
+    import provision.bench  # noqa: F401
     import provision.choose  # noqa: F401
+    import provision.engine  # noqa: F401
     import provision.train  # noqa: F401
 
     docs, read = collect_reports(args.files)

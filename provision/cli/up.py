@@ -189,6 +189,11 @@ def up_vars(args: argparse.Namespace, project: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up time: the playbook stack only once the options parsed; the report's sections
+    # register on import (the bench's, choose's prediction; the timings with provision.engine)
+    # for the report add_timings renders again
+    import provision.bench  # noqa: F401
+    import provision.choose  # noqa: F401
     from provision.engine.display import RichDisplay, print_recap
     from provision.engine.runner import run_playbook
     from provision.paths import bundle_dir
@@ -303,8 +308,9 @@ def step_timings(
     result: Any, total_seconds: float, background: dict[str, float] | None = None
 ) -> dict[str, dict[str, Any]]:
     """{host: {total_seconds, steps: [{step, action, status, seconds, share, phases, parallel}],
-    background, ...}} in run order (provision/report/timings.py)."""
-    from provision.report.timings import host_timings
+    background, ...}} in run order (provision/engine/timings.py)."""
+    # start-up time: as run's imports
+    from provision.engine.timings import host_timings
 
     return host_timings(result.to_json().get("results", []), total_seconds, dict(background or {}))
 

@@ -16,6 +16,7 @@ import jinja2
 import yaml
 
 from provision.engine.comment_filter import comment
+from provision.errors import UndefinedVariableError
 from provision.shell import quote as shell_quote
 
 # `omit`: an argument whose value is this placeholder is dropped, as in Ansible.
@@ -169,8 +170,6 @@ def _flatten(value: Any, levels: int | None = None) -> list:
 def _mandatory(value: Any, msg: str | None = None) -> Any:
     if isinstance(value, jinja2.Undefined):
         name = getattr(value, "_undefined_name", None) or "value"
-        from provision.engine.templating import UndefinedVariableError  # (imports this module)
-
         raise UndefinedVariableError(str(name), msg or f"Mandatory variable '{name}' not defined.")
     return value
 

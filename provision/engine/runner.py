@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.config import load_config
-from provision.connection.base import Connection, ConnectOptions
+from provision.connection.base import Connection, ConnectOptions, interrupt_all
 from provision.engine.dynamic_inventory import add_dynamic_group, add_dynamic_host, refresh_groups
 from provision.engine.host_play import _HostPlay
 from provision.engine.play_setup import batches, prompt_values
@@ -335,8 +335,6 @@ class PlaybookRunner:
         except KeyboardInterrupt:
             # stop within ~2 s even with hung hosts: every running command ends its remote
             # process group and raises; hosts that don't answer in time are left behind
-            from provision.connection.base import interrupt_all
-
             self.interrupt()
             interrupt_all()
             self.display.message("interrupted: stopping the running steps")

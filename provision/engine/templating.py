@@ -38,7 +38,7 @@ from provision.engine.core_filters import FILTERS, TESTS, QuotedWord, ShellCode,
 from provision.engine.filters import EXTRA_FILTERS
 from provision.engine.lookups import lookup, query
 from provision.engine.taint import DataDict, DataList
-from provision.errors import TemplateError
+from provision.errors import TemplateError, UndefinedVariableError
 
 __all__ = [
     "FILTERS",
@@ -65,16 +65,6 @@ _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}|\{\{).)*)\}\}\s*$", re.D
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined")
 _MAX_DEPTH = 40
-
-
-class UndefinedVariableError(TemplateError):
-    def __init__(
-        self, variable: str, message: str, attribute: bool = False, source: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.variable = variable
-        self.attribute = attribute  # a missing key/attribute of a defined value
-        self.source = source  # template file:line, when it happened in a template file
 
 
 def _template_line(template: jinja2.Template, exc: BaseException) -> int | None:

@@ -1,6 +1,7 @@
 """Matched PyTorch installs into managed environments (docs/install.md).
 
-environment.py  where the env lives on the host; build aside, switch atomically, keep the previous
+(the env itself -- where it lives on the host, its generations and state -- is
+ provision/remote/environment.py's: the commands that only look for it need no install module)
 mirrors.py      mirror presets, index kinds, probing targets, trusted hosts, credential masking
 pip.py          pip command lines for the host (values quoted, secrets via stdin), failure lines
 planning.py     the host interpreter, the resolver behind one adapter, env fingerprints

@@ -16,7 +16,6 @@ from typing import Any
 from provision.connection.base import Connection
 from provision.install import relay as relay_mod
 from provision.install import uv as uv_mod
-from provision.install.environment import PIP_PID_FILE, ManagedEnv, default_pip_cache, home_of
 from provision.install.lockfile import Lock, LockedPackage, packages_from_report
 from provision.install.mirrors import IndexConfig, scrub
 from provision.install.outcome import (
@@ -28,6 +27,7 @@ from provision.install.outcome import (
 )
 from provision.install.pip import PipCommand, install_command, relevant_lines
 from provision.install.planning import Plan, PythonInfo
+from provision.remote.environment import PIP_PID_FILE, ManagedEnv, default_pip_cache, home_of
 from provision.shell import quote as shell_quote
 from provision.shell import sh
 

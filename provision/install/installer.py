@@ -26,7 +26,6 @@ from provision.connection.base import Connection
 from provision.errors import HostError
 from provision.install import keep
 from provision.install.build import build_generation, run_pip
-from provision.install.environment import ManagedEnv, default_env_path, env_root_of, find_env
 from provision.install.install_plan import (
     ENV_BYTES,
     check_lock,
@@ -61,6 +60,7 @@ from provision.install.verification import (
 )
 from provision.remote.agent import VERIFY_MEMO_S, Agent
 from provision.remote.become import BecomeConnection
+from provision.remote.environment import ManagedEnv, default_env_path, env_root_of, find_env
 from provision.remote.facts import gather_facts
 
 __all__ = [  # what callers import from here (the CLI, the playbook module, tests)

@@ -16,11 +16,11 @@ from typing import Any
 
 from provision import __version__
 from provision.errors import HostError
-from provision.install.environment import ManagedEnv
 from provision.install.lockfile import Lock
 from provision.install.outcome import InstallOptions, InstallResult, timed
 from provision.install.planning import Plan, PythonInfo
 from provision.install.verification import Verification
+from provision.remote.environment import ManagedEnv
 
 
 def _owner() -> str:

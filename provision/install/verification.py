@@ -14,11 +14,11 @@ from provision.errors import AgentError
 from provision.install import keep, reuse
 from provision.install import uv as uv_mod
 from provision.install.build import Built
-from provision.install.environment import EnvState
 from provision.install.mirrors import index_kind
 from provision.install.outcome import InstallError, InstallOptions, InstallResult, timed
 from provision.install.planning import NoPlanError, Plan, resolve
 from provision.remote.agent import VERIFY_MEMO_S, Agent
+from provision.remote.environment import EnvState
 
 
 def installed_of(state: EnvState) -> dict[str, Any] | None:

@@ -40,7 +40,7 @@ def find_vars_files(directory: Path, name: str) -> list[Path]:
 
 
 def load_vars_file(path: Path) -> dict[str, Any]:
-    from provision.engine.yamlpos import (  # start-up time: PyYAML with positions only when a vars file is read
+    from provision.yamlpos import (  # start-up time: PyYAML with positions only when a vars file is read
         display_path,
         load_yaml,
     )

@@ -209,7 +209,7 @@ class Module:
     path_args: ClassVar[tuple[str, ...]] = ()
     raw_args: ClassVar[tuple[str, ...]] = ()  # left unrendered: the module evaluates them (assert)
     # include_vars: the facts are the project's own vars file, templates as in Ansible; every
-    # other module's facts and results are data (engine/taint.py)
+    # other module's facts and results are data (provision/taint.py)
     facts_are_templates: ClassVar[bool] = False
     # facts that name no secrets (package_facts: a package called libsecret-1-0 is not one)
     facts_hold_no_secrets: ClassVar[bool] = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provision.errors import AgentError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 
 
@@ -45,7 +46,6 @@ class Bench(Module):
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         # start-up time: a playbook loads every module; the bench stack only when this one runs
-        from provision.errors import AgentError
         from provision.remote.bench import (
             bench_request,
             dataset_sources,

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from provision.engine.templating import UndefinedVariableError
-from provision.engine.yamlpos import load_yaml
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.facts_ansible import PROBE, ansible_names, parse_probe
+from provision.yamlpos import load_yaml
 
 
 def probe_user(ctx_run: Any) -> dict[str, Any]:

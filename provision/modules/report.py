@@ -42,6 +42,7 @@ class Report(Module):
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         # start-up time: a playbook loads every module; the report stack (Jinja2, rich) only when this one runs
+        import provision.bench  # noqa: F401  (registers the bench's own section of the report)
         import provision.choose  # noqa: F401  (registers the report's prediction section)
         from provision.report import history
         from provision.report.document import (

@@ -17,6 +17,7 @@ from provision.compat import (
 )
 from provision.errors import AgentError
 from provision.remote.agent import VERIFY_MEMO_S
+from provision.remote.environment import managed_python
 from provision.shell import argv
 
 OK, WARN, BROKEN = "OK", "WARN", "BROKEN"
@@ -53,8 +54,6 @@ def _env_python(agent: Any, host: Any, env: str | None, facts: dict[str, Any]) -
     path = env or (host.vars or {}).get("provision_env")
     if not path:
         # after `provision install`, the managed env at its default path is what training uses
-        from provision.remote.environment import managed_python
-
         return managed_python(agent.connection, facts)
     path = str(path).rstrip("/")
     if path == "~" or path.startswith("~/"):

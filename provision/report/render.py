@@ -1,10 +1,10 @@
 """Render report documents: console (rich), Markdown and self-contained HTML (templates/).
 
 One `view` per document turns the raw sections into labelled rows with formatted numbers, so
-the three outputs show the same figures; the templates only lay them out. The bench layout's
-parts are provision/report/bench_view.py's; a registered section adds its table and charts to it
-or, for the documents it owns (`provision train`'s), renders them in its own layout
-(provision/report/sections.py). Depends on the schema, the registry and report's own parts only.
+the three outputs show the same figures; the templates only lay them out. Every part of the
+bench layout comes from a registered section (provision/report/sections.py: the bench's own,
+choose's prediction, a run's timings), and a section that owns documents (`provision train`'s)
+renders them in its own layout. Depends on the schema, the registry and report's own parts only.
 """
 
 from __future__ import annotations
@@ -15,15 +15,13 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 
-from provision.report import bench_view, sections
-from provision.report.bench_view import chart_svgs, dataset_name
+from provision.report import sections
 from provision.report.formatting import SEVERITY_STYLE, comparison_rows, env, gib, markdown_env, num
 from provision.report.schema import SCHEMA, headline, pct_delta
-from provision.report.timings import timing_rows
 from provision.terminal import escape
 
 __all__ = [  # with the names callers have always imported from here
-    "SEVERITY_STYLE", "chart_svgs", "comparison_rows", "dataset_name", "diagnosis_headline", "gib",
+    "SEVERITY_STYLE", "comparison_rows", "diagnosis_headline", "gib",
     "num", "pct_delta", "print_console", "rank", "rankings", "render_html", "render_markdown", "view",
 ]  # fmt: skip
 
@@ -77,63 +75,16 @@ def diagnosis_headline(findings: list[dict[str, Any]]) -> str:
 
 
 def view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document's rows, tables and notes from the registered sections (the bench's first,
+    choose's prediction, the run's timings last): a table with no rows is not shown."""
     return {
         "host": doc["host"],
         "created": doc["created"],
         "headline": headline(doc),
-        "overview": bench_view.overview(doc),
+        "overview": sections.overview(doc),
         "diagnosis": doc.get("diagnosis") or [],
-        "tables": [
-            t
-            for t in (
-                (
-                    "Matmul throughput",
-                    ["device", "dtype", "TFLOPS", "% of peak"],
-                    bench_view.compute_rows(doc),
-                ),
-                (
-                    "Training: fp32 vs AMP",
-                    ["model", "precision", "throughput", "step ms", "peak MB", "speedup"],
-                    bench_view.amp_rows(doc),
-                ),
-                (
-                    "Largest batch",
-                    ["model", "dtype", "max batch", "bounded by", "accumulation for the target"],
-                    bench_view.memory_rows(doc),
-                ),
-                ("DataLoader", ["source", "num_workers", "samples/s", ""], bench_view.loader_rows(doc)),
-                (
-                    "Host ↔ GPU copies (GB/s)",
-                    ["GPU", "H2D pageable", "H2D pinned", "D2H pinned", "link", "% of link"],
-                    bench_view.transfer_rows(doc),
-                ),
-                (
-                    "Storage",
-                    ["dir", "fs", "seq read MB/s", "seq write MB/s", "4K IOPS", "free GB"],
-                    bench_view.storage_rows(doc),
-                ),
-                (
-                    "Under load",
-                    [
-                        "device",
-                        "util % mean/max",
-                        "temp °C max",
-                        "power W mean/limit",
-                        "clocks MHz",
-                        "throttle reasons",
-                    ],
-                    bench_view.under_load_rows(doc),
-                ),
-                *sections.tables(doc),  # the registered sections' (choose's predicted vs measured)
-                (
-                    "Timings",
-                    ["step", "seconds", "share", "ran in parallel"],
-                    timing_rows(doc.get("timings")),
-                ),
-            )
-            if t[2]
-        ],
-        "not_measured": bench_view.not_measured(doc),
+        "tables": [t for t in sections.tables(doc) if t[2]],
+        "not_measured": sections.not_measured(doc),
     }
 
 
@@ -162,7 +113,7 @@ def render_html(docs: list[dict[str, Any]], comparisons: dict[str, Any] | None =
     if owner is not None and owner.render_html is not None:
         return owner.render_html(docs, comparisons)
     ctx = _context(docs, comparisons)
-    ctx["charts"] = [chart_svgs(d) for d in docs]
+    ctx["charts"] = [sections.charts(d) for d in docs]
     return env().get_template("report.html.j2").render(**ctx)
 
 

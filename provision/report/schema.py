@@ -9,7 +9,7 @@ Schema `provision.report/v1` (docs/reports.md lists every key):
     datasets  [{"name", "path", "format", ...}] the datasets the benchmark read
     bench     the agent's `bench` result (docs/bench.md)
     diagnosis [{"id", "severity", "title", "evidence", "recommendation"}]
-    timings   (optional, `up` only) where the run's time went: provision/report/timings.py
+    timings   (optional, `up` only) where the run's time went: provision/engine/timings.py
     prediction (optional) `provision choose`'s prediction for the host's GPU beside the measured
               figures: provision/choose/check.py
 

@@ -21,7 +21,7 @@ from provision.staging.sample import make_image_folder
 from tests.support.package_index import INSTALLED_TORCH, TORCH_VERSION, PackageIndex
 
 IMAGES = 48
-SYSTEM_ENV = "/opt/provision/envs/provision"  # where installs as root go (install/environment.py)
+SYSTEM_ENV = "/opt/provision/envs/provision"  # where installs as root go (remote/environment.py)
 DATASET = "rental-images"
 # the base play's apt task on packages every fleet machine has (see tests/fleet/test_up.py)
 BASE = ("-e", '{"provision_base_packages": ["openssh-server", "procps"]}')

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.modules.base import Arg, Module, secret_arg_values
 from provision.secrets import MASK, Masker, collect_secrets, is_secret_name, mask_tree, mask_urls
 

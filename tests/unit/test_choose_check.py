@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.choose import calibrate, catalogue, graph, models, plan
 from provision.report import history
 from provision.report.render import render_html, render_markdown

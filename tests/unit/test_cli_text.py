@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.cli.main import COMMANDS
 from provision.errors import HostError
 from provision.inventory.model import Host

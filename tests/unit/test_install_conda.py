@@ -22,11 +22,11 @@ import torch
 from provision.agent.facts import python_env
 from provision.connection.local import LocalConnection
 from provision.errors import ConfigError
-from provision.install.environment import ManagedEnv
 from provision.install.installer import InstallOptions, install
 from provision.install.mirrors import IndexOptions
 from provision.inventory.model import Host
 from provision.remote.agent import Agent
+from provision.remote.environment import ManagedEnv
 from tests.support.package_index import PackageIndex, small_wheelhouse
 
 TORCH_SITE = str(Path(torch.__file__).resolve().parents[1])  # where this machine's torch lives

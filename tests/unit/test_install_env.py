@@ -18,10 +18,10 @@ import pytest
 
 from provision.connection.local import LocalConnection
 from provision.errors import HostError
-from provision.install.environment import ManagedEnv
 from provision.install.installer import InstallOptions, run_pip
 from provision.install.mirrors import IndexConfig, IndexOptions, build_index_config
 from provision.install.pip import install_command, relevant_lines
+from provision.remote.environment import ManagedEnv
 from tests.support.package_index import PackageIndex, build_wheel, small_wheelhouse
 
 BASE_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else "python3"

@@ -12,15 +12,15 @@ import pytest
 
 from provision.connection.local import LocalConnection
 from provision.errors import ConfigError
-from provision.install.environment import (
+from provision.inventory.model import Host
+from provision.remote.become import Become, BecomeConnection
+from provision.remote.environment import (
     SYSTEM_ENV_ROOT,
     default_env_path,
     env_candidates,
     env_root_of,
     find_env,
 )
-from provision.inventory.model import Host
-from provision.remote.become import Become, BecomeConnection
 
 RUNPOD = {"os": {"provider": {"name": "runpod"}}}
 

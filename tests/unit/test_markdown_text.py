@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.report.render import render_markdown
-from provision.train.render import render_markdown as render_train_markdown
 from provision.terminal import md, md_code, md_fence
+from provision.train.render import render_markdown as render_train_markdown
 from provision.train.report import build_document
 from tests.unit.report_support import h100_facts, h100_report
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from report_support import h100_bench, h100_report, real_facts_and_bench
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.errors import ConfigError
 from provision.report.document import (
     REQUIRED_KEYS,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from report_support import h100_bench, h100_report
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.cli.main import main
 from provision.paths import state_dir
 from provision.report import history

@@ -15,9 +15,10 @@ import pytest
 from report_support import h100_bench, h100_report, real_facts_and_bench
 from rich.console import Console
 
+from provision.bench.report_view import chart_svgs
 from provision.report import charts
 from provision.report.document import build_report
-from provision.report.render import chart_svgs, print_console, render_html, render_markdown
+from provision.report.render import print_console, render_html, render_markdown
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BAR_BLUE = (0x4C, 0x78, 0xA8)  # charts._COLORS[0]

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from report_support import h100_report
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
+from provision.engine.timings import host_timings, timing_rows
 from provision.report.document import add_timings, validate, write_report
 from provision.report.render import render_html, render_markdown
-from provision.report.timings import host_timings, timing_rows
 
 
 def _results() -> list[dict[str, Any]]:

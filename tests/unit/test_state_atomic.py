@@ -11,9 +11,10 @@ from pathlib import Path
 import paramiko
 import pytest
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.connection.local import LocalConnection
-from provision.install.environment import MANIFEST, ManagedEnv
 from provision.paths import write_atomic
+from provision.remote.environment import MANIFEST, ManagedEnv
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import provision.bench  # noqa: F401  (registers the bench's section of the report)
 from provision.report.render import print_console, render_html, render_markdown
 from provision.terminal import console, escape, visible
 from provision.train.live import RunView

@@ -12,6 +12,7 @@ import os
 import time
 
 from provision.agent.datasets import lmdb_writer
+from provision.agent.datasets.builder import check_space, finished_result, stage_host_path
 from provision.agent.datasets.lmdb_writer import DiskFullError, StageError
 
 CHUNK = 1 << 20
@@ -145,12 +146,6 @@ def download(url, target, info, emit, stall, free_margin=64 * _MiB):
 
 
 def stage_url(path, source, emit, log, verify, clean, stall):
-    from provision.agent.datasets.ingest import (  # cycle: a URL source is staged by ingest's builder, and ingest dispatches the url kind here (same folder; not yet split)
-        _finished_result,
-        _stage_host_path,
-        check_space,
-    )
-
     url = source.get("url") or ""
     if not (url.startswith("http://") or url.startswith("https://")):
         raise StageError("only http:// and https:// URLs can be downloaded, not %r" % url)
@@ -172,7 +167,7 @@ def stage_url(path, source, emit, log, verify, clean, stall):
         and validated
         and not clean
     ):
-        return _finished_result(path, final, skipped=True, seconds=0.0)
+        return finished_result(path, final, skipped=True, seconds=0.0)
     if info.get("length"):
         have = os.path.getsize(target) if os.path.exists(target) else 0
         # the archive, then an LMDB about as large while the archive still exists
@@ -180,7 +175,7 @@ def stage_url(path, source, emit, log, verify, clean, stall):
     t0 = time.monotonic()
     size = download(url, target, info, emit, stall)
     log("downloaded %s (%d bytes) in %.1fs" % (url, size, time.monotonic() - t0))
-    result = _stage_host_path(
+    result = stage_host_path(
         path,
         {"path": target, "layout": source.get("layout"), "labels": source.get("labels")},
         emit,

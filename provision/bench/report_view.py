@@ -1,7 +1,7 @@
-"""The bench layout's parts of one document: the overview rows, the section tables (matmul,
-AMP, largest batch, DataLoader, copies, storage, under load), what was not measured and why, and
-the three charts (num_workers curve, AMP vs fp32, % of peak). Reads the document through
-provision/report/schema.py only.
+"""The bench's parts of one document in the bench layout: the overview rows, the section tables'
+rows (matmul, AMP, largest batch, DataLoader, copies, storage, under load), what was not
+measured and why, and the three charts (num_workers curve, AMP vs fp32, % of peak). Reads the
+document through provision/report/schema.py only; registered by report_section.py.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from provision.agent.bench.run import SECTIONS  # the bench's own order
-from provision.report import charts, sections
+from provision.report import charts
 from provision.report.formatting import gib, num
 from provision.report.schema import cudnn_text, get, headline, loader_curve
 
@@ -375,5 +375,4 @@ def chart_svgs(doc: dict[str, Any]) -> dict[str, str]:
             "TFLOPS",
             empty_reason=str(get(doc, "bench.compute.reason") or "no matmul run in this report"),
         )
-    # then the charts the registered sections bring (choose's offers: provision/choose/report_section.py)
-    return {"num_workers": num_workers_svg, "amp": amp_svg, "peak": peak_svg, **sections.charts(doc)}
+    return {"num_workers": num_workers_svg, "amp": amp_svg, "peak": peak_svg}
