@@ -46,11 +46,16 @@ def visible(text: Any) -> str:
     return _CONTROLS.sub(_show, text.replace("\r\n", "\n"))
 
 
+_LONE_BRACKET = re.compile(r"(\\+)\[(?![a-z#/@][^[]*?\])")
+
+
 def escape(text: Any) -> str:
     """Host text to put inside a rich markup string: controls visible, markup escaped."""
     from rich.markup import escape as markup_escape
 
-    return markup_escape(visible(text))
+    # rich escapes only a `[` that looks like a tag, yet its renderer turns every `\[` of plain
+    # text into `[`: one more backslash before any other `[` keeps the backslashes the host sent
+    return _LONE_BRACKET.sub(r"\\\1[", markup_escape(visible(text)))
 
 
 def console(**options: Any) -> Console:

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import provision.bench  # noqa: F401  (registers the bench's section of the report)
@@ -52,6 +52,11 @@ def test_visible_and_escape() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.characters(codec="utf-8", exclude_characters="\t"), max_size=40))
+# rich turns a plain `\[` into `[`: a lone bracket after backslashes, at the end and before a tag
+@example("\\[")
+@example("x\\\\[")
+@example("\\[[b]")
+@example("\\[b]")
 def test_any_host_text_prints_as_its_visible_form(text: str) -> None:
     out = io.StringIO()
     console(file=out, width=10_000, color_system=None, soft_wrap=True).print(f"[dim]{escape(text)}[/]")
