@@ -17,6 +17,13 @@ A dead executor fails only the command that was running (AgentError saying so, o
 transport's own UnreachableError when the link went), and the next command starts a new one;
 after a second death, or when the executor cannot start at all, the commands go straight to
 the wrapped connection as they do without --executor.
+
+Round trips: sshd opens a session's stdin only once it has run the exec (its window comes with
+the exec's reply), so whatever waits on stdin costs one more round trip. When the host has the
+bundle, the executor's start therefore carries serve's bundle header, request line and the
+first command's `run` in its environment (PROVISION_STDIN_HEAD, read by the bootstrap as if it
+came first on stdin, then removed): the first command runs as soon as serve does, its text in
+the exec request as a framed command's is without the executor.
 """
 
 from __future__ import annotations
@@ -40,12 +47,15 @@ from provision.connection.commands import chunks as source_chunks
 from provision.errors import AgentError, Cancelled, ProvisionError
 from provision.remote import agent_bundle
 from provision.remote.agent import Agent, agent_digest, parse_event
+from provision.shell import quote
 
 log = logging.getLogger("provision.agent")
 READY_S = 120.0  # the executor's start: the login shell, an unpack, the interpreter
 _MISSING_AGENT = 97
 _RESTARTS = 1
 _STOP_WAIT = 3.0  # after `stop`: how long its `exit` may take (TERM, then KILL after 2 s)
+HEAD_MAX = 32 << 10  # the largest first request carried in the exec request (argv/env limits)
+_HEAD_ENV = "PROVISION_STDIN_HEAD"  # agent/bootstrap.py reads it
 
 
 class _Outbox:
@@ -101,6 +111,8 @@ class _Channel:
         self.missing = False  # the agent was not on the host (exit 97 before serve ran)
         self.on_ready: Callable[[], None] = lambda: None
         self.lock = threading.Lock()
+        self.head_id: int | None = None  # the command whose `run` went with the start
+        self.request_line = True  # serve's request line still to send on stdin
 
     def send(self, message: dict[str, Any], data: bool = False) -> None:
         self.outgoing.put((json.dumps(message) + "\n").encode(), data)
@@ -110,7 +122,8 @@ class _Channel:
         self.outgoing.put(None)
 
     def source(self) -> Iterator[bytes]:
-        yield b"{}\n"  # serve's own request line
+        if self.request_line:
+            yield b"{}\n"  # serve's own request line
         while True:
             got, item = self.outgoing.get(TICK)
             if not got:
@@ -160,9 +173,10 @@ class ExecutorConnection(FramedCommands, Connection):
         return getattr(self.inner, "transport_name", type(self.inner).__name__) + "+executor"
 
     # -- the executor ------------------------------------------------------------------------
-    def _start(self) -> _Channel:
-        """A new executor, starting: its first request may go at once (it is read after the
-        bundle and serve's own request line), so a first task costs no extra round trip."""
+    def _start(self, first: tuple[int, bytes] | None = None) -> _Channel:
+        """A new executor, starting. `first`: (id, `run` line) of the command about to be sent:
+        when the host has the bundle it goes with the start (module doc), else it may be sent at
+        once (it is read after the bundle and serve's own request line)."""
         channel = _Channel()
         agent = Agent(self.inner)
         kind = "core"
@@ -170,13 +184,22 @@ class ExecutorConnection(FramedCommands, Connection):
         send = digest not in agent._known()  # may connect: its errors are the caller's
         channel.on_ready = lambda: agent._answered(digest)
         self.started += 1
+        head = b""
+        if first is not None and not send and len(first[1]) <= HEAD_MAX:
+            head = b"PROVISION-BUNDLE 0\n{}\n" + first[1]
+            channel.head_id, channel.request_line = first[0], False
+            channel.waiting[first[0]] = queue.Queue()  # its events may come before _request looks
 
         def serve() -> None:
             splitter = LineSplitter(self.host.name, lambda raw: self._line(channel, raw))
             try:
                 text = agent._command("serve", agent.python, kind, send=send)
                 data = agent_bundle.bundle(kind).data if send else b""
-                source = itertools.chain([b"PROVISION-BUNDLE %d\n" % len(data) + data], channel.source())
+                prefix = [] if head else [b"PROVISION-BUNDLE %d\n" % len(data) + data]
+                if head:
+                    encoded = base64.b64encode(head).decode("ascii")
+                    text = f"export {_HEAD_ENV}={quote(encoded)}; {text}"
+                source = itertools.chain(prefix, channel.source())
                 self.inner.doing = "the executor"
                 run = self.inner._execute(text, source=source, on_data=splitter.feed)  # type: ignore[attr-defined]
                 if run.code == _MISSING_AGENT and not send and not channel.ready_seen:
@@ -224,7 +247,7 @@ class ExecutorConnection(FramedCommands, Connection):
             return
         channel.on_event(event)
 
-    def _live(self) -> _Channel | None:
+    def _live(self, first: tuple[int, bytes] | None = None) -> _Channel | None:
         if self._disabled is not None:
             return None
         channel = self._channel
@@ -240,7 +263,7 @@ class ExecutorConnection(FramedCommands, Connection):
             elif not channel.missing:
                 self._not_started(channel)
                 return None
-        return self._start()
+        return self._start(first)
 
     # -- commands ------------------------------------------------------------------------------
     def _execute(
@@ -255,7 +278,9 @@ class ExecutorConnection(FramedCommands, Connection):
     ) -> Run:
         replayable = source is None or isinstance(source, (list, tuple))
         for _ in range(3):  # bounded: an agent the memo wrongly believed there, sent once
-            channel = self._live()
+            ident = next(self._ids)
+            line = (json.dumps({"op": "run", "id": ident, "cmd": command, "stdin": source is not None}) + "\n").encode()
+            channel = self._live((ident, line) if replayable else None)
             if channel is not None and not replayable and not self._await_ready(channel):
                 if channel.missing:
                     continue
@@ -269,23 +294,23 @@ class ExecutorConnection(FramedCommands, Connection):
                     command, source=source, on_data=on_data, timeout=timeout,
                     idle_timeout=idle_timeout, stoppable=stoppable,
                 )  # fmt: skip
-            run = self._request(channel, command, source, on_data, timeout, idle_timeout, stoppable)
+            run = self._request(channel, ident, line, command, source, on_data, timeout, idle_timeout, stoppable)
             if run is not None:
                 return run
         raise AgentError(self.host.name, "the executor could not be started")  # pragma: no cover
 
-    def _request(self, channel: _Channel, command: str, source: Iterable[bytes] | IO[bytes] | None,
-                 on_data: Callable[[bytes], None] | None, timeout: float | None,
-                 idle_timeout: float | None, stoppable: bool) -> Run | None:  # fmt: skip
-        """One command on `channel`; None when serve never ran it (start again and resend)."""
+    def _request(self, channel: _Channel, ident: int, line: bytes, command: str,
+                 source: Iterable[bytes] | IO[bytes] | None, on_data: Callable[[bytes], None] | None,
+                 timeout: float | None, idle_timeout: float | None, stoppable: bool) -> Run | None:  # fmt: skip
+        """One command on `channel` (`line`: its `run`); None when serve never ran it (start
+        again and resend)."""
         start = time.monotonic()
         self.inner.doing = self.doing  # a link lost now is lost during this step
-        ident = next(self._ids)
-        box: queue.Queue[dict[str, Any]] = queue.Queue()
         with channel.lock:
-            channel.waiting[ident] = box
+            box = channel.waiting.setdefault(ident, queue.Queue())
         last = [start]
-        channel.send({"op": "run", "id": ident, "cmd": command, "stdin": source is not None})
+        if channel.head_id != ident:  # else it went with the start
+            channel.outgoing.put(line)
         feeder = None
         if source is not None:
             feeder = threading.Thread(target=self._feed, args=(channel, ident, source, last),
