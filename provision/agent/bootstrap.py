@@ -14,7 +14,8 @@ agent it exits 97 and the controller repeats the call with one. COMMAND "-" only
 PROVISION_STDIN_HEAD (base64, optional, removed from the environment at once) is read as if it
 came before stdin: the executor's first request rides in its exec request (sshd opens a
 session's stdin only after the exec, a round trip later; remote/executor.py).
-Runs on the host's Python 3.8+ with -S: os and sys only on the warm path; zlib when unpacking.
+Runs on the host's Python 3.8+ with -S: os, sys and io (loaded at start anyway) on the warm
+path; zlib when unpacking.
 """
 
 import io
