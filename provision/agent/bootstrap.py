@@ -11,14 +11,51 @@ unpacked into FOLDER.tmp-PID and renamed into place -- a half-written agent is n
 parallel first contact (another controller) that renamed first wins with identical files, a
 partial or damaged folder is moved aside and replaced. Without a bundle and without a complete
 agent it exits 97 and the controller repeats the call with one. COMMAND "-" only installs.
-Runs on the host's Python 3.8+ with -S: os and sys only on the warm path; zlib when unpacking.
+PROVISION_STDIN_HEAD (base64, optional, removed from the environment at once) is read as if it
+came before stdin: the executor's first request rides in its exec request (sshd opens a
+session's stdin only after the exec, a round trip later; remote/executor.py).
+Runs on the host's Python 3.8+ with -S: os, sys and io (loaded at start anyway) on the warm
+path; zlib when unpacking.
 """
 
+import io
 import os
 import sys
 
 MISSING = 97
 HEADER = b"PROVISION-BUNDLE "
+HEAD_ENV = "PROVISION_STDIN_HEAD"
+
+
+class _Head(io.RawIOBase):
+    """fd 0 with some bytes before it (unbuffered underneath: a pipe read returns what came)."""
+
+    def __init__(self, head):
+        io.RawIOBase.__init__(self)
+        self._head = head
+
+    def readable(self):
+        return True
+
+    def readinto(self, buf):
+        if self._head:
+            n = min(len(buf), len(self._head))
+            buf[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = os.read(0, len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+
+def _stdin():
+    head = os.environ.pop(HEAD_ENV, None)
+    if head is None:
+        return sys.stdin.buffer
+    import binascii  # built in: no import from disk
+
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(_Head(binascii.a2b_base64(head))))
+    return sys.stdin.buffer
 
 
 def intact(folder):
@@ -110,7 +147,7 @@ def prune(folder, keep):
 
 def run(argv):
     folder, command, keep = argv[0], argv[1], argv[2] if len(argv) > 2 else ""
-    stdin = sys.stdin.buffer
+    stdin = _stdin()
     head = stdin.readline()
     if not head.startswith(HEADER):
         sys.stderr.write("provision agent: no bundle header on stdin\n")

@@ -342,6 +342,7 @@ class OpenSSHConnection(FramedCommands, Connection):
         timeout: float | None = None,
         idle_timeout: float | None = None,
         stoppable: bool = True,
+        on_stderr: Callable[[bytes], None] | None = None,  # stderr as it comes (remote/executor.py)
     ) -> Run:
         """One framed command as an `ssh -S` session; the same contract as SSHConnection's."""
         start = time.monotonic()
@@ -349,7 +350,7 @@ class OpenSSHConnection(FramedCommands, Connection):
             self._fallback.doing = self.doing  # type: ignore[union-attr]
             return self._fallback._execute(  # type: ignore[union-attr]
                 command, source=source, on_data=on_data, timeout=timeout,
-                idle_timeout=idle_timeout, stoppable=stoppable,
+                idle_timeout=idle_timeout, stoppable=stoppable, on_stderr=on_stderr,
             )  # fmt: skip
         assert self._dir is not None
         wrapped = str(framing.wrap(command, self._marker))
@@ -393,6 +394,8 @@ class OpenSSHConnection(FramedCommands, Connection):
                     data = frame.feed(data)
                     if frame is err_frame:
                         err.add(data)
+                        if on_stderr is not None and data:
+                            on_stderr(data)
                     elif data:
                         if on_data is None:
                             out.add(data)

@@ -377,6 +377,7 @@ class SSHConnection(FramedCommands, Connection):
         timeout: float | None = None,
         idle_timeout: float | None = None,
         stoppable: bool = True,
+        on_stderr: Callable[[bytes], None] | None = None,  # stderr as it comes (remote/executor.py)
     ) -> Run:
         """The one way a command runs: framed, in its own process group, every wait bounded.
 
@@ -420,7 +421,10 @@ class SSHConnection(FramedCommands, Connection):
                     return
                 last[0] = time.monotonic()
                 try:
-                    err.add(err_frame.feed(chunk))
+                    said = err_frame.feed(chunk)
+                    err.add(said)
+                    if on_stderr is not None and said:
+                        on_stderr(said)
                 except BoundsError as exc:
                     overflow.append(exc)
                     return

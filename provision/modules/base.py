@@ -164,6 +164,10 @@ class TaskContext:
             # as root: the host's sudo probed once (provision/remote/become.py); a sudo password
             # goes first on stdin, never into the command line
             how = self.agent.becoming()
+            as_root = getattr(self.connection, "as_root", None)  # --executor: its root executor
+            root = as_root(how) if as_root is not None and how is not None else None
+            if root is not None:
+                return root.run(prefix + command, stdin=values + (stdin or b""), timeout=timeout)
             if how is not None and how.mode != "root":
                 wrapped = how.wrap(prefix + command)
                 data = how.stdin_prefix() + values + (stdin or b"")

@@ -100,8 +100,12 @@ class Become:
             return (self.password + "\n").encode()
         return b""
 
+    def rejected(self, stderr: str) -> bool:
+        """Whether sudo said the password it read was wrong."""
+        return self.mode == "password" and any(mark in stderr for mark in _REJECTED)
+
     def check_rejected(self, host: str, stderr: str) -> None:
-        if self.mode == "password" and any(mark in stderr for mark in _REJECTED):
+        if self.rejected(stderr):
             raise AgentError(
                 host, f"sudo on {host} rejected the become password from {self.source}: "
                 "check that it is this user's password on the host",

@@ -17,6 +17,23 @@ A dead executor fails only the command that was running (AgentError saying so, o
 transport's own UnreachableError when the link went), and the next command starts a new one;
 after a second death, or when the executor cannot start at all, the commands go straight to
 the wrapped connection as they do without --executor.
+
+Round trips: sshd opens a session's stdin only once it has run the exec (its window comes with
+the exec's reply), so whatever waits on stdin costs one more round trip. When the host has the
+bundle, the executor's start therefore carries serve's bundle header, request line and the
+first command's `run` in its environment (PROVISION_STDIN_HEAD, read by the bootstrap as if it
+came first on stdin, then removed): the first command runs as soon as serve does, its text in
+the exec request as a framed command's is without the executor.
+
+Become (as_root): a second executor, started once through sudo when a task first needs root
+(the password first on its stdin, as each sudo command gets it without the executor; never
+argv or environment), runs the later become tasks' commands as root, one request each. Its
+first command goes on stdin (sudo keeps its argv for the executor's life), and only once sudo
+took the password (the root shell says ROOT_MARK first): a password sudo rejects ends stdin at
+once, so sudo never reads a protocol line as another try (one failed try, as a sudo command's
+own). When it cannot
+start, each command goes through sudo as a session of its own, as without the executor; a
+password sudo rejected is not tried again by every command (the rejection is each one's result).
 """
 
 from __future__ import annotations
@@ -40,12 +57,17 @@ from provision.connection.commands import chunks as source_chunks
 from provision.errors import AgentError, Cancelled, ProvisionError
 from provision.remote import agent_bundle
 from provision.remote.agent import Agent, agent_digest, parse_event
+from provision.remote.become import Become
+from provision.shell import quote
 
 log = logging.getLogger("provision.agent")
 READY_S = 120.0  # the executor's start: the login shell, an unpack, the interpreter
 _MISSING_AGENT = 97
 _RESTARTS = 1
 _STOP_WAIT = 3.0  # after `stop`: how long its `exit` may take (TERM, then KILL after 2 s)
+HEAD_MAX = 32 << 10  # the largest first request carried in the exec request (argv/env limits)
+_HEAD_ENV = "PROVISION_STDIN_HEAD"  # agent/bootstrap.py reads it
+ROOT_MARK = b"@@provision-executor-root"  # the root executor's shell: sudo let it in
 
 
 class _Outbox:
@@ -101,6 +123,13 @@ class _Channel:
         self.missing = False  # the agent was not on the host (exit 97 before serve ran)
         self.on_ready: Callable[[], None] = lambda: None
         self.lock = threading.Lock()
+        self.head_id: int | None = None  # the command whose `run` went with the start
+        self.request_line = True  # serve's request line still to send on stdin
+        self.stderr = b""  # what serve's session printed there (sudo's rejection)
+        # the root executor with a password: what follows it on stdin waits for sudo's verdict
+        self.gate: threading.Event | None = None
+        self.after_gate = b""
+        self.refused = False
 
     def send(self, message: dict[str, Any], data: bool = False) -> None:
         self.outgoing.put((json.dumps(message) + "\n").encode(), data)
@@ -110,7 +139,15 @@ class _Channel:
         self.outgoing.put(None)
 
     def source(self) -> Iterator[bytes]:
-        yield b"{}\n"  # serve's own request line
+        if self.gate is not None:
+            while not self.gate.wait(TICK):
+                if self.ended.is_set():
+                    return
+            if self.refused:
+                return  # stdin ends: sudo gives up after this one try
+            yield self.after_gate
+        if self.request_line:
+            yield b"{}\n"  # serve's own request line
         while True:
             got, item = self.outgoing.get(TICK)
             if not got:
@@ -141,8 +178,12 @@ class _Channel:
 
 
 class ExecutorConnection(FramedCommands, Connection):
-    def __init__(self, inner: Connection) -> None:
+    def __init__(self, inner: Connection, become: Become | None = None) -> None:
         self.inner = inner
+        self.become = become  # root through sudo (as_root): the owner's second executor
+        self._root: ExecutorConnection | None = None
+        self._root_lock = threading.Lock()
+        self._rejected: bytes | None = None  # sudo's rejection of the password: every command's result
         self.host = inner.host
         self.doing: str | None = None
         self._channel: _Channel | None = None
@@ -152,36 +193,58 @@ class ExecutorConnection(FramedCommands, Connection):
         self._ids = itertools.count(1)
         self._interrupted_at: float | None = None
         self.started = 0  # executors started (tests, benchmarks)
-        register(self)
-        unregister(inner)  # Ctrl-C reaches the command through here; the executor stays for cleanup
+        if become is None:  # a root executor hears Ctrl-C through its owner
+            register(self)
+            unregister(inner)  # Ctrl-C reaches the command through here; the executor stays for cleanup
 
     @property
     def transport_name(self) -> str:
         return getattr(self.inner, "transport_name", type(self.inner).__name__) + "+executor"
 
     # -- the executor ------------------------------------------------------------------------
-    def _start(self) -> _Channel:
-        """A new executor, starting: its first request may go at once (it is read after the
-        bundle and serve's own request line), so a first task costs no extra round trip."""
+    def _start(self, first: tuple[int, bytes] | None = None) -> _Channel:
+        """A new executor, starting. `first`: (id, `run` line) of the command about to be sent:
+        when the host has the bundle it goes with the start (module doc), else it may be sent at
+        once (it is read after the bundle and serve's own request line)."""
         channel = _Channel()
         agent = Agent(self.inner)
+        if self.become is not None:  # its bundle is root's (sudo -H), its memo entry the mode's
+            agent.become, agent._become = True, self.become
         kind = "core"
         digest = agent_digest(kind)
         send = digest not in agent._known()  # may connect: its errors are the caller's
         channel.on_ready = lambda: agent._answered(digest)
         self.started += 1
+        head = b""
+        if first is not None and not send and len(first[1]) <= HEAD_MAX and self.become is None:
+            head = b"PROVISION-BUNDLE 0\n{}\n" + first[1]
+            channel.head_id, channel.request_line = first[0], False
+            channel.waiting[first[0]] = queue.Queue()  # its events may come before _request looks
 
         def serve() -> None:
             splitter = LineSplitter(self.host.name, lambda raw: self._line(channel, raw))
             try:
                 text = agent._command("serve", agent.python, kind, send=send)
                 data = agent_bundle.bundle(kind).data if send else b""
-                source = itertools.chain([b"PROVISION-BUNDLE %d\n" % len(data) + data], channel.source())
+                prefix = [] if head else [b"PROVISION-BUNDLE %d\n" % len(data) + data]
+                if head:
+                    encoded = base64.b64encode(head).decode("ascii")
+                    text = f"export {_HEAD_ENV}={quote(encoded)}; {text}"
+                heard = None
+                if self.become is not None:  # the password alone first, read by sudo
+                    password = self.become.stdin_prefix()
+                    text = str(self.become.wrap(f"echo {ROOT_MARK.decode()}; {text}"))
+                    if password:
+                        channel.gate, channel.after_gate, prefix = threading.Event(), prefix[0], [password]
+                        heard = lambda data: self._sudo_said(channel, data)  # noqa: E731
+                source = itertools.chain(prefix, channel.source())
                 self.inner.doing = "the executor"
-                run = self.inner._execute(text, source=source, on_data=splitter.feed)  # type: ignore[attr-defined]
+                run = self.inner._execute(text, source=source, on_data=splitter.feed,  # type: ignore[attr-defined]
+                                          on_stderr=heard)  # fmt: skip
                 if run.code == _MISSING_AGENT and not send and not channel.ready_seen:
                     agent._lost(digest)  # the memo was wrong: the next start sends the bundle
                     channel.missing = True
+                channel.stderr = run.stderr
                 lines = run.stderr.decode("utf-8", "replace").strip().splitlines()
                 channel.end(None, lines[-1] if lines else f"exit code {run.code}")
             except BaseException as exc:  # the link went, or Ctrl-C: the waiting command says so
@@ -208,11 +271,25 @@ class ExecutorConnection(FramedCommands, Connection):
         raise, or None after disabling the executor (the command then runs as a session)."""
         if isinstance(channel.error, (Cancelled, ProvisionError)) and not isinstance(channel.error, AgentError):
             return channel.error  # unreachable, auth, host key, Ctrl-C: as without the executor
+        if self.become is not None and self.become.rejected(channel.stderr.decode("utf-8", "replace")):
+            self._rejected = channel.stderr
         self._disabled = f"the executor did not start ({channel.detail})"
         log.info("%s: %s; commands run as separate sessions", self.host.name, self._disabled)
         return None
 
+    def _sudo_said(self, channel: _Channel, data: bytes) -> None:
+        """The root executor's stderr while sudo reads the password: a rejection ends stdin."""
+        if channel.gate is None or channel.gate.is_set():
+            return
+        channel.stderr = (channel.stderr + data)[-4096:]
+        if self.become is not None and self.become.rejected(channel.stderr.decode("utf-8", "replace")):
+            channel.refused = True
+            channel.gate.set()
+
     def _line(self, channel: _Channel, raw: bytes) -> None:
+        if raw.strip() == ROOT_MARK and channel.gate is not None:
+            channel.gate.set()  # sudo took the password: the bundle header and requests follow
+            return
         event = parse_event(raw.decode("utf-8", "replace"))
         if event is None:
             if raw.strip():
@@ -224,7 +301,7 @@ class ExecutorConnection(FramedCommands, Connection):
             return
         channel.on_event(event)
 
-    def _live(self) -> _Channel | None:
+    def _live(self, first: tuple[int, bytes] | None = None) -> _Channel | None:
         if self._disabled is not None:
             return None
         channel = self._channel
@@ -240,7 +317,7 @@ class ExecutorConnection(FramedCommands, Connection):
             elif not channel.missing:
                 self._not_started(channel)
                 return None
-        return self._start()
+        return self._start(first)
 
     # -- commands ------------------------------------------------------------------------------
     def _execute(
@@ -255,7 +332,9 @@ class ExecutorConnection(FramedCommands, Connection):
     ) -> Run:
         replayable = source is None or isinstance(source, (list, tuple))
         for _ in range(3):  # bounded: an agent the memo wrongly believed there, sent once
-            channel = self._live()
+            ident = next(self._ids)
+            line = (json.dumps({"op": "run", "id": ident, "cmd": command, "stdin": source is not None}) + "\n").encode()
+            channel = self._live((ident, line) if replayable else None)
             if channel is not None and not replayable and not self._await_ready(channel):
                 if channel.missing:
                     continue
@@ -264,28 +343,54 @@ class ExecutorConnection(FramedCommands, Connection):
                     raise error
                 channel = None
             if channel is None:
-                self.inner.doing = self.doing
-                return self.inner._execute(  # type: ignore[attr-defined]
-                    command, source=source, on_data=on_data, timeout=timeout,
-                    idle_timeout=idle_timeout, stoppable=stoppable,
-                )  # fmt: skip
-            run = self._request(channel, command, source, on_data, timeout, idle_timeout, stoppable)
+                return self._direct(command, source, on_data, timeout, idle_timeout, stoppable)
+            run = self._request(channel, ident, line, command, source, on_data, timeout, idle_timeout, stoppable)
             if run is not None:
                 return run
         raise AgentError(self.host.name, "the executor could not be started")  # pragma: no cover
 
-    def _request(self, channel: _Channel, command: str, source: Iterable[bytes] | IO[bytes] | None,
-                 on_data: Callable[[bytes], None] | None, timeout: float | None,
-                 idle_timeout: float | None, stoppable: bool) -> Run | None:  # fmt: skip
-        """One command on `channel`; None when serve never ran it (start again and resend)."""
+    def _direct(self, command: str, source: Iterable[bytes] | IO[bytes] | None,
+                on_data: Callable[[bytes], None] | None, timeout: float | None,
+                idle_timeout: float | None, stoppable: bool) -> Run:  # fmt: skip
+        """The command as a session of its own, as without the executor (under become: sudo)."""
+        if self._rejected is not None:
+            return Run(1, b"", self._rejected, 0.0)
+        if self.become is not None:
+            password = self.become.stdin_prefix()
+            if password:
+                source = itertools.chain([password], source_chunks(source) if source is not None else [])
+            command = str(self.become.wrap(command))
+        self.inner.doing = self.doing
+        return self.inner._execute(  # type: ignore[attr-defined]
+            command, source=source, on_data=on_data, timeout=timeout,
+            idle_timeout=idle_timeout, stoppable=stoppable,
+        )  # fmt: skip
+
+    def as_root(self, become: Become) -> ExecutorConnection | None:
+        """The executor that runs commands as root (started by its first command), or None
+        when commands go as sessions: then the caller wraps each in sudo itself."""
+        if self.become is not None or self._disabled is not None or become.mode == "root":
+            return None
+        with self._root_lock:
+            if self._root is None or self._root.become != become:
+                if self._root is not None:
+                    self._root.close()
+                self._root = ExecutorConnection(self.inner, become)
+            self._root.doing = self.doing
+            return self._root
+
+    def _request(self, channel: _Channel, ident: int, line: bytes, command: str,
+                 source: Iterable[bytes] | IO[bytes] | None, on_data: Callable[[bytes], None] | None,
+                 timeout: float | None, idle_timeout: float | None, stoppable: bool) -> Run | None:  # fmt: skip
+        """One command on `channel` (`line`: its `run`); None when serve never ran it (start
+        again and resend)."""
         start = time.monotonic()
         self.inner.doing = self.doing  # a link lost now is lost during this step
-        ident = next(self._ids)
-        box: queue.Queue[dict[str, Any]] = queue.Queue()
         with channel.lock:
-            channel.waiting[ident] = box
+            box = channel.waiting.setdefault(ident, queue.Queue())
         last = [start]
-        channel.send({"op": "run", "id": ident, "cmd": command, "stdin": source is not None})
+        if channel.head_id != ident:  # else it went with the start
+            channel.outgoing.put(line)
         feeder = None
         if source is not None:
             feeder = threading.Thread(target=self._feed, args=(channel, ident, source, last),
@@ -313,11 +418,7 @@ class ExecutorConnection(FramedCommands, Connection):
                             error = self._not_started(channel)
                             if error is not None:
                                 raise error from None
-                            self.inner.doing = self.doing
-                            return self.inner._execute(  # type: ignore[attr-defined]
-                                command, source=source, on_data=on_data, timeout=timeout,
-                                idle_timeout=idle_timeout, stoppable=stoppable,
-                            )  # fmt: skip
+                            return self._direct(command, source, on_data, timeout, idle_timeout, stoppable)
                         raise self._died(channel, command) from None
                     continue
                 last[0] = time.monotonic()
@@ -396,6 +497,8 @@ class ExecutorConnection(FramedCommands, Connection):
     def interrupt(self) -> None:
         if self._interrupted_at is None:
             self._interrupted_at = time.monotonic()
+        if self._root is not None:
+            self._root.interrupt()
 
     @property
     def options(self) -> Any:  # become.py reads the wrapped connection's options
@@ -405,9 +508,13 @@ class ExecutorConnection(FramedCommands, Connection):
         return self.inner.identity()
 
     def close(self) -> None:
+        root, self._root = self._root, None
+        if root is not None:
+            root.close()
         channel, self._channel = self._channel, None
         if channel is not None and not channel.ended.is_set():
             channel.finish()  # stdin ends: serve stops what runs and exits
             if self._thread is not None:
                 self._thread.join(timeout=DRAIN)
-        self.inner.close()
+        if self.become is None:  # a root executor shares its owner's connection
+            self.inner.close()

@@ -221,3 +221,57 @@ def test_executor_sends_the_bundle_when_the_host_lost_the_agent_the_memo_remembe
         assert Agent(conn).call("ping")["protocol"] >= 1
         assert conn.started == 2  # the refused start (exit 97), then one with the bundle
     assert own.ns_exec(fh, "ls /root/.cache/provision").stdout.count("agent-") >= 1
+
+
+SUDO_ANCESTOR = """\
+p=$$
+while [ "$p" -gt 1 ]; do
+  if [ "$(cat /proc/$p/comm)" = sudo ]; then echo "$p"; exit 0; fi
+  p=$(cut -d' ' -f4 /proc/$p/stat)
+done
+echo none
+"""
+
+
+def test_executor_become_runs_the_runs_become_tasks_under_one_sudo(make_fleet, ssh_config_file, tmp_path):
+    """Become with --executor: one root executor, started through sudo (the password on its
+    stdin) when the first become task runs, serves the later ones; the rest stay the user's."""
+    import json
+
+    from kinds import SUDO_PASSWORD_USER
+
+    own = make_fleet(1, kinds="sudo")
+    fh = own.hosts[0]
+    password = fh.sudo_passwords[SUDO_PASSWORD_USER]
+    inventory = tmp_path / "hosts.ini"
+    line = (f"{fh.name} ansible_host={fh.address} ansible_port={fh.port} ansible_user={SUDO_PASSWORD_USER} "
+            f"ansible_ssh_private_key_file={fh.key_file} ansible_become_password=")  # fmt: skip
+    ancestor = "\n".join("        " + ln for ln in SUDO_ANCESTOR.splitlines())
+    playbook = tmp_path / "p.yml"
+    playbook.write_text(
+        "- hosts: all\n  gather_facts: false\n  become: true\n  tasks:\n"
+        "    - name: who\n      command: id -u\n"
+        f"    - name: sudo first\n      shell: |\n{ancestor}\n"
+        '    - name: as root\n      copy:\n        content: "x\\n"\n        dest: /root/pv-become\n        mode: "0600"\n'
+        f"    - name: sudo again\n      shell: |\n{ancestor}\n"
+        "    - name: the user\n      command: id -u\n      become: false\n"
+    )
+    inventory.write_text(f"[all]\n{line}{password}\n")
+    common = [str(playbook), "-i", str(inventory), "--ssh-config", str(ssh_config_file), "--executor", "--json"]
+    run = provision("run", *common)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = {r["task"]: r for r in json.loads(run.stdout)["results"]}
+    assert results["who"]["result"]["stdout"] == "0"
+    first, again = results["sudo first"]["result"]["stdout"], results["sudo again"]["result"]["stdout"]
+    assert first.isdigit() and first == again  # one sudo, kept: not one per task
+    assert results["the user"]["result"]["stdout"] not in ("0", "")
+    assert own.ns_exec(fh, "stat -c '%U %a' /root/pv-become").stdout.split() == ["root", "600"]
+    assert password not in run.stdout + run.stderr
+
+    inventory.write_text(f"[all]\n{line}wrong-{password}\n")  # rejected: the task says so, as without
+    wrong = provision("run", *common)
+    assert wrong.returncode != 0
+    who = {r["task"]: r for r in json.loads(wrong.stdout)["results"]}["who"]["result"]
+    assert who["failed"] and "incorrect password" in who["stderr"], who
+    assert "1 incorrect password attempt" in who["stderr"], who  # no protocol line taken for a try
+    assert password not in wrong.stdout + wrong.stderr
