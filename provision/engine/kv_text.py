@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from provision.engine.kv_words import split_words
 from provision.modules.base import (
     Module,
 )
@@ -13,45 +14,6 @@ _KV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 # a key that is a template (`set_fact: "{{ item }}=moo"`), rendered when the task runs: Ansible
 # splits at the first `=`, so the key's expression holds none
 _TEMPLATE_KEY = re.compile(r"^([^=]*\{\{[^=]*\}\}[^=]*)=(.*)$", re.DOTALL)
-
-
-def split_words(text: str) -> list[tuple[int, int]]:
-    """Spans of whitespace-separated words, keeping quotes and {{ }} / {% %} together."""
-    spans: list[tuple[int, int]] = []
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i].isspace():
-            i += 1
-        if i >= n:
-            break
-        start = i
-        quote: str | None = None
-        depth = 0
-        while i < n:
-            c = text[i]
-            if quote:
-                if c == "\\" and quote == '"':
-                    i += 2
-                    continue
-                if c == quote:
-                    quote = None
-            elif text.startswith(("{{", "{%", "{#"), i):
-                depth += 1
-                i += 2
-                continue
-            elif depth and text.startswith(("}}", "%}", "#}"), i):
-                depth -= 1
-                i += 2
-                continue
-            elif depth == 0 and c in "'\"":
-                quote = c
-            elif depth == 0 and c.isspace():
-                break
-            i += 1
-        if quote:
-            raise ValueError(f"unbalanced quote in {text!r}")
-        spans.append((start, i))
-    return spans
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.engine.lookup_options import convert, lookup_error, parse_kv
+from provision.errors import ConfigError
+from provision.inventory.model import Host, Inventory
+from provision.inventory.patterns import select_names
 
 _SUBELEMENT_FLAGS = ("skip_missing",)
 
@@ -174,10 +177,6 @@ def sequence(terms: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[str]:
 
 def inventory_hostnames(variables: Mapping[str, Any], terms: tuple[Any, ...]) -> list[str]:
     """The hosts the pattern(s) select among the play's `groups` (none when one is unknown)."""
-    from provision.errors import ConfigError
-    from provision.inventory.model import Host, Inventory
-    from provision.inventory.patterns import select_names
-
     groups = variables.get("groups")
     if not isinstance(groups, Mapping):
         return []

@@ -13,6 +13,8 @@ from typing import Any
 
 import jinja2
 
+from provision.engine.kv_words import split_words
+
 # name -> (type, default); a type of None takes the value as it is
 Spec = Mapping[str, tuple[str | None, Any]]
 
@@ -36,8 +38,6 @@ def _unquote(value: str) -> str:
 def parse_kv(term: str) -> dict[str, str]:
     """Ansible's parse_kv: `k=v` words (quotes kept together, then removed, escapes decoded),
     the other words joined as `_raw_params`."""
-    from provision.engine.kv_text import split_words  # it imports the modules (a cycle)
-
     out: dict[str, str] = {}
     raw: list[str] = []
     try:

@@ -25,6 +25,7 @@ import jinja2
 
 from provision.engine import lookup_lists, lookup_tables
 from provision.engine.lookup_options import lookup_error, options
+from provision.engine.template_vars import template_vars
 
 PIPE_TIMEOUT_S = 120.0
 SUPPORTED = (
@@ -189,18 +190,26 @@ _TEMPLATE_SPEC = {
 }
 
 
+# The environment whose one `{{ }}` keeps its value, for the template lookup's overlay: given by
+# engine/templating.py when it loads (it imports this module to offer lookup/query).
+_NATIVE: list[jinja2.Environment | None] = [None]
+
+
+def use_native_environment(env: jinja2.Environment) -> None:
+    _NATIVE[0] = env
+
+
 def _render_file(ctx: Any, term: str, path: Path, opts: Mapping[str, Any]) -> Any:
     """A template file rendered as Ansible's template lookup: `{% include %}` and friends
     searched in its own folder, then each search-path entry's `templates/` and the entry; the
     template_* variables and `ansible_managed` added; one value stays native (none is None)."""
-    from provision.engine.templating import native_environment
-    from provision.modules.files import template_vars
-
     stack = _ctx_get(ctx, "ansible_search_path")
     searchpath = [str(path.parent)]
     for entry in stack if isinstance(stack, list) else []:
         searchpath += [os.path.join(entry, "templates"), entry]
-    env = native_environment().overlay(
+    if _NATIVE[0] is None:
+        raise lookup_error("the template lookup needs provision.engine.templating loaded")
+    env = _NATIVE[0].overlay(
         loader=jinja2.FileSystemLoader(searchpath),
         variable_start_string=opts["variable_start_string"],
         variable_end_string=opts["variable_end_string"],
@@ -329,8 +338,6 @@ def _varnames(ctx: Any, terms: tuple[Any, ...]) -> list[str]:
 def _vars(ctx: Any, terms: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
     """Each named variable's value; an unknown one is `default`, else an undefined value that
     fails where it is used (Ansible's)."""
-    from provision.engine.templating import StrictChainableUndefined
-
     default = kwargs.get("default")
     out: list[Any] = []
     for term in terms:
@@ -342,7 +349,7 @@ def _vars(ctx: Any, terms: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[A
             raise lookup_error(str(exc)) from None
         if value is jinja2.utils.missing:
             value = (
-                StrictChainableUndefined(hint=f"No variable named {term!r} was found.")
+                ctx.environment.undefined(hint=f"No variable named {term!r} was found.")
                 if default is None
                 else default
             )

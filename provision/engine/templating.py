@@ -36,9 +36,10 @@ from provision.engine.conditionals import (
 )
 from provision.engine.core_filters import FILTERS, TESTS, QuotedWord, ShellCode, to_bool
 from provision.engine.filters import EXTRA_FILTERS
-from provision.engine.lookups import lookup, query
+from provision.engine.lookups import lookup, query, use_native_environment
 from provision.engine.taint import DataDict, DataList
 from provision.errors import TemplateError, UndefinedVariableError
+from provision.inventory import loader as inventory_loader
 
 __all__ = [
     "FILTERS",
@@ -217,6 +218,7 @@ def _keep_value(ctx: Any, value: Any) -> Any:
 
 _ENV.finalize = _keep_value
 _NATIVE_ENV = _make_env(_NativeEnvironment, finalize=_keep_value)
+use_native_environment(_NATIVE_ENV)  # the template lookup's overlay
 _SHELL_ENV = _make_env(finalize=_shell_finalize)
 
 
@@ -557,3 +559,15 @@ def template_variables(source: str) -> set[str]:
     except jinja2.TemplateSyntaxError:
         return set()
     return {n.name for n in ast.find_all(nodes.Name) if n.ctx == "load"}
+
+
+def _render_inventory_text(text: str, variables: dict[str, Any]) -> Any:
+    try:
+        return Templar().render(text, variables)
+    except TemplateError:
+        return text
+
+
+# the inventory's `{{ ansible_playbook_python }}` interpreters (ansible-test's), rendered as
+# Ansible renders them when it connects
+inventory_loader.use_renderer(_render_inventory_text)

@@ -19,6 +19,7 @@ import dataclasses
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -266,14 +267,18 @@ def _interpreter(merged: dict[str, Any]) -> Any:
     inventories) rendered with the host's vars and the controller's Python, as Ansible does
     when it connects."""
     python = merged.get("ansible_python_interpreter")
-    if not isinstance(python, str) or "{{" not in python:
-        return python
-    from provision.engine.templating import Templar, TemplateError
+    if not isinstance(python, str) or "{{" not in python or _RENDER[0] is None:
+        return python  # as written: the connection reports the interpreter it can't find
+    return _RENDER[0](python, {**merged, "ansible_playbook_python": sys.executable})
 
-    try:
-        return Templar().render(python, {**merged, "ansible_playbook_python": sys.executable})
-    except TemplateError:
-        return python  # left as written: the connection reports the interpreter it can't find
+
+# How a template in the inventory is rendered: given by engine/templating.py when it loads (the
+# inventory sits below the engine). Returns the text as written when it can't be rendered.
+_RENDER: list[Callable[[str, dict[str, Any]], Any] | None] = [None]
+
+
+def use_renderer(render: Callable[[str, dict[str, Any]], Any]) -> None:
+    _RENDER[0] = render
 
 
 def host_from_vars(name: str, merged: dict[str, Any], groups: list[str], origin: str) -> Host:

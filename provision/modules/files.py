@@ -10,13 +10,11 @@ Every path is quoted; a file named `$(touch /root/PWNED)` or `o'brien` is just a
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.config import load_config
+from provision.engine.template_vars import template_vars
 from provision.engine.templating import LazyVars, ShellTemplate
 from provision.modules.base import (
     Arg,
@@ -378,42 +376,6 @@ class Copy(Module):
         return ModuleResult(
             changed=bool(report.changed), data={"dest": report.values.get("path", args["dest"])}
         )
-
-
-@functools.lru_cache(maxsize=8)
-def managed_text(config_env: str | None, cwd: str) -> str:
-    """`ansible_managed` in templates: ansible.cfg's [defaults] ansible_managed, else Ansible's
-    default text (roles compare rendered files with Ansible's; keyed by what picks the file)."""
-    return load_config().ansible_managed or "Ansible managed"
-
-
-def template_vars(
-    given: str, fullpath: str, dest: str | None, variables: Any
-) -> dict[str, Any]:
-    """The variables Ansible adds to a template file's own (generate_ansible_template_vars):
-    template_host (the controller's name), template_path (as given), template_fullpath,
-    template_mtime, template_uid (the file's owner), template_run_date, template_destpath, and
-    `ansible_managed` unless a variable of that name is set (Ansible 2.19)."""
-    import datetime
-    import pwd
-
-    stat = os.stat(fullpath)
-    try:
-        uid: Any = pwd.getpwuid(stat.st_uid).pw_name
-    except KeyError:
-        uid = stat.st_uid
-    out: dict[str, Any] = {
-        "template_host": os.uname().nodename,
-        "template_path": given,
-        "template_mtime": datetime.datetime.fromtimestamp(stat.st_mtime),
-        "template_uid": uid,
-        "template_run_date": datetime.datetime.now(),
-        "template_destpath": dest,
-        "template_fullpath": fullpath,
-    }
-    if "ansible_managed" not in variables:
-        out["ansible_managed"] = managed_text(os.environ.get("ANSIBLE_CONFIG"), os.getcwd())
-    return out
 
 
 @register
