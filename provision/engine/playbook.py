@@ -45,7 +45,8 @@ from provision.engine.playbook_model import (
 )
 from provision.engine.playbook_plays import PlayLoading
 from provision.engine.playbook_roles import RoleLoading, ships_plugins
-from provision.engine.templating import is_template, is_whole_template
+from provision.engine.task_args import possibly_all_template
+from provision.engine.templating import is_template
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
 from provision.modules.ansible_fallback import (
@@ -268,8 +269,13 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         if extra is not None:
             if isinstance(extra, Mapping):
                 args = {**dict(extra), **args}
+            elif possibly_all_template(extra):  # a mapping once rendered (engine/task_args.py)
+                args = {VARIABLE_PARAMS: extra, **args}
             else:
-                self.error(data.where("args", True), "args must be a mapping")
+                self.error(
+                    data.where("args", True),
+                    "args must be a mapping or a template giving one",
+                )
         if len(self.problems) == problems_before:  # unparsable args: one error is enough
             self.check_templates(args, where)
         # the arguments themselves are checked when the task runs (Ansible's rule): a task this
@@ -318,8 +324,6 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
             return {}
         if isinstance(raw, Mapping):
             return dict(raw)
-        if isinstance(raw, str) and not module.free_form and is_whole_template(raw):
-            return {VARIABLE_PARAMS: raw}  # `assert: "{{ item }}"`: a mapping, when it runs
         if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
             try:
                 return parse_kv(str(raw), module)
@@ -420,11 +424,9 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
             if isinstance(raw, Mapping) and "apply" in raw:
                 self.error(where, "import_tasks takes no apply: (Ansible's rule; use include_tasks)")
             if is_template(file):
-                self.error(
-                    where,
-                    "import_tasks is static: its file name can't use variables (use include_tasks)",
-                )
-                return None
+                file = self.static_name(file, inherit, where, "import_tasks")
+                if file is None:
+                    return None
             if any(k == "loop" or is_with_loop(k) for k in data):
                 self.error(
                     data.where("loop") if "loop" in data else where,

@@ -25,6 +25,11 @@ from provision.engine.yamlpos import Pos, YList, YMap
 from provision.modules.base import suggest
 
 
+# Ansible finds a template's filters and tests when it renders: an unknown one fails the task
+# that renders it (a task that is skipped or ignores errors runs on), not the load
+_RUN_TIME_PROBLEMS = ("No filter named", "No test named")
+
+
 def is_with_loop(key: Any) -> bool:
     """`with_items`, `with_subelements`, `with_community.general.flattened`: a lookup loop."""
     return isinstance(key, str) and key.startswith("with_") and len(key) > 5
@@ -43,7 +48,7 @@ class KeywordLoading:
         if isinstance(value, str):
             if is_template(value):
                 problem = check_syntax(value)
-                if problem:
+                if problem and not problem.startswith(_RUN_TIME_PROBLEMS):
                     self.error(pos, f"template error: {problem}")
         elif isinstance(value, YMap):
             for k, v in value.items():

@@ -149,6 +149,9 @@ META_ACTIONS = {
 DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
 # a module's arguments written as one template (`assert: "{{ item }}"`), a mapping once rendered
 VARIABLE_PARAMS = "_variable_params"
+# free-form words given to a module without free form (`file: "{{ file_args }}"`): Ansible
+# renders them to a mapping when the task runs, or fails the task (engine/task_args.py)
+RAW_PARAMS = "_raw_params"
 UNSUPPORTED = {
     "local_action": "local_action is not supported: use a play with `hosts: localhost`",
     "async": "async/poll are not supported: long steps stream their output; use a timeout instead",

@@ -35,7 +35,8 @@ class PlayLoading:
             elif key not in PLAY_KEYWORDS:
                 self.error(
                     data.where(key),
-                    f"unknown play keyword '{key}'{suggest(str(key), PLAY_KEYWORDS)}",
+                    f"unknown play keyword '{key}'{suggest(str(key), PLAY_KEYWORDS)}: "
+                    f"'{key}' is not a valid attribute for a Play",  # Ansible's words
                 )
         self.collections = self.collections_of(data)
         hosts = data.get("hosts")

@@ -356,6 +356,20 @@ class RoleLoading:
                               "when the play loads: play vars and playbook_dir only)")  # fmt: skip
             return None
 
+    def static_name(self, name: str, inherit: Inherit, where: Pos, what: str) -> str | None:
+        """A static import's templated file name, rendered when the play loads as Ansible
+        does: with the play's and role's vars, role_path and playbook_dir (no host's vars)."""
+        scope = role_load_vars(self.play_dir, self.play_vars, inherit)
+        role = inherit.role
+        if role is not None:
+            scope = {**role.defaults, **scope, **role.vars, **role.magic}
+        try:
+            return str(Templar().render(name, scope))
+        except TemplateError as exc:
+            self.error(where, f"{what} is static: its file name {name!r} is rendered when the "
+                              f"play loads ({exc}); use include_tasks")  # fmt: skip
+            return None
+
     def roles_section(
         self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False
     ) -> list[Node]:

@@ -12,13 +12,13 @@ from typing import Any
 from provision.engine.loop_items import LoopItems
 from provision.engine.playbook import (
     DELEGATE_LOCAL,
-    VARIABLE_PARAMS,
     Node,
     Task,
 )
 from provision.engine.results import TaskResult, clean_result
 from provision.engine.run_state import DEFAULT_RETRY_DELAY, UNREACHABLE_ERRORS, Stop, tags_selected
 from provision.engine.taint import as_data, as_host_data
+from provision.engine.task_args import finalize_args
 from provision.engine.templating import (
     OMIT,
     TemplateError,
@@ -332,20 +332,14 @@ class TaskExecution(LoopItems):
         return full, facts
 
     def given_args(self, task: Task, lazy: Any) -> Mapping[str, Any]:
-        """The task's arguments; written as one template (`assert: "{{ item }}"`), the mapping
-        it renders to, under any `args:` given too. Its values are rendered next as any
+        """The task's arguments with their template layers (`args: "{{ splat }}"`, free-form
+        words) rendered to mappings (engine/task_args.py). Its values are rendered next as any
         argument (host data and template output are marked data: never rendered)."""
-        if VARIABLE_PARAMS not in task.args:
-            return task.args
-        text = task.args[VARIABLE_PARAMS]
-        given = self.templar.render(text, lazy)
-        if not isinstance(given, Mapping):
-            raise ArgError(
-                f"{task.action}: the arguments {text!r} must give a mapping of name: value, "
-                f"got {type(given).__name__}"
-            )
-        rest = {k: v for k, v in task.args.items() if k != VARIABLE_PARAMS}
-        return {**given, **rest}
+        return finalize_args(
+            task.written_action or task.action,
+            task.args,
+            lambda layer: self.templar.render(layer, lazy),
+        )
 
     def execute_one(self, task: Task, variables: ChainMap) -> tuple[dict[str, Any], dict[str, Any]]:
         """One module run (with retries/until, changed_when/failed_when): (registered value, facts)."""
