@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from provision.engine.loop_control import LOOP_CONTROL_KEYS
 from provision.engine.lookups import SUPPORTED as LOOKUPS
 from provision.engine.lookups import canonical_lookup
 from provision.engine.playbook_model import (
@@ -134,16 +135,7 @@ class KeywordLoading:
 
     def extend(self, inherit: Inherit, data: YMap, *, role: Role | None = None) -> Inherit:
         """The inheritance a block/import passes on: its keywords over its parent's."""
-        env = data.get("environment")
-        if (
-            env is not None
-            and not isinstance(env, Mapping)
-            and not (isinstance(env, str) and is_template(env))
-        ):
-            self.error(
-                data.where("environment", True), "environment must be a mapping of NAME: value"
-            )
-            env = None
+        env = self.environment_of(data)
         when = self.as_list(data.get("when"))
         if when:
             self.check_expression(when, data.where("when", True), "when")
@@ -154,7 +146,7 @@ class KeywordLoading:
             vars=inherit.vars + ((new_vars,) if new_vars else ()),
             become=self._pick(self.bool_keyword(data, "become"), inherit.become),
             become_user=self._pick(data.get("become_user"), inherit.become_user),
-            environment=inherit.environment + ((env,) if env else ()),
+            environment=inherit.environment + env,
             no_log=self._pick(self.bool_keyword(data, "no_log"), inherit.no_log),
             ignore_errors=self._pick(
                 self.bool_keyword(data, "ignore_errors"), inherit.ignore_errors
@@ -173,6 +165,22 @@ class KeywordLoading:
             notify=self._pick(self.notify_of(data), inherit.notify),
             role=role or inherit.role,
         )
+
+    def environment_of(self, data: YMap) -> tuple[Any, ...]:
+        """`environment:` as layers, each a mapping or a template giving one (rendered when the
+        task runs): a mapping, a template, or a list of those (Ansible's form; later wins)."""
+        env = data.get("environment")
+        if env is None:
+            return ()
+        layers = env if isinstance(env, list) else [env]
+        if all(isinstance(x, Mapping) or (isinstance(x, str) and is_template(x)) for x in layers):
+            self.check_templates(env, data.where("environment", True))
+            return tuple(x for x in layers if x)
+        self.error(
+            data.where("environment", True),
+            "environment must be a mapping of NAME: value, a template giving one, or a list of those",
+        )
+        return ()
 
     def notify_of(self, data: YMap) -> tuple[str, ...] | None:
         notify = data.get("notify")
@@ -266,7 +274,7 @@ class KeywordLoading:
             if not isinstance(control, Mapping):
                 self.error(data.where("loop_control", True), "loop_control must be a mapping")
                 return
-            allowed = {"loop_var", "label", "index_var", "pause", "extended"}
+            allowed = set(LOOP_CONTROL_KEYS)
             for key in control:
                 if key not in allowed:
                     where = (
@@ -278,4 +286,8 @@ class KeywordLoading:
                         where, f"unknown loop_control key '{key}'{suggest(str(key), allowed)}"
                     )
             self.check_templates(control, data.where("loop_control", True))
+            if "break_when" in control:
+                self.check_expression(
+                    self.as_list(control["break_when"]), data.where("loop_control", True), "break_when"
+                )
             node.loop_control = dict(control)

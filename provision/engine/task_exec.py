@@ -9,6 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from provision.engine.loop_control import break_conditions
+from provision.engine.loop_control import item_vars as loop_item_vars
 from provision.engine.loop_items import LoopItems
 from provision.engine.playbook import (
     DELEGATE_LOCAL,
@@ -255,29 +257,16 @@ class TaskExecution(LoopItems):
             raise
         control = task.loop_control
         loop_var = str(control.get("loop_var") or "item")
-        index_var = control.get("index_var")
         pause = float(control.get("pause") or 0)
         results: list[dict[str, Any]] = []
         facts: dict[str, Any] = {}
+        breaks = break_conditions(control)
         for index, item in enumerate(items):
             if self.stopped():
                 raise Stop()
-            loop_vars: dict[str, Any] = {loop_var: item, "ansible_loop_var": loop_var}
-            if index_var:
-                loop_vars[str(index_var)] = index
-            if control.get("extended"):
-                loop_vars["ansible_loop"] = {
-                    "index": index + 1,
-                    "index0": index,
-                    "first": index == 0,
-                    "last": index == len(items) - 1,
-                    "length": len(items),
-                    "revindex": len(items) - index,
-                    "revindex0": len(items) - index - 1,
-                    "allitems": items,
-                    "previtem": items[index - 1] if index else None,
-                    "nextitem": items[index + 1] if index + 1 < len(items) else None,
-                }
+            loop_vars = loop_item_vars(
+                control, item, index, items, lambda v: self._bool(v, task, variables)
+            )
             item_vars = self.vars_for(task, loop_vars)
             label = item
             if control.get("label") is not None:
@@ -302,14 +291,19 @@ class TaskExecution(LoopItems):
                     "changed": False,
                     "msg": self.describe_error(task, task.display_name, exc),
                 }
-            one[loop_var] = item
-            one["ansible_loop_var"] = loop_var
+            one.update(loop_vars)
             if control.get("label") is not None:
                 one["_ansible_item_label"] = label
             results.append(one)
             self.runner.display.item_result(
                 self.rt.host.name, task.display_name, _short(label), one, action=task.action
             )
+            if breaks and self.templar.condition(
+                breaks,
+                ChainMap({task.register: one}, item_vars) if task.register else item_vars,
+                str(task.pos),
+            ):
+                break
             if pause and index + 1 < len(items):
                 self.runner.stop.wait(pause)
         result.items = len(items)
@@ -396,9 +390,17 @@ class TaskExecution(LoopItems):
         environment: dict[str, str] = {}
         for layer in task.environment:
             rendered = self.templar.render(layer, lazy)
+            if isinstance(rendered, str) and rendered == OMIT:
+                continue  # `- "{{ omit }}"` in a list: no layer (Ansible's omit)
             if not isinstance(rendered, Mapping):
                 raise TemplateError(f"environment must be a mapping, got {type(rendered).__name__}")
-            environment.update({str(k): "" if v is None else str(v) for k, v in rendered.items()})
+            environment.update(
+                {
+                    str(k): "" if v is None else str(v)
+                    for k, v in rendered.items()
+                    if not (isinstance(v, str) and v == OMIT)
+                }
+            )
         self.runner.masker.add(collect_secrets([environment]))  # WANDB_API_KEY, HF_TOKEN…
         become = self._bool(
             task.become if task.become is not None else self.play.become, task, lazy
