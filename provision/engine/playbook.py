@@ -18,6 +18,7 @@ from typing import Any
 from provision.config import load_config
 
 # The playbook's model and key=value parsing live beside this loader; imported from here too.
+from provision.engine.action_forms import module_form
 from provision.engine.kv_text import parse_kv, split_words
 from provision.engine.playbook_keywords import KeywordLoading, is_with_loop
 from provision.engine.playbook_model import (
@@ -149,7 +150,13 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
     def task(
         self, data: YMap, inherit: Inherit, base_dir: Path, handlers: bool = False
     ) -> Node | None:
-        data = canonical_actions(data)
+        data = canonical_actions(
+            module_form(
+                data,
+                lambda name, where: self.static_name(name, inherit, where, "a module name"),
+                self.error,
+            )
+        )
         if "block" in data:
             return self.block(data, inherit, base_dir)
         for key in data:
@@ -424,7 +431,7 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
             if isinstance(raw, Mapping) and "apply" in raw:
                 self.error(where, "import_tasks takes no apply: (Ansible's rule; use include_tasks)")
             if is_template(file):
-                file = self.static_name(file, inherit, where, "import_tasks")
+                file = self.static_name(file, inherit, where, "import_tasks' file name")
                 if file is None:
                     return None
             if any(k == "loop" or is_with_loop(k) for k in data):

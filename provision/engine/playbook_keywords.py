@@ -77,6 +77,8 @@ class KeywordLoading:
                 continue
             if text.startswith("{{") and text.endswith("}}"):
                 text = text[2:-2]
+            if "{{" in text or "{%" in text:
+                continue  # an embedded template: Ansible judges it when the task runs
             problem = check_syntax("{{ " + text + " }}")
             if problem:
                 self.error(pos, f"{what}: invalid expression {expr!r}: {problem}")

@@ -153,7 +153,6 @@ VARIABLE_PARAMS = "_variable_params"
 # renders them to a mapping when the task runs, or fails the task (engine/task_args.py)
 RAW_PARAMS = "_raw_params"
 UNSUPPORTED = {
-    "local_action": "local_action is not supported: use a play with `hosts: localhost`",
     "async": "async/poll are not supported: long steps stream their output; use a timeout instead",
     "poll": "async/poll are not supported",
     "max_fail_percentage": "max_fail_percentage is not supported (any_errors_fatal is)",

@@ -366,8 +366,7 @@ class RoleLoading:
         try:
             return str(Templar().render(name, scope))
         except TemplateError as exc:
-            self.error(where, f"{what} is static: its file name {name!r} is rendered when the "
-                              f"play loads ({exc}); use include_tasks")  # fmt: skip
+            self.error(where, f"{what} {name!r} is rendered when the play loads (play and role vars, role_path, playbook_dir): {exc}")
             return None
 
     def roles_section(
