@@ -308,6 +308,7 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
                 value = self.as_list(data[key])
                 self.check_expression(value, data.where(key, True), key)
                 setattr(task, key, tuple(value))
+        self.async_fields(task, data)
         for key in ("retries", "delay"):
             value = data.get(key)
             if value is not None:

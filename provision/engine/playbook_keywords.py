@@ -293,3 +293,19 @@ class KeywordLoading:
                     self.as_list(control["break_when"]), data.where("loop_control", True), "break_when"
                 )
             node.loop_control = dict(control)
+
+    def async_fields(self, task: Task, data: YMap) -> None:
+        """`async: N` (seconds) and `poll: M` (Ansible's default 15; 0: a background job read
+        by async_status): engine/async_task.py, engine/async_jobs.py."""
+        values: dict[str, Any] = {}
+        for key in ("async", "poll"):
+            value = data.get(key)
+            if value is None or (isinstance(value, str) and is_template(value)):
+                values[key] = value
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                self.error(data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}")
+                return
+            values[key] = value
+        task.async_val = values["async"] or None
+        task.poll = values["poll"]

@@ -153,8 +153,6 @@ VARIABLE_PARAMS = "_variable_params"
 # renders them to a mapping when the task runs, or fails the task (engine/task_args.py)
 RAW_PARAMS = "_raw_params"
 UNSUPPORTED = {
-    "async": "async/poll are not supported: long steps stream their output; use a timeout instead",
-    "poll": "async/poll are not supported",
     "max_fail_percentage": "max_fail_percentage is not supported (any_errors_fatal is)",
     "debugger": "debugger is not supported",
     "throttle": "throttle is not supported (use --forks)",
@@ -257,6 +255,8 @@ class Task(Node):
     changed_when: tuple[Any, ...] | None = None
     failed_when: tuple[Any, ...] | None = None
     retries: Any = None
+    async_val: Any = None  # `async:` seconds (engine/async_task.py)
+    poll: Any = None  # `poll:` seconds; 0: a background job (engine/async_jobs.py)
     until: tuple[Any, ...] | None = None
     delay: Any = None
     listen: list[str] = field(default_factory=list)

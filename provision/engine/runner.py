@@ -20,6 +20,7 @@ from typing import Any
 
 from provision.config import load_config
 from provision.connection.base import Connection, ConnectOptions
+from provision.engine.async_jobs import JOBS
 from provision.engine.dynamic_inventory import add_dynamic_group, add_dynamic_host, refresh_groups
 from provision.engine.host_play import _HostPlay
 from provision.engine.play_setup import batches, prompt_values
@@ -237,6 +238,7 @@ class PlaybookRunner:
         except KeyboardInterrupt:
             self.interrupt()
         finally:
+            JOBS.forget()  # `poll: 0` jobs end with the run (engine/async_jobs.py)
             for rt in self.runtimes.values():
                 rt.close()
             self.result.elapsed = time.monotonic() - start

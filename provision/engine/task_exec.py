@@ -9,6 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from provision.engine.async_jobs import JOBS
+from provision.engine.async_task import job_result, refusal, time_limit
 from provision.engine.loop_control import break_conditions
 from provision.engine.loop_control import item_vars as loop_item_vars
 from provision.engine.loop_items import LoopItems
@@ -406,7 +408,12 @@ class TaskExecution(LoopItems):
             task.become if task.become is not None else self.play.become, task, lazy
         )
         become_user = task.become_user if task.become_user is not None else self.play.become_user
-        timeout = task.timeout
+        timeout = None if task.timeout is None else float(self.templar.render(task.timeout, lazy))
+        limit = None if task.async_val is None else float(self.templar.render(task.async_val, lazy))
+        if limit and refusal(task.action):
+            return {"failed": True, "changed": False, "msg": refusal(task.action)}, {}
+        if limit:
+            timeout = time_limit(limit, timeout)
         delegate = (
             None if task.delegate_to is None else str(self.templar.render(task.delegate_to, lazy))
         )
@@ -431,7 +438,7 @@ class TaskExecution(LoopItems):
             if become_user is None
             else str(self.templar.render(become_user, lazy)),
             environment=environment or None,
-            timeout=None if timeout is None else float(self.templar.render(timeout, lazy)),
+            timeout=timeout,
             task_name=task.display_name,
             search_paths=self.search_paths(task),
             templar=self.templar,
@@ -440,6 +447,8 @@ class TaskExecution(LoopItems):
                 self.rt.host.name, f"{task.display_name}: {text}"
             ),
         )
+        if limit and task.poll is not None and int(self.templar.render(task.poll, lazy)) == 0:
+            return JOBS.start(self.rt.host.name, lambda: self._outcome(run, ctx, module)[1]), {}
         retries = task.retries
         until = task.until
         if retries is not None or until is not None:
@@ -456,13 +465,11 @@ class TaskExecution(LoopItems):
         for attempt in range(1, attempts + 1):
             conn.doing = f"task '{task.display_name}'"  # named when the link dies mid-task
             try:
-                mres = run(ctx)
-            except ModuleFailure as exc:
-                mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
+                mres, full = self._outcome(run, ctx, module)
             finally:
                 conn.doing = None
-            # what the module (the host) returned is data; a connected module's, the host's word
-            full = (as_host_data if module.needs_connection else as_data)(mres.as_dict())
+            if limit:
+                job_result(full, limit)
             if module.name in ("add_host", "group_by") and not mres.failed:
                 full["changed"] = self.runner.change_inventory(self.rt.host, full)
             if attempts > 1:
@@ -493,6 +500,16 @@ class TaskExecution(LoopItems):
         if module.facts_are_templates:
             return full, dict(mres.facts)
         return full, (as_host_data if module.needs_connection else as_data)(mres.facts)
+
+    @staticmethod
+    def _outcome(run: Any, ctx: TaskContext, module: Any) -> tuple[ModuleResult, dict[str, Any]]:
+        """One module run: its result, and as registered (what the module, the host, returned
+        is data; a connected module's, the host's word)."""
+        try:
+            mres = run(ctx)
+        except ModuleFailure as exc:
+            mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
+        return mres, (as_host_data if module.needs_connection else as_data)(mres.as_dict())
 
     def _changed_failed_when(
         self, task: Task, full: dict[str, Any], post: Mapping[str, Any]

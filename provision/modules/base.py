@@ -446,7 +446,9 @@ def normalize_args(
             out[name] = arg.default
     for group in module.required_one_of:
         if not any(out.get(k) is not None for k in group):
-            raise ArgError(f"module '{module.name}' needs one of: {', '.join(group)}")
+            raise ArgError(  # Ansible's words (module_utils check_required_one_of)
+                f"module '{module.name}': one of the following is required: {', '.join(group)}"
+            )
     for key, value, needed in module.required_if:
         if out.get(key) == value and not (static and _has_template(out.get(key))):
             missing = [n for n in needed if out.get(n) is None]
