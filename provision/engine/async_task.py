@@ -1,6 +1,6 @@
 """`async:` / `poll:` as Ansible runs a task with them (executor/task_executor.py): with
-`poll: N > 0` Ansible starts the module as a job, polls it and fails it when it outlives
-`async` seconds; the registered result carries `ansible_job_id`, `started`, `finished`. Here the
+`poll: N > 0` Ansible starts the module as a job that async_wrapper ends after `async`
+seconds, and polls it; the registered result carries `ansible_job_id`, `started`, `finished`. Here the
 module runs with `async` as its time limit (the wait is bounded; Ctrl-C ends it as any task)
 and returns those keys. `poll: 0` starts it as a job (engine/async_jobs.py) that async_status
 reads. Actions that run on the controller refuse async, as Ansible's action plugins without
@@ -35,11 +35,12 @@ def time_limit(limit: float, timeout: float | None) -> float:
     return limit if timeout is None else min(limit, timeout)
 
 
-def job_result(full: dict[str, Any], limit: float) -> None:
+def job_result(full: dict[str, Any]) -> None:
     """The registered result of an async task polled to its end, in place: Ansible's job
-    keys (async_status's); a task its time limit ended fails with Ansible's words."""
+    keys (async_status's); a task its time limit ended is async_wrapper's `Timeout exceeded`
+    (the module's own output is lost, as there)."""
     jid = new_job_id()
-    full.update(ansible_job_id=jid, started=True, results_file=results_file(jid))
-    full["finished"] = not timed_out(full)
-    if not full["finished"]:
-        full["msg"] = f"async task did not complete within the requested time - {limit:g}s"
+    if timed_out(full):
+        full.clear()
+        full.update(failed=True, changed=False, msg="Timeout exceeded")
+    full.update(ansible_job_id=jid, started=True, finished=True, results_file=results_file(jid))

@@ -469,7 +469,7 @@ class TaskExecution(LoopItems):
             finally:
                 conn.doing = None
             if limit:
-                job_result(full, limit)
+                job_result(full)
             if module.name in ("add_host", "group_by") and not mres.failed:
                 full["changed"] = self.runner.change_inventory(self.rt.host, full)
             if attempts > 1:

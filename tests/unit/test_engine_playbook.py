@@ -153,13 +153,13 @@ def test_unsupported_keywords_say_what_to_do(tmp_path: Path) -> None:
             - command: echo
               delegate_to: gpu2
             - command: sleep 100
-              async: 200
+              throttle: 2
         """,
     )
     assert "site.yml:2:3: max_fail_percentage is not supported (any_errors_fatal is)" in msg
     assert "site.yml:5:20: delegate_to: 'gpu2' is not supported" in msg
     assert "(delegate_to: localhost) is" in msg  # the nearest supported alternative
-    assert "site.yml:7:7: async/poll are not supported" in msg
+    assert "site.yml:7:7: throttle is not supported (use --forks)" in msg
 
 
 def test_not_a_list_of_plays(tmp_path: Path) -> None:
