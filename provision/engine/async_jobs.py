@@ -2,7 +2,7 @@
 async_wrapper and async_status module, executor/task_executor.py). A job is the task's module
 run in a thread of this run against its host (its commands run on the host), with N seconds as
 its time limit: every wait is bounded, Ctrl-C stops its commands as any task's, and a job still
-running when the run ends ends with it. Its result is kept, per host and job id, until
+running when the run ends is stopped with it. Its result is kept, per host and job id, until
 `async_status: mode=cleanup` (or the run's end) drops it."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,10 +32,15 @@ def timed_out(result: dict[str, Any]) -> bool:
     return bool(result.get("failed")) and "timed out after" in said
 
 
+# how long the run's end waits for the jobs it stopped to say so (each ends its command group)
+STOP_WAIT_S = 10.0
+
+
 @dataclass
 class Job:
     jid: str
     host: str
+    stop: Callable[[], None]  # ends the job's running command (its connection's interrupt)
     done: threading.Event = field(default_factory=threading.Event)
     result: dict[str, Any] = field(default_factory=dict)
 
@@ -46,10 +52,12 @@ class Jobs:
         self._lock = threading.Lock()
         self._jobs: dict[tuple[str, str], Job] = {}
 
-    def start(self, host: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def start(
+        self, host: str, work: Callable[[], dict[str, Any]], stop: Callable[[], None]
+    ) -> dict[str, Any]:
         """Start `work` (the module run, bounded by its own time limit) in the background;
-        returns Ansible's result of the task that started it."""
-        job = Job(jid=new_job_id(), host=host)
+        `stop` ends it early. Returns Ansible's result of the task that started it."""
+        job = Job(jid=new_job_id(), host=host, stop=stop)
 
         def body() -> None:
             try:
@@ -99,9 +107,19 @@ class Jobs:
         return {**base, **job.result, "started": True}
 
     def forget(self) -> None:
-        """The run is over: its jobs are dropped (a running one stops with the run)."""
+        """The run is over: a job still running is stopped (its command group ended on the
+        host, as on Ctrl-C) before the run closes its connections; every job is dropped."""
         with self._lock:
-            self._jobs.clear()
+            jobs, self._jobs = list(self._jobs.values()), {}
+        running = [job for job in jobs if not job.done.is_set()]
+        for job in running:
+            try:
+                job.stop()
+            except Exception:  # stopping must never hide the run's result
+                pass
+        deadline = time.monotonic() + STOP_WAIT_S
+        for job in running:
+            job.done.wait(max(0.0, deadline - time.monotonic()))
 
 
 JOBS = Jobs()  # job ids are random and per host: one table for the process

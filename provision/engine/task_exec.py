@@ -448,7 +448,8 @@ class TaskExecution(LoopItems):
             ),
         )
         if limit and task.poll is not None and int(self.templar.render(task.poll, lazy)) == 0:
-            return JOBS.start(self.rt.host.name, lambda: self._outcome(run, ctx, module)[1]), {}
+            work = lambda: self._outcome(run, ctx, module)[1]  # noqa: E731
+            return JOBS.start(self.rt.host.name, work, conn.interrupt), {}
         retries = task.retries
         until = task.until
         if retries is not None or until is not None:

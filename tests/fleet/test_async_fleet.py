@@ -1,7 +1,8 @@
 """`async:`/`poll:` and async_status on real SSH hosts (issue 28): a `poll: 0` job per host runs
 its command on that host while the play goes on, async_status reads it there (and only there:
 another host's job id is not found) and cleans it up; a job its `async` limit ends is stopped
-on the host, its task failing with async_wrapper's words."""
+on the host, its task failing with async_wrapper's words; a job still running when the run ends
+is stopped on its host."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ PLAY = """
       poll: 1
       register: capped
       ignore_errors: true
+    - name: left running
+      shell: sleep 41.75
+      async: 120
+      poll: 0
 """
 
 
@@ -72,6 +77,11 @@ def test_async_jobs_run_on_each_host_and_async_status_reads_them(
         wait_until(
             f"{host.name}: the capped job's command stopped",
             lambda host=host: fleet.ns_exec(host, "pgrep -f 'sleep 37[.]25'", check=False).returncode
+            == 1,
+        )
+        wait_until(  # the run's end stopped the job it left running
+            f"{host.name}: the job left running stopped with the run",
+            lambda host=host: fleet.ns_exec(host, "pgrep -f 'sleep 41[.]75'", check=False).returncode
             == 1,
         )
     jids = {registered(result, h.name, "shell")["ansible_job_id"] for h in fleet.hosts[:2]}
