@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from provision.engine.loop_control import LOOP_CONTROL_KEYS
 from provision.engine.lookups import SUPPORTED as LOOKUPS
 from provision.engine.lookups import canonical_lookup
+from provision.engine.loop_control import LOOP_CONTROL_KEYS
 from provision.engine.playbook_model import (
     _VAR_NAME,
     DELEGATE_LOCAL,
@@ -24,7 +24,6 @@ from provision.engine.playbook_model import (
 from provision.engine.templating import check_syntax, is_template
 from provision.engine.yamlpos import Pos, YList, YMap
 from provision.modules.base import suggest
-
 
 # Ansible finds a template's filters and tests when it renders: an unknown one fails the task
 # that renders it (a task that is skipped or ignores errors runs on), not the load
@@ -290,7 +289,9 @@ class KeywordLoading:
             self.check_templates(control, data.where("loop_control", True))
             if "break_when" in control:
                 self.check_expression(
-                    self.as_list(control["break_when"]), data.where("loop_control", True), "break_when"
+                    self.as_list(control["break_when"]),
+                    data.where("loop_control", True),
+                    "break_when",
                 )
             node.loop_control = dict(control)
 
@@ -304,7 +305,9 @@ class KeywordLoading:
                 values[key] = value
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                self.error(data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}")
+                self.error(
+                    data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}"
+                )
                 return
             values[key] = value
         task.async_val = values["async"] or None

@@ -17,11 +17,7 @@ from provision.modules.argspec import ArgError
 
 def possibly_all_template(text: Any) -> bool:
     """Ansible's `is_possibly_all_template`: starts and ends with Jinja delimiters."""
-    return (
-        isinstance(text, str)
-        and text.startswith(("{{", "{%"))
-        and text.endswith(("}}", "%}"))
-    )
+    return isinstance(text, str) and text.startswith(("{{", "{%")) and text.endswith(("}}", "%}"))
 
 
 def fqcn(action: str) -> str:

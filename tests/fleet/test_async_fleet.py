@@ -76,13 +76,15 @@ def test_async_jobs_run_on_each_host_and_async_status_reads_them(
         assert capped.result["finished"] is True
         wait_until(
             f"{host.name}: the capped job's command stopped",
-            lambda host=host: fleet.ns_exec(host, "pgrep -f 'sleep 37[.]25'", check=False).returncode
-            == 1,
+            lambda host=host: (
+                fleet.ns_exec(host, "pgrep -f 'sleep 37[.]25'", check=False).returncode == 1
+            ),
         )
         wait_until(  # the run's end stopped the job it left running
             f"{host.name}: the job left running stopped with the run",
-            lambda host=host: fleet.ns_exec(host, "pgrep -f 'sleep 41[.]75'", check=False).returncode
-            == 1,
+            lambda host=host: (
+                fleet.ns_exec(host, "pgrep -f 'sleep 41[.]75'", check=False).returncode == 1
+            ),
         )
     jids = {registered(result, h.name, "shell")["ansible_job_id"] for h in fleet.hosts[:2]}
     assert len(jids) == 2
