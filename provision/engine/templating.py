@@ -479,7 +479,9 @@ class Templar:
         if isinstance(expression, bool) or expression is None:
             return expression
         if type(expression) is not str:
-            return expression  # host data or a template's output is a value, not an expression
+            if isinstance(expression, str):  # host data, a template's output, !unsafe text
+                raise TemplateError("Encountered untrusted template or expression.")
+            return expression  # a literal value
         text = expression.strip()
         single = _SINGLE_EXPR.match(text)
         if single:  # `when: "{{ x }}"` works too (Ansible warns but allows it)
@@ -513,7 +515,9 @@ class Templar:
         if isinstance(expression, bool):
             return expression
         if type(expression) is not str:  # a literal (`when: 1`), or host data: a value
-            if not isinstance(expression, str) and not allow:
+            if isinstance(expression, str):  # never an expression (Ansible's trust check)
+                raise TemplateError("Encountered untrusted template or expression.")
+            if not allow:
                 raise BrokenConditionalError("Conditional expressions must be strings.")
             return conditional_truth(self.render(expression, variables), allow, where)
         single = _SINGLE_EXPR.match(expression)

@@ -302,7 +302,12 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
         return value
     if kind in ("str", "path"):
         if isinstance(value, (dict, list)):
-            raise ArgError(f"argument '{key}' must be a string, got {type(value).__name__}", key)
+            kind_name = "dict" if isinstance(value, dict) else "list"
+            raise ArgError(  # Ansible's words (module_utils check_type_str)
+                f"argument '{key}' must be a string: a {kind_name} is not a string and "
+                "conversion is not allowed",
+                key,
+            )
         if isinstance(value, bool):
             return "True" if value else "False"
         return value if isinstance(value, str) else str(value)  # keeps the data mark

@@ -185,3 +185,44 @@ def test_a_play_keyword_that_is_a_task_says_so_in_ansibles_words(tmp_path: Path)
     pb.write_text("- include_tasks: x.yml\n")
     with pytest.raises(PlaybookError, match="'include_tasks' is not a valid attribute for a Play"):
         load_playbook(pb)
+
+
+def test_untrusted_expressions_fail_as_ansibles_trust_check(tmp_path: Path) -> None:
+    """`var: !unsafe x`, `when: !unsafe ...` and an assert list of a host's output are never
+    evaluated as expressions: the task fails with Ansible's words; a dict for `var` is refused
+    in Ansible's words."""
+    same(
+        tmp_path,
+        {
+            "site.yml": """
+            - hosts: localhost
+              gather_facts: false
+              vars:
+                x: hello
+              tasks:
+                - debug:
+                    var: !unsafe x
+                  ignore_errors: true
+                  register: var_unsafe
+                - debug:
+                  when: !unsafe 1 == 0
+                  ignore_errors: true
+                  register: when_unsafe
+                - shell: echo "1 == 1"
+                  register: out
+                - assert: {that: "{{ out.stdout_lines }}"}
+                  ignore_errors: true
+                  register: that_host
+                - debug:
+                    var: {a: b}
+                  ignore_errors: true
+                  register: var_dict
+                - name: show untrusted
+                  debug:
+                    msg: "{{ [var_unsafe, when_unsafe, that_host] | map(attribute='msg')
+                              | map('regex_search', 'untrusted template or expression') | list }}"
+                - name: show not a string
+                  debug: {msg: "{{ 'is not a string and conversion is not allowed' in var_dict.msg }}"}
+            """,
+        },
+    )
