@@ -42,6 +42,7 @@ class Job:
     host: str
     stop: Callable[[], None]  # ends the job's running command (its connection's interrupt)
     done: threading.Event = field(default_factory=threading.Event)
+    ended: threading.Event = field(default_factory=threading.Event)  # the run is over
     result: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,8 +61,10 @@ class Jobs:
         job = Job(jid=new_job_id(), host=host, stop=stop)
 
         def body() -> None:
-            try:
-                result = work()
+            try:  # a job the run's end beat to its start never starts
+                result = {"failed": True, "msg": "stopped: the run ended"}
+                if not job.ended.is_set():
+                    result = work()
             except Exception as exc:  # the job's failure is its result, as async_wrapper's
                 result = {"failed": True, "msg": f"{type(exc).__name__}: {exc}"}
             if timed_out(result):  # async_wrapper's word for a job it ended: the module's is lost
@@ -113,6 +116,7 @@ class Jobs:
             jobs, self._jobs = list(self._jobs.values()), {}
         running = [job for job in jobs if not job.done.is_set()]
         for job in running:
+            job.ended.set()
             try:
                 job.stop()
             except Exception:  # stopping must never hide the run's result
