@@ -244,8 +244,8 @@ def _result_flag(flag: str) -> Any:
             raise jinja2.TemplateRuntimeError(f"the '{flag}' test expects a registered task result")
         if flag == "succeeded":
             return not result.get("failed", False)
-        if flag == "finished":
-            return True
+        if flag in ("finished", "started"):  # an async job's: 0/1 or false/true (Ansible's)
+            return result.get(flag, 1) == 1
         return bool(result.get(flag, False))
 
     return test
@@ -333,6 +333,7 @@ TESTS: dict[str, Any] = {
     ),
     "succeeded": _result_flag("succeeded"),
     "success": _result_flag("succeeded"),
+    "successful": _result_flag("succeeded"),
     "failed": _result_flag("failed"),
     "failure": _result_flag("failed"),
     "changed": _result_flag("changed"),
@@ -340,6 +341,7 @@ TESTS: dict[str, Any] = {
     "skipped": _result_flag("skipped"),
     "skip": _result_flag("skipped"),
     "finished": _result_flag("finished"),
+    "started": _result_flag("started"),
     "truthy": lambda v: bool(v),
     "falsy": lambda v: not v,
     "subset": lambda a, b: all(x in b for x in a),

@@ -5,7 +5,7 @@ path. A host whose /etc/os-release says `ID=../../x` (or an absolute path) would
 the controller — one it handed over with `fetch`, say, whose `{{ lookup('pipe', …) }}` then runs.
 So while a controller path is rendered (include_vars, vars_files, template/copy src,
 include_tasks, with_first_found, fetch dest: `controller_path()`), every `{{ }}` whose value is
-host data, or was computed from host data (engine/taint.py marks it where it enters), must be one
+host data, or was computed from host data (provision/taint.py marks it where it enters), must be one
 plain path segment: no `/`, no `..`, no NUL, not absolute. The project's own text around it may
 hold slashes; `{{ playbook_dir }}/vars/{{ ansible_distribution }}.yml` is fine, a distribution
 named `../../x` is refused with the variable's name and value.
@@ -13,7 +13,7 @@ named `../../x` is refused with the variable's name and value.
 How it knows: while a controller path is rendered, every value a template reaches — a variable
 (`_JinjaVars`), an attribute or item (`x.stdout`, `ansible_facts['distribution']`: the
 environments' getattr/getitem) and each `{{ }}`'s value — is seen by `noted()`: a host's string
-(`HostStr`, engine/taint.py) must be a plain segment there and then, whatever the template goes
+(`HostStr`, provision/taint.py) must be a plain segment there and then, whatever the template goes
 on to do with it. A host string a filter changed and `set_fact` stored is template output, no
 longer the host's word: that chain is not followed.
 """
@@ -25,8 +25,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from provision.engine.taint import HostStr
 from provision.errors import TemplateError
+from provision.taint import HostStr
 
 __all__ = ["HostPathError", "active", "controller_path", "noted", "segment_problem"]
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from provision.connection.base import Connection
+from provision.engine.loop_control import item_vars as loop_item_vars
 from provision.engine.playbook import (
     Block,
     Include,
@@ -25,7 +26,6 @@ from provision.engine.run_state import (
     _PlayState,
     tags_selected,
 )
-from provision.engine.taint import as_data, as_host_data
 from provision.engine.task_exec import TaskExecution, failed_task_var
 from provision.engine.templating import (
     Templar,
@@ -42,6 +42,7 @@ from provision.modules.base import (
 )
 from provision.modules.control import gather_facts
 from provision.secrets import collect_secrets
+from provision.taint import as_data, as_host_data
 
 if TYPE_CHECKING:
     from provision.engine.runner import PlaybookRunner
@@ -310,14 +311,13 @@ class _HostPlay(TaskExecution):
         except TemplateError as exc:
             self.task_error(node, name, "include_tasks", exc)
             return
-        loop_var = str(node.loop_control.get("loop_var") or "item")
         # As Ansible: every item's file is resolved, and counted ok, when the include task runs,
         # before any included task (a failure in item 9's tasks leaves items 10-12 counted).
         loaded: list[tuple[dict[str, Any], list[Node], str]] = []
         for index, item in enumerate(items):
-            scope = {} if node.loop is None else {loop_var: item, "ansible_loop_var": loop_var}
-            if node.loop is not None and node.loop_control.get("index_var"):
-                scope[str(node.loop_control["index_var"])] = index
+            scope = {} if node.loop is None else loop_item_vars(
+                node.loop_control, item, index, items, lambda v: self._bool(v, node, variables)
+            )
             try:
                 if node.role_task is not None:
                     children = [self.role_at_runtime(node, ChainMap(scope, variables))]

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from provision.engine.kv_words import split_words
+from provision.engine.playbook_model import RAW_PARAMS
 from provision.modules.base import (
     Module,
 )
@@ -56,12 +57,14 @@ def parse_kv(text: str, module: Module) -> dict[str, Any]:
                 pieces.append(text[cursor : keep[-1][1]].lstrip())
                 args[module.free_form] = " ".join(p for p in pieces if p)
         return args
+    raw: list[tuple[int, int]] = []
     for start, end in spans:
         word = text[start:end]
         match = _KV.match(word) or _TEMPLATE_KEY.match(word)
         if not match:
-            raise ValueError(
-                f"expected key=value, got {word!r} (this module takes no free-form text)"
-            )
+            raw.append((start, end))  # Ansible's `_raw_params`: judged when the task runs
+            continue
         args[match.group(1)] = _unquote(match.group(2))
+    if raw:
+        args[RAW_PARAMS] = " ".join(text[s:e] for s, e in raw)
     return args

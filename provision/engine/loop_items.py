@@ -12,8 +12,8 @@ import jinja2
 from provision.engine.first_found_terms import render_first_found_terms
 from provision.engine.lookups import VarsContext, canonical_lookup, run_lookup
 from provision.engine.playbook import Include, Task
-from provision.engine.taint import as_data
 from provision.engine.templating import TemplateError, is_template
+from provision.taint import as_data
 
 if TYPE_CHECKING:
     from provision.engine.templating import Templar

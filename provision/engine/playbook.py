@@ -18,6 +18,7 @@ from typing import Any
 from provision.config import load_config
 
 # The playbook's model and key=value parsing live beside this loader; imported from here too.
+from provision.engine.action_forms import module_form
 from provision.engine.kv_text import parse_kv, split_words
 from provision.engine.playbook_keywords import KeywordLoading, is_with_loop
 from provision.engine.playbook_model import (
@@ -45,8 +46,8 @@ from provision.engine.playbook_model import (
 )
 from provision.engine.playbook_plays import PlayLoading
 from provision.engine.playbook_roles import RoleLoading, ships_plugins
-from provision.engine.templating import is_template, is_whole_template
-from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
+from provision.engine.task_args import possibly_all_template
+from provision.engine.templating import is_template
 from provision.errors import ConfigError
 from provision.modules.ansible_fallback import (
     ACTION_PLUGIN,
@@ -60,6 +61,7 @@ from provision.modules.base import (
     module_names,
     suggest,
 )
+from provision.yamlpos import Pos, YList, YMap, display_path, load_yaml
 
 __all__ = [
     "DELEGATE_LOCAL",
@@ -148,7 +150,13 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
     def task(
         self, data: YMap, inherit: Inherit, base_dir: Path, handlers: bool = False
     ) -> Node | None:
-        data = canonical_actions(data)
+        data = canonical_actions(
+            module_form(
+                data,
+                lambda name, where: self.static_name(name, inherit, where, "a module name"),
+                self.error,
+            )
+        )
         if "block" in data:
             return self.block(data, inherit, base_dir)
         for key in data:
@@ -268,8 +276,13 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         if extra is not None:
             if isinstance(extra, Mapping):
                 args = {**dict(extra), **args}
+            elif possibly_all_template(extra):  # a mapping once rendered (engine/task_args.py)
+                args = {VARIABLE_PARAMS: extra, **args}
             else:
-                self.error(data.where("args", True), "args must be a mapping")
+                self.error(
+                    data.where("args", True),
+                    "args must be a mapping or a template giving one",
+                )
         if len(self.problems) == problems_before:  # unparsable args: one error is enough
             self.check_templates(args, where)
         # the arguments themselves are checked when the task runs (Ansible's rule): a task this
@@ -295,6 +308,7 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
                 value = self.as_list(data[key])
                 self.check_expression(value, data.where(key, True), key)
                 setattr(task, key, tuple(value))
+        self.async_fields(task, data)
         for key in ("retries", "delay"):
             value = data.get(key)
             if value is not None:
@@ -318,8 +332,6 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
             return {}
         if isinstance(raw, Mapping):
             return dict(raw)
-        if isinstance(raw, str) and not module.free_form and is_whole_template(raw):
-            return {VARIABLE_PARAMS: raw}  # `assert: "{{ item }}"`: a mapping, when it runs
         if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
             try:
                 return parse_kv(str(raw), module)
@@ -420,11 +432,9 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
             if isinstance(raw, Mapping) and "apply" in raw:
                 self.error(where, "import_tasks takes no apply: (Ansible's rule; use include_tasks)")
             if is_template(file):
-                self.error(
-                    where,
-                    "import_tasks is static: its file name can't use variables (use include_tasks)",
-                )
-                return None
+                file = self.static_name(file, inherit, where, "import_tasks' file name")
+                if file is None:
+                    return None
             if any(k == "loop" or is_with_loop(k) for k in data):
                 self.error(
                     data.where("loop") if "loop" in data else where,

@@ -12,6 +12,7 @@ from typing import Any
 
 from provision.engine.lookups import SUPPORTED as LOOKUPS
 from provision.engine.lookups import canonical_lookup
+from provision.engine.loop_control import LOOP_CONTROL_KEYS
 from provision.engine.playbook_model import (
     _VAR_NAME,
     DELEGATE_LOCAL,
@@ -21,8 +22,12 @@ from provision.engine.playbook_model import (
     Task,
 )
 from provision.engine.templating import check_syntax, is_template
-from provision.engine.yamlpos import Pos, YList, YMap
 from provision.modules.base import suggest
+from provision.yamlpos import Pos, YList, YMap
+
+# Ansible finds a template's filters and tests when it renders: an unknown one fails the task
+# that renders it (a task that is skipped or ignores errors runs on), not the load
+_RUN_TIME_PROBLEMS = ("No filter named", "No test named")
 
 
 def is_with_loop(key: Any) -> bool:
@@ -43,7 +48,7 @@ class KeywordLoading:
         if isinstance(value, str):
             if is_template(value):
                 problem = check_syntax(value)
-                if problem:
+                if problem and not problem.startswith(_RUN_TIME_PROBLEMS):
                     self.error(pos, f"template error: {problem}")
         elif isinstance(value, YMap):
             for k, v in value.items():
@@ -71,6 +76,8 @@ class KeywordLoading:
                 continue
             if text.startswith("{{") and text.endswith("}}"):
                 text = text[2:-2]
+            if "{{" in text or "{%" in text:
+                continue  # an embedded template: Ansible judges it when the task runs
             problem = check_syntax("{{ " + text + " }}")
             if problem:
                 self.error(pos, f"{what}: invalid expression {expr!r}: {problem}")
@@ -129,16 +136,7 @@ class KeywordLoading:
 
     def extend(self, inherit: Inherit, data: YMap, *, role: Role | None = None) -> Inherit:
         """The inheritance a block/import passes on: its keywords over its parent's."""
-        env = data.get("environment")
-        if (
-            env is not None
-            and not isinstance(env, Mapping)
-            and not (isinstance(env, str) and is_template(env))
-        ):
-            self.error(
-                data.where("environment", True), "environment must be a mapping of NAME: value"
-            )
-            env = None
+        env = self.environment_of(data)
         when = self.as_list(data.get("when"))
         if when:
             self.check_expression(when, data.where("when", True), "when")
@@ -149,7 +147,7 @@ class KeywordLoading:
             vars=inherit.vars + ((new_vars,) if new_vars else ()),
             become=self._pick(self.bool_keyword(data, "become"), inherit.become),
             become_user=self._pick(data.get("become_user"), inherit.become_user),
-            environment=inherit.environment + ((env,) if env else ()),
+            environment=inherit.environment + env,
             no_log=self._pick(self.bool_keyword(data, "no_log"), inherit.no_log),
             ignore_errors=self._pick(
                 self.bool_keyword(data, "ignore_errors"), inherit.ignore_errors
@@ -168,6 +166,22 @@ class KeywordLoading:
             notify=self._pick(self.notify_of(data), inherit.notify),
             role=role or inherit.role,
         )
+
+    def environment_of(self, data: YMap) -> tuple[Any, ...]:
+        """`environment:` as layers, each a mapping or a template giving one (rendered when the
+        task runs): a mapping, a template, or a list of those (Ansible's form; later wins)."""
+        env = data.get("environment")
+        if env is None:
+            return ()
+        layers = env if isinstance(env, list) else [env]
+        if all(isinstance(x, Mapping) or (isinstance(x, str) and is_template(x)) for x in layers):
+            self.check_templates(env, data.where("environment", True))
+            return tuple(x for x in layers if x)
+        self.error(
+            data.where("environment", True),
+            "environment must be a mapping of NAME: value, a template giving one, or a list of those",
+        )
+        return ()
 
     def notify_of(self, data: YMap) -> tuple[str, ...] | None:
         notify = data.get("notify")
@@ -261,7 +275,7 @@ class KeywordLoading:
             if not isinstance(control, Mapping):
                 self.error(data.where("loop_control", True), "loop_control must be a mapping")
                 return
-            allowed = {"loop_var", "label", "index_var", "pause", "extended"}
+            allowed = set(LOOP_CONTROL_KEYS)
             for key in control:
                 if key not in allowed:
                     where = (
@@ -273,4 +287,28 @@ class KeywordLoading:
                         where, f"unknown loop_control key '{key}'{suggest(str(key), allowed)}"
                     )
             self.check_templates(control, data.where("loop_control", True))
+            if "break_when" in control:
+                self.check_expression(
+                    self.as_list(control["break_when"]),
+                    data.where("loop_control", True),
+                    "break_when",
+                )
             node.loop_control = dict(control)
+
+    def async_fields(self, task: Task, data: YMap) -> None:
+        """`async: N` (seconds) and `poll: M` (Ansible's default 15; 0: a background job read
+        by async_status): engine/async_task.py, engine/async_jobs.py."""
+        values: dict[str, Any] = {}
+        for key in ("async", "poll"):
+            value = data.get(key)
+            if value is None or (isinstance(value, str) and is_template(value)):
+                values[key] = value
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                self.error(
+                    data.where(key, True), f"{key} must be a whole number >= 0, got {value!r}"
+                )
+                return
+            values[key] = value
+        task.async_val = values["async"] or None
+        task.poll = values["poll"]

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provision.engine.yamlpos import Pos, YMap
 from provision.errors import ConfigError
 from provision.modules.base import (
     Module,
     canonical_name,
 )
+from provision.yamlpos import Pos, YMap
 
 
 class PlaybookError(ConfigError):
@@ -149,10 +149,10 @@ META_ACTIONS = {
 DELEGATE_LOCAL = ("localhost", "127.0.0.1", "::1")
 # a module's arguments written as one template (`assert: "{{ item }}"`), a mapping once rendered
 VARIABLE_PARAMS = "_variable_params"
+# free-form words given to a module without free form (`file: "{{ file_args }}"`): Ansible
+# renders them to a mapping when the task runs, or fails the task (engine/task_args.py)
+RAW_PARAMS = "_raw_params"
 UNSUPPORTED = {
-    "local_action": "local_action is not supported: use a play with `hosts: localhost`",
-    "async": "async/poll are not supported: long steps stream their output; use a timeout instead",
-    "poll": "async/poll are not supported",
     "max_fail_percentage": "max_fail_percentage is not supported (any_errors_fatal is)",
     "debugger": "debugger is not supported",
     "throttle": "throttle is not supported (use --forks)",
@@ -255,6 +255,8 @@ class Task(Node):
     changed_when: tuple[Any, ...] | None = None
     failed_when: tuple[Any, ...] | None = None
     retries: Any = None
+    async_val: Any = None  # `async:` seconds (engine/async_task.py)
+    poll: Any = None  # `poll:` seconds; 0: a background job (engine/async_jobs.py)
     until: tuple[Any, ...] | None = None
     delay: Any = None
     listen: list[str] = field(default_factory=list)

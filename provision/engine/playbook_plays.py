@@ -19,10 +19,10 @@ from provision.engine.playbook_model import (
     roles_in,
 )
 from provision.engine.templating import is_template
-from provision.engine.yamlpos import Pos, YList, YMap, display_path
 from provision.modules.base import (
     suggest,
 )
+from provision.yamlpos import Pos, YList, YMap, display_path
 
 
 class PlayLoading:
@@ -35,7 +35,8 @@ class PlayLoading:
             elif key not in PLAY_KEYWORDS:
                 self.error(
                     data.where(key),
-                    f"unknown play keyword '{key}'{suggest(str(key), PLAY_KEYWORDS)}",
+                    f"unknown play keyword '{key}'{suggest(str(key), PLAY_KEYWORDS)}: "
+                    f"'{key}' is not a valid attribute for a Play",  # Ansible's words
                 )
         self.collections = self.collections_of(data)
         hosts = data.get("hosts")
@@ -47,12 +48,7 @@ class PlayLoading:
         elif not isinstance(hosts, str):
             hosts = str(hosts)
         play_vars = self.vars_of(data)
-        env = data.get("environment")
-        if env is not None and not isinstance(env, Mapping):
-            self.error(
-                data.where("environment", True), "environment must be a mapping of NAME: value"
-            )
-            env = None
+        env = self.environment_of(data)
         gather = self.bool_keyword(data, "gather_facts")
         connection = data.get("connection")
         if connection not in (None, "local", "ssh", "smart", "paramiko"):
@@ -64,7 +60,7 @@ class PlayLoading:
             tags=self.tags_of(data),
             become=self._or(self.bool_keyword(data, "become"), self.config.become),
             become_user=self._or(data.get("become_user"), self.config.become_user),
-            environment=(env,) if env else (),
+            environment=env,
             no_log=self.bool_keyword(data, "no_log"),
             ignore_errors=self.bool_keyword(data, "ignore_errors"),
             ignore_unreachable=self.bool_keyword(data, "ignore_unreachable"),
@@ -113,7 +109,7 @@ class PlayLoading:
             gather_facts=True if gather is None else bool(gather),
             become=play_inherit.become,
             become_user=play_inherit.become_user,
-            environment=env,
+            environment=env or None,
             connection=connection,
             remote_user=data.get("remote_user"),
             any_errors_fatal=bool(play_inherit.any_errors_fatal),

@@ -20,8 +20,8 @@ from provision.engine.playbook_model import (
 )
 from provision.engine.role_argspec import entry_spec, validation_task_name
 from provision.engine.templating import Templar, TemplateError, is_template, to_bool
-from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
+from provision.yamlpos import Pos, YList, YMap, display_path, load_yaml
 
 ROLE_FILE_EXTS = (".yml", ".yaml", ".json")
 FROM_KEYS = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
@@ -350,6 +350,19 @@ class RoleLoading:
         except TemplateError as exc:
             self.error(where, f"role name {name!r}: {exc} (a role name in `roles:` is rendered "
                               "when the play loads: play vars and playbook_dir only)")  # fmt: skip
+            return None
+
+    def static_name(self, name: str, inherit: Inherit, where: Pos, what: str) -> str | None:
+        """A static import's templated file name, rendered when the play loads as Ansible
+        does: with the play's and role's vars, role_path and playbook_dir (no host's vars)."""
+        scope = role_load_vars(self.play_dir, self.play_vars, inherit)
+        role = inherit.role
+        if role is not None:
+            scope = {**role.defaults, **scope, **role.vars, **role.magic}
+        try:
+            return str(Templar().render(name, scope))
+        except TemplateError as exc:
+            self.error(where, f"{what} {name!r} is rendered when the play loads (play and role vars, role_path, playbook_dir): {exc}")
             return None
 
     def roles_section(

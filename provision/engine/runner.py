@@ -20,6 +20,7 @@ from typing import Any
 
 from provision.config import load_config
 from provision.connection.base import Connection, ConnectOptions, interrupt_all
+from provision.engine.async_jobs import JOBS
 from provision.engine.dynamic_inventory import add_dynamic_group, add_dynamic_host, refresh_groups
 from provision.engine.host_play import _HostPlay
 from provision.engine.play_setup import batches, prompt_values
@@ -42,7 +43,6 @@ from provision.engine.templating import (
     TemplateError,
 )
 from provision.engine.variables import VariableManager
-from provision.engine.yamlpos import load_yaml
 from provision.errors import (
     ConfigError,
 )
@@ -51,6 +51,7 @@ from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import UnknownPatternError, select_hosts
 from provision.parallel import STOP_GRACE_S
 from provision.secrets import Masker, collect_secrets
+from provision.yamlpos import load_yaml
 
 __all__ = [
     "NullDisplay",
@@ -237,6 +238,7 @@ class PlaybookRunner:
         except KeyboardInterrupt:
             self.interrupt()
         finally:
+            JOBS.forget()  # `poll: 0` jobs end with the run (engine/async_jobs.py)
             for rt in self.runtimes.values():
                 rt.close()
             self.result.elapsed = time.monotonic() - start

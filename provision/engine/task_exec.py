@@ -9,16 +9,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from provision.engine.async_jobs import JOBS
+from provision.engine.async_task import job_result, refusal, time_limit
+from provision.engine.loop_control import break_conditions
+from provision.engine.loop_control import item_vars as loop_item_vars
 from provision.engine.loop_items import LoopItems
 from provision.engine.playbook import (
     DELEGATE_LOCAL,
-    VARIABLE_PARAMS,
     Node,
     Task,
 )
 from provision.engine.results import TaskResult, clean_result
 from provision.engine.run_state import DEFAULT_RETRY_DELAY, UNREACHABLE_ERRORS, Stop, tags_selected
-from provision.engine.taint import as_data, as_host_data
+from provision.engine.task_args import finalize_args
 from provision.engine.templating import (
     OMIT,
     TemplateError,
@@ -43,6 +46,7 @@ from provision.modules.base import (
 from provision.paths import bundle_dir
 from provision.remote.become import wanted_by_host
 from provision.secrets import collect_secrets
+from provision.taint import as_data, as_host_data
 
 # modules whose "facts" are variables (set_fact precedence), not host facts
 VAR_SETTERS = frozenset({"set_fact", "include_vars"})
@@ -255,29 +259,16 @@ class TaskExecution(LoopItems):
             raise
         control = task.loop_control
         loop_var = str(control.get("loop_var") or "item")
-        index_var = control.get("index_var")
         pause = float(control.get("pause") or 0)
         results: list[dict[str, Any]] = []
         facts: dict[str, Any] = {}
+        breaks = break_conditions(control)
         for index, item in enumerate(items):
             if self.stopped():
                 raise Stop()
-            loop_vars: dict[str, Any] = {loop_var: item, "ansible_loop_var": loop_var}
-            if index_var:
-                loop_vars[str(index_var)] = index
-            if control.get("extended"):
-                loop_vars["ansible_loop"] = {
-                    "index": index + 1,
-                    "index0": index,
-                    "first": index == 0,
-                    "last": index == len(items) - 1,
-                    "length": len(items),
-                    "revindex": len(items) - index,
-                    "revindex0": len(items) - index - 1,
-                    "allitems": items,
-                    "previtem": items[index - 1] if index else None,
-                    "nextitem": items[index + 1] if index + 1 < len(items) else None,
-                }
+            loop_vars = loop_item_vars(
+                control, item, index, items, lambda v: self._bool(v, task, variables)
+            )
             item_vars = self.vars_for(task, loop_vars)
             label = item
             if control.get("label") is not None:
@@ -302,14 +293,19 @@ class TaskExecution(LoopItems):
                     "changed": False,
                     "msg": self.describe_error(task, task.display_name, exc),
                 }
-            one[loop_var] = item
-            one["ansible_loop_var"] = loop_var
+            one.update(loop_vars)
             if control.get("label") is not None:
                 one["_ansible_item_label"] = label
             results.append(one)
             self.runner.display.item_result(
                 self.rt.host.name, task.display_name, _short(label), one, action=task.action
             )
+            if breaks and self.templar.condition(
+                breaks,
+                ChainMap({task.register: one}, item_vars) if task.register else item_vars,
+                str(task.pos),
+            ):
+                break
             if pause and index + 1 < len(items):
                 self.runner.stop.wait(pause)
         result.items = len(items)
@@ -332,20 +328,14 @@ class TaskExecution(LoopItems):
         return full, facts
 
     def given_args(self, task: Task, lazy: Any) -> Mapping[str, Any]:
-        """The task's arguments; written as one template (`assert: "{{ item }}"`), the mapping
-        it renders to, under any `args:` given too. Its values are rendered next as any
+        """The task's arguments with their template layers (`args: "{{ splat }}"`, free-form
+        words) rendered to mappings (engine/task_args.py). Its values are rendered next as any
         argument (host data and template output are marked data: never rendered)."""
-        if VARIABLE_PARAMS not in task.args:
-            return task.args
-        text = task.args[VARIABLE_PARAMS]
-        given = self.templar.render(text, lazy)
-        if not isinstance(given, Mapping):
-            raise ArgError(
-                f"{task.action}: the arguments {text!r} must give a mapping of name: value, "
-                f"got {type(given).__name__}"
-            )
-        rest = {k: v for k, v in task.args.items() if k != VARIABLE_PARAMS}
-        return {**given, **rest}
+        return finalize_args(
+            task.written_action or task.action,
+            task.args,
+            lambda layer: self.templar.render(layer, lazy),
+        )
 
     def execute_one(self, task: Task, variables: ChainMap) -> tuple[dict[str, Any], dict[str, Any]]:
         """One module run (with retries/until, changed_when/failed_when): (registered value, facts)."""
@@ -402,15 +392,28 @@ class TaskExecution(LoopItems):
         environment: dict[str, str] = {}
         for layer in task.environment:
             rendered = self.templar.render(layer, lazy)
+            if isinstance(rendered, str) and rendered == OMIT:
+                continue  # `- "{{ omit }}"` in a list: no layer (Ansible's omit)
             if not isinstance(rendered, Mapping):
                 raise TemplateError(f"environment must be a mapping, got {type(rendered).__name__}")
-            environment.update({str(k): "" if v is None else str(v) for k, v in rendered.items()})
+            environment.update(
+                {
+                    str(k): "" if v is None else str(v)
+                    for k, v in rendered.items()
+                    if not (isinstance(v, str) and v == OMIT)
+                }
+            )
         self.runner.masker.add(collect_secrets([environment]))  # WANDB_API_KEY, HF_TOKEN…
         become = self._bool(
             task.become if task.become is not None else self.play.become, task, lazy
         )
         become_user = task.become_user if task.become_user is not None else self.play.become_user
-        timeout = task.timeout
+        timeout = None if task.timeout is None else float(self.templar.render(task.timeout, lazy))
+        limit = None if task.async_val is None else float(self.templar.render(task.async_val, lazy))
+        if limit and refusal(task.action):
+            return {"failed": True, "changed": False, "msg": refusal(task.action)}, {}
+        if limit:
+            timeout = time_limit(limit, timeout)
         delegate = (
             None if task.delegate_to is None else str(self.templar.render(task.delegate_to, lazy))
         )
@@ -435,7 +438,7 @@ class TaskExecution(LoopItems):
             if become_user is None
             else str(self.templar.render(become_user, lazy)),
             environment=environment or None,
-            timeout=None if timeout is None else float(self.templar.render(timeout, lazy)),
+            timeout=timeout,
             task_name=task.display_name,
             search_paths=self.search_paths(task),
             templar=self.templar,
@@ -444,6 +447,9 @@ class TaskExecution(LoopItems):
                 self.rt.host.name, f"{task.display_name}: {text}"
             ),
         )
+        if limit and task.poll is not None and int(self.templar.render(task.poll, lazy)) == 0:
+            work = lambda: self._outcome(run, ctx, module)[1]  # noqa: E731
+            return JOBS.start(self.rt.host.name, work, conn.interrupt), {}
         retries = task.retries
         until = task.until
         if retries is not None or until is not None:
@@ -460,13 +466,11 @@ class TaskExecution(LoopItems):
         for attempt in range(1, attempts + 1):
             conn.doing = f"task '{task.display_name}'"  # named when the link dies mid-task
             try:
-                mres = run(ctx)
-            except ModuleFailure as exc:
-                mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
+                mres, full = self._outcome(run, ctx, module)
             finally:
                 conn.doing = None
-            # what the module (the host) returned is data; a connected module's, the host's word
-            full = (as_host_data if module.needs_connection else as_data)(mres.as_dict())
+            if limit:
+                job_result(full)
             if module.name in ("add_host", "group_by") and not mres.failed:
                 full["changed"] = self.runner.change_inventory(self.rt.host, full)
             if attempts > 1:
@@ -497,6 +501,16 @@ class TaskExecution(LoopItems):
         if module.facts_are_templates:
             return full, dict(mres.facts)
         return full, (as_host_data if module.needs_connection else as_data)(mres.facts)
+
+    @staticmethod
+    def _outcome(run: Any, ctx: TaskContext, module: Any) -> tuple[ModuleResult, dict[str, Any]]:
+        """One module run: its result, and as registered (what the module, the host, returned
+        is data; a connected module's, the host's word)."""
+        try:
+            mres = run(ctx)
+        except ModuleFailure as exc:
+            mres = ModuleResult(failed=True, msg=exc.msg, data=dict(exc.data))
+        return mres, (as_host_data if module.needs_connection else as_data)(mres.as_dict())
 
     def _changed_failed_when(
         self, task: Task, full: dict[str, Any], post: Mapping[str, Any]

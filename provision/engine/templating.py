@@ -5,7 +5,7 @@
 - Variables may themselves hold templates (`url: "{{ base }}/simple"`); they are rendered when
   looked up (`LazyVars`), so an unused variable with an undefined reference is no error.
 - Only the project's own text is a template (`is_template`: a plain `str`). What a host sent and
-  what a template produced is marked as data (provision/engine/taint.py) and never rendered.
+  what a template produced is marked as data (provision/taint.py) and never rendered.
 - An undefined variable raises `UndefinedVariableError` naming the variable; the runner adds the
   task and host.
 - Strings that reach a shell are rendered by `render_shell`: every `{{ }}` value comes back as a
@@ -37,9 +37,9 @@ from provision.engine.conditionals import (
 from provision.engine.core_filters import FILTERS, TESTS, QuotedWord, ShellCode, to_bool
 from provision.engine.filters import EXTRA_FILTERS
 from provision.engine.lookups import lookup, query, use_native_environment
-from provision.engine.taint import DataDict, DataList
 from provision.errors import TemplateError, UndefinedVariableError
 from provision.inventory import loader as inventory_loader
+from provision.taint import DataDict, DataList
 
 __all__ = [
     "FILTERS",
@@ -94,7 +94,7 @@ class StrictChainableUndefined(ChainableUndefined, StrictUndefined):
 
 def is_template(value: Any) -> bool:
     """The one rule: a template is a plain `str` (the project's files, `-e`) holding a marker.
-    Host data and template output are `DataStr` (engine/taint.py), `quote`'s output is a
+    Host data and template output are `DataStr` (provision/taint.py), `quote`'s output is a
     `QuotedWord`: never templates, whatever they contain."""
     return type(value) is str and any(m in value for m in _MARKERS)
 
@@ -301,7 +301,7 @@ def _undefined_error(exc: jinja2.UndefinedError) -> UndefinedVariableError:
 class LazyVars(Mapping):
     """Variables as Jinja sees them: values holding templates render on first lookup, with the
     same variables, and are cached for this evaluation. Only the project's own text is a
-    template (`is_template`); host data and earlier templates' output (engine/taint.py) are
+    template (`is_template`); host data and earlier templates' output (provision/taint.py) are
     returned as they are, never rendered."""
 
     def __init__(self, source: Mapping[str, Any], templar: Templar) -> None:
@@ -476,7 +476,9 @@ class Templar:
         if isinstance(expression, bool) or expression is None:
             return expression
         if type(expression) is not str:
-            return expression  # host data or a template's output is a value, not an expression
+            if isinstance(expression, str):  # host data, a template's output, !unsafe text
+                raise TemplateError("Encountered untrusted template or expression.")
+            return expression  # a literal value
         text = expression.strip()
         single = _SINGLE_EXPR.match(text)
         if single:  # `when: "{{ x }}"` works too (Ansible warns but allows it)
@@ -510,7 +512,9 @@ class Templar:
         if isinstance(expression, bool):
             return expression
         if type(expression) is not str:  # a literal (`when: 1`), or host data: a value
-            if not isinstance(expression, str) and not allow:
+            if isinstance(expression, str):  # never an expression (Ansible's trust check)
+                raise TemplateError("Encountered untrusted template or expression.")
+            if not allow:
                 raise BrokenConditionalError("Conditional expressions must be strings.")
             return conditional_truth(self.render(expression, variables), allow, where)
         single = _SINGLE_EXPR.match(expression)

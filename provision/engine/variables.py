@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provision.engine.taint import as_host_data
 from provision.engine.templating import LazyVars, Templar
 from provision.inventory.model import Host, Inventory
 from provision.modules.facts_ansible import namespaced
+from provision.taint import as_host_data
 
 if TYPE_CHECKING:
     from provision.engine.playbook import Node, Play

@@ -306,7 +306,12 @@ def _coerce(value: Any, arg: Arg, key: str) -> Any:
         return value
     if kind in ("str", "path"):
         if isinstance(value, (dict, list)):
-            raise ArgError(f"argument '{key}' must be a string, got {type(value).__name__}", key)
+            kind_name = "dict" if isinstance(value, dict) else "list"
+            raise ArgError(  # Ansible's words (module_utils check_type_str)
+                f"argument '{key}' must be a string: a {kind_name} is not a string and "
+                "conversion is not allowed",
+                key,
+            )
         if isinstance(value, bool):
             return "True" if value else "False"
         return value if isinstance(value, str) else str(value)  # keeps the data mark
@@ -450,7 +455,9 @@ def normalize_args(
             out[name] = arg.default
     for group in module.required_one_of:
         if not any(out.get(k) is not None for k in group):
-            raise ArgError(f"module '{module.name}' needs one of: {', '.join(group)}")
+            raise ArgError(  # Ansible's words (module_utils check_required_one_of)
+                f"module '{module.name}': one of the following is required: {', '.join(group)}"
+            )
     for key, value, needed in module.required_if:
         if out.get(key) == value and not (static and _has_template(out.get(key))):
             missing = [n for n in needed if out.get(n) is None]

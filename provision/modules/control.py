@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from provision.engine.templating import UndefinedVariableError
+from provision.engine.task_args import possibly_all_template
+from provision.engine.templating import TemplateError, UndefinedVariableError
 from provision.modules.base import Arg, Module, ModuleFailure, ModuleResult, TaskContext, register
 from provision.modules.facts_ansible import PROBE, ansible_names, parse_probe
 from provision.yamlpos import load_yaml
@@ -109,8 +110,15 @@ class Assert(Module):
 
     def run(self, ctx: TaskContext) -> ModuleResult:
         that = ctx.args["that"]
-        conditions = that if isinstance(that, list) else [that]
         assert ctx.templar is not None
+        if possibly_all_template(that):  # `that: "{{ checks }}"`: the list it names (Ansible's)
+            try:
+                listed = ctx.templar.render(that, ctx.vars)
+            except TemplateError:
+                listed = None
+            if isinstance(listed, list):
+                that = listed
+        conditions = that if isinstance(that, list) else [that]
         for condition in conditions:
             if not ctx.templar.condition([condition], ctx.vars):
                 msg = ctx.args.get("fail_msg") or "Assertion failed"

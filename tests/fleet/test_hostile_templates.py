@@ -1,5 +1,5 @@
 """The hostile host's templates and terminal escapes (issue 20, defects 1, 2 and the terminal
-item; the fixes are engine/taint.py and terminal.py): nothing it says is rendered on the
+item; the fixes are provision/taint.py and terminal.py): nothing it says is rendered on the
 controller, and its text reaches the terminal as text.
 
 Against the `hostile` fleet kind (tests/fleet/kinds.py), through the real CLI: a templated

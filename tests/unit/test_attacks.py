@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provision.connection.local import LocalConnection
-from provision.engine.taint import as_data
 from provision.engine.templating import _SHELL_ENV, Templar, TemplateError
 from provision.errors import ProvisionError
 from provision.inventory.model import Host
 from provision.modules.base import ArgError, ModuleFailure, TaskContext, get_module, normalize_args
 from provision.modules.command import shell_command
 from provision.shell import ShellValueError
+from provision.taint import as_data
 from tests.support.attacks import (
     CANARY_VAR,
     CORPUS,
@@ -176,7 +176,7 @@ FILTERS = sorted(f for f in _SHELL_ENV.filters if f != "shell_code")  # shell_co
 
 def run_shell(arena: Arena, source: str, value: Any) -> subprocess.CompletedProcess | None:
     try:
-        # the value comes from a host or a data file: data (engine/taint.py), as a registered
+        # the value comes from a host or a data file: data (provision/taint.py), as a registered
         # result is; a plain project var holding `{%` would be a template, as in Ansible
         tpl = T.render_shell(source, {"v": as_data(value)})
         text, env = shell_command(tpl)

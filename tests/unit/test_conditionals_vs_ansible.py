@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from provision.engine.conditionals import BrokenConditionalError
-from provision.engine.taint import as_data
 from provision.engine.templating import Templar, TemplateError
+from provision.taint import as_data
 from tests.unit.test_engine_real_roles import needs_ansible, same
 
 CONDITIONALS = """

@@ -5,8 +5,8 @@ The masters themselves run against real hosts in tests/fleet/test_kept_connectio
 from __future__ import annotations
 
 import argparse
-import json
 import dataclasses
+import json
 import os
 import shutil
 import stat
