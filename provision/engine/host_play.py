@@ -17,6 +17,7 @@ from provision.engine.playbook import (
 )
 from provision.engine.playbook_roles import FROM_KEYS
 from provision.engine.results import TaskResult
+from provision.engine.role_names import included_roles
 from provision.engine.run_state import (
     UNREACHABLE_ERRORS,
     EndRole,
@@ -222,6 +223,7 @@ class _HostPlay(TaskExecution):
                 self.task_error(block, block.name or "block", "include_role", exc)
                 return
             self.included(block, "include_role")
+            self.runner.vm.add_play_roles(included_roles(block))  # join Ansible's play.roles
             if block.role is not None and block.role.public:
                 self.rt.vars.expose_roles([block.role])
         if block.rescue:

@@ -19,6 +19,7 @@ from provision.engine.playbook_model import (
     handler_tasks,
 )
 from provision.engine.role_argspec import entry_spec, validation_task_name
+from provision.engine.role_names import role_name
 from provision.engine.templating import Templar, TemplateError, is_template, to_bool
 from provision.engine.yamlpos import Pos, YList, YMap, display_path, load_yaml
 from provision.errors import ConfigError
@@ -42,6 +43,17 @@ PLUGIN_FOLDERS = ("library", "module_utils")
 def ships_plugins(folder: Path) -> bool:
     """A role (or playbook folder) with modules of its own, which Ansible's loader would find."""
     return any((folder / sub).is_dir() for sub in PLUGIN_FOLDERS)
+
+
+def parent_role_params(parent: Role) -> dict[str, list[str]]:
+    """IncludeRole.get_include_params: `ansible_parent_role_names`/`_paths`, the role the
+    include_role/import_role is written in first, then that role's own parents."""
+    names = list(parent.params.get("ansible_parent_role_names") or [])
+    paths = list(parent.params.get("ansible_parent_role_paths") or [])
+    return {
+        "ansible_parent_role_names": [role_name(parent), *names],
+        "ansible_parent_role_paths": [str(parent.path), *paths],
+    }
 
 
 def role_load_vars(playbook_dir: Path, play_vars: Mapping[str, Any], inherit: Inherit) -> dict[str, Any]:
@@ -183,6 +195,8 @@ class RoleLoading:
         for dep in depends:  # meta/main.yml dependencies run first, their handlers join
             if isinstance(dep, Block) and dep.role is not None:
                 role.handlers.extend(dep.role.handlers)
+                dep.role.dependency = True
+                role.dependencies.append(dep.role)
         check = self.validation_task(path, name, params, tasks_from, role_inherit)
         tasks = [*depends, *check, *tasks]
         fields = self.node_fields(data, inherit, base_dir)
@@ -262,7 +276,10 @@ class RoleLoading:
             return []
         action = {
             "argument_spec": spec.get("options") or {},
-            "provided_arguments": dict(params),
+            # the role's own parameters, not the include's ansible_parent_role_* (Ansible's)
+            "provided_arguments": {
+                k: v for k, v in params.items() if not str(k).startswith("ansible_parent_role_")
+            },
             "validate_args_context": {
                 "type": "role",
                 "name": name,
@@ -312,6 +329,8 @@ class RoleLoading:
                               "(use include_role)")  # fmt: skip
             return None
         params = self.vars_of(data)
+        if inherit.role is not None:  # written in a role: Ansible's include params name it
+            params = {**params, **parent_role_params(inherit.role)}
         if templated:  # Ansible renders them when the task runs, per host: loaded then
             return self.role_include_at_runtime(data, action, inherit, base_dir)
         dynamic = action == "include_role"  # loaded when it runs, in Ansible (playbook.task)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provision.engine.role_names import role_name_vars
 from provision.engine.taint import as_host_data
 from provision.engine.templating import LazyVars, Templar
 from provision.inventory.model import Host, Inventory
@@ -123,6 +124,18 @@ class VariableManager:
         self.groups.setdefault("all", list(inventory.hosts))
         self.hostvars = HostVarsView(self)
         self.play_hosts: list[str] = []
+        self.play_roles: list[Any] = []  # Ansible's play.roles (engine/role_names.py)
+        self.role_names: dict[str, Any] = role_name_vars([])
+
+    def set_play_roles(self, roles: list[Any]) -> None:
+        """The play's roles: at its start, then each include_role that runs (once per role)."""
+        self.play_roles = list(roles)
+        self.role_names = role_name_vars(self.play_roles)
+
+    def add_play_roles(self, roles: list[Any]) -> None:
+        new = [r for r in roles if all(r is not known for known in self.play_roles)]
+        if new:
+            self.set_play_roles([*self.play_roles, *new])
 
     def state(self, host: Host) -> HostVars:
         if host.name not in self.hosts:
@@ -143,6 +156,7 @@ class VariableManager:
             "ansible_play_hosts": list(self.play_hosts),
             "ansible_play_batch": list(self.play_hosts),
             "ansible_play_hosts_all": list(self.play_hosts),
+            **self.role_names,
         }
 
     def host_layers(self, state: HostVars) -> ChainMap:
