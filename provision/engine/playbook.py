@@ -98,6 +98,7 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         self.dynamic = 0  # > 0 while loading a file only include_tasks/include_role reaches
         self.config = load_config()  # ansible.cfg: roles_path, become defaults
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
+        self.dep_roles: dict[tuple[str, str], Role] = {}  # and the role each loaded
         self.role_stack: list[Path] = []
         self.collections: list[str] = []  # the play's (and role's) `collections:` keyword
         self.play_vars: dict[str, Any] = {}  # the play being loaded's `vars:` and folder

@@ -175,6 +175,7 @@ class Role:
     public: bool = True
     dependency: bool = False  # loaded as another role's meta/main.yml dependency
     dependencies: list[Role] = field(default_factory=list)  # its own, direct (engine/role_names.py)
+    parent: Role | None = None  # the role whose dependency it is (engine/role_vars.py)
 
     @property
     def magic(self) -> dict[str, str]:

@@ -167,7 +167,8 @@ class RoleLoading:
         outer = self.collections
         self.collections = self.role_collections(path) + outer  # the role's meta collections
         try:
-            depends = self.role_dependencies(path, replace(inherit, vars=()), where)
+            known: list[Role] = []
+            depends = self.role_dependencies(path, replace(inherit, vars=()), where, known)
             file = role_file(path / "tasks", tasks_from)
             if file is not None:
                 tasks = self.load_tasks_file(file, role_inherit, where)
@@ -196,7 +197,9 @@ class RoleLoading:
             if isinstance(dep, Block) and dep.role is not None:
                 role.handlers.extend(dep.role.handlers)
                 dep.role.dependency = True
+                dep.role.parent = dep.role.parent or role
                 role.dependencies.append(dep.role)
+        role.dependencies += [r for r in known if all(r is not d for d in role.dependencies)]
         check = self.validation_task(path, name, params, tasks_from, role_inherit)
         tasks = [*depends, *check, *tasks]
         fields = self.node_fields(data, inherit, base_dir)
@@ -231,7 +234,9 @@ class RoleLoading:
                     return own + self.collections_of(meta)
         return own
 
-    def role_dependencies(self, path: Path, inherit: Inherit, where: Pos) -> list[Node]:
+    def role_dependencies(
+        self, path: Path, inherit: Inherit, where: Pos, known: list[Role] | None = None
+    ) -> list[Node]:
         """The roles `meta/main.yml` lists under `dependencies:` (searched beside this role too)."""
         for ext in ("yml", "yaml"):
             file = path / "meta" / f"main.{ext}"
@@ -246,10 +251,22 @@ class RoleLoading:
                     return []
                 self.role_stack.append(path.resolve())
                 try:
-                    return self.roles_section(deps, at, inherit, path.parent, dependency=True)
+                    return self.roles_section(
+                        deps, at, inherit, path.parent, dependency=True, known=known
+                    )
                 finally:
                     self.role_stack.pop()
         return []
+
+    def allows_duplicates(self, name: str, base_dir: Path, where: Pos) -> bool:
+        """meta/main.yml `allow_duplicates: true`: the role runs again with the same parameters."""
+        path = self.find_role(name, base_dir, where)
+        for ext in ("yml", "yaml"):
+            file = path / "meta" / f"main.{ext}" if path is not None else None
+            if file is not None and file.is_file():
+                meta = self._load(file)
+                return isinstance(meta, Mapping) and to_bool(meta.get("allow_duplicates", False))
+        return False
 
     def role_argument_specs(self, path: Path) -> Any:
         """`argument_specs` of meta/argument_specs.yml, else of meta/main.yml (Ansible: the
@@ -372,7 +389,13 @@ class RoleLoading:
             return None
 
     def roles_section(
-        self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False
+        self,
+        data: Any,
+        pos: Pos,
+        inherit: Inherit,
+        base_dir: Path,
+        dependency: bool = False,
+        known: list[Role] | None = None,  # dependencies loaded before: not run again, listed here
     ) -> list[Node]:
         if data is None:
             return []
@@ -436,10 +459,14 @@ class RoleLoading:
             )
             if dependency:
                 key = (str(name), repr(sorted(params.items(), key=lambda kv: str(kv[0]))))
-                if key in self.play_roles:
+                if key in self.play_roles and not self.allows_duplicates(str(name), base_dir, where):
+                    if key in self.dep_roles and known is not None:
+                        known.append(self.dep_roles[key])  # still its dependency (vars, names)
                     continue  # Ansible runs a dependency once per play (same parameters)
                 self.play_roles.add(key)
             block = self.load_role(str(name), params, clean, inherit, base_dir, where)
             if block is not None:
                 blocks.append(block)
+                if dependency and block.role is not None:
+                    self.dep_roles[key] = block.role
         return blocks

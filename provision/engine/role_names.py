@@ -17,6 +17,7 @@ from pathlib import PurePath
 from typing import Any
 
 from provision.engine.playbook_model import Block, Include, Node, Play, Role
+from provision.engine.role_vars import all_dependencies
 
 
 def role_name(role: Role) -> str:
@@ -59,22 +60,12 @@ def included_roles(block: Block) -> list[Role]:
     return inner + ([block.role] if block.role is not None else [])
 
 
-def _all_dependencies(role: Role, seen: set[int]) -> list[Role]:
-    out: list[Role] = []
-    for dep in role.dependencies:
-        if id(dep) in seen:
-            continue
-        seen.add(id(dep))
-        out += _all_dependencies(dep, seen) + [dep]
-    return out
-
-
 def role_name_vars(roles: list[Role]) -> dict[str, Any]:
     """The four variables for a play whose `play.roles` is `roles`."""
     named = [role_name(r) for r in roles]
     seen: set[int] = set()
     dependent = list(
-        dict.fromkeys(role_name(d) for r in roles for d in _all_dependencies(r, seen))
+        dict.fromkeys(role_name(d) for r in roles for d in all_dependencies(r, seen))
     )
     return {
         "ansible_play_role_names": named,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provision.engine.role_names import role_name_vars
+from provision.engine.role_vars import role_layers
 from provision.engine.taint import as_host_data
 from provision.engine.templating import LazyVars, Templar
 from provision.inventory.model import Host, Inventory
@@ -188,8 +189,9 @@ class VariableManager:
         if node is not None:
             layers.extend(reversed(node.vars))  # innermost (the task's own) first
             if node.role is not None:
-                layers.append(node.role.params)
-                layers.append(node.role.vars)
+                params, role_vars, _ = role_layers(node.role)  # its dependency chain's too
+                layers.append(params)
+                layers.append(role_vars)
                 layers.insert(0, node.role.magic)
             layers.insert(0, search_path(node))
         if state.role_vars:
@@ -198,7 +200,7 @@ class VariableManager:
         layers.append(state.facts)
         layers.append(state.host.vars)
         if node is not None and node.role is not None:
-            layers.append(node.role.defaults)
+            layers.append(role_layers(node.role)[2])
         if state.role_defaults:
             layers.append(state.role_defaults)
         layers.append(_connection_default(state.host))
