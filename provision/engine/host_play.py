@@ -381,7 +381,8 @@ class _HostPlay(TaskExecution):
         if isinstance(exc, UndefinedVariableError) and not exc.attribute and exc.variable:
             inside = f" in template {exc.source}" if exc.source else ""
             return (
-                f"{where}: undefined variable '{exc.variable}'{inside}. Define it (vars, inventory, "
+                # "'x' is undefined": Ansible's words, which playbooks' asserts look for
+                f"{where}: undefined variable: '{exc.variable}' is undefined{inside}. Define it (vars, inventory, "
                 f"-e {exc.variable}=...) or use `| default(...)`"
             )
         if isinstance(exc, UndefinedVariableError):

@@ -120,6 +120,7 @@ class RoleLoading:
         tasks_from: str = "main",
         when_once: bool = False,
         froms: Mapping[str, str] | None = None,
+        validate: bool = True,  # include_role/import_role `rolespec_validate: false`: no check
     ) -> Block | None:
         path = self.find_role(name, base_dir, where)
         if path is None:
@@ -200,7 +201,7 @@ class RoleLoading:
                 dep.role.parent = dep.role.parent or role
                 role.dependencies.append(dep.role)
         role.dependencies += [r for r in known if all(r is not d for d in role.dependencies)]
-        check = self.validation_task(path, name, params, tasks_from, role_inherit)
+        check = self.validation_task(path, name, params, tasks_from, role_inherit) if validate else []
         tasks = [*depends, *check, *tasks]
         fields = self.node_fields(data, inherit, base_dir)
         fields["name"] = fields["name"] or f"role {name}"
@@ -299,9 +300,11 @@ class RoleLoading:
             },
             "validate_args_context": {
                 "type": "role",
-                "name": name,
+                # Ansible's _role_name: a collection role's short name, a path's folder name
+                "name": os.path.basename(name) if "/" in name
+                else name.rsplit(".", 1)[-1] if is_fqcn(name) else name,
                 "argument_spec_name": entrypoint,
-                "path": str(path),
+                "path": os.path.abspath(path),  # Ansible's role path: absolute
             },
         }
         data = YMap(
@@ -337,6 +340,8 @@ class RoleLoading:
             "handlers_from",
             "public",
             "apply",
+            "allow_duplicates",  # include_role/import_role run their role each time anyway
+            "rolespec_validate",
         }
         for key in unknown:
             self.error(where, f"{action}: unknown argument '{key}'")
@@ -363,6 +368,9 @@ class RoleLoading:
                 tasks_from=str(raw.get("tasks_from") or "main"),
                 when_once=dynamic,
                 froms={k: str(raw[k]) for k in FROM_KEYS if raw.get(k)},
+                validate=raw.get("rolespec_validate") is None
+                or is_template(raw["rolespec_validate"])
+                or to_bool(raw["rolespec_validate"]),
             )
         finally:
             self.dynamic -= dynamic
