@@ -446,12 +446,16 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         if not is_template(file):
             path = self.find_tasks_file(file, base_dir, inherit.role, where)
             self.dynamic += 1  # Ansible loads it when the include runs: see task()
+            before = len(self.problems)
             try:
                 node.static_children = (
                     self.load_tasks_file(path, child_inherit, where) if path else []
                 )
             finally:
                 self.dynamic -= 1
+            if path is not None and len(self.problems) > before:
+                del self.problems[before:]  # a broken file fails its include when that runs
+                node.static_children = None
         return node
 
     def find_tasks_file(
