@@ -128,8 +128,11 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         if data is None:
             return []
         if not isinstance(data, list):
-            self.error(
-                pos, f"{what} must be a list of tasks (each starting with '- name:' or '- module:')"
+            shown = repr(data) if len(repr(data)) <= 120 else repr(data)[:117] + "..."
+            self.error(  # what the file holds, as Ansible shows the offending line
+                pos,
+                f"{what} must be a list of tasks (each starting with '- name:' or '- module:'),"
+                f" got {type(data).__name__}: {shown}",
             )
             return []
         nodes: list[Node] = []

@@ -63,7 +63,7 @@ def test_provision_fails_the_include_when_it_runs(tmp_path: Path) -> None:
     assert ran[0] == ("before", "ok") and ran[1][1] == "skipped", ran
     assert ("in outer", "ok") in ran and ran[-1][1] == "failed", ran
     assert "broken.yml" in out.results[-1].msg
-    with pytest.raises(PlaybookError, match="broken.yml"):
+    with pytest.raises(PlaybookError, match="broken.yml.*just a sentence"):  # shown, as Ansible
         run_playbook(
             _project(tmp_path, SITE.replace("include_tasks: outer.yml", "import_tasks: broken.yml")),
             hosts=[Host("localhost", local=True)],
