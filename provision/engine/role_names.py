@@ -64,9 +64,7 @@ def role_name_vars(roles: list[Role]) -> dict[str, Any]:
     """The four variables for a play whose `play.roles` is `roles`."""
     named = [role_name(r) for r in roles]
     seen: set[int] = set()
-    dependent = list(
-        dict.fromkeys(role_name(d) for r in roles for d in all_dependencies(r, seen))
-    )
+    dependent = list(dict.fromkeys(role_name(d) for r in roles for d in all_dependencies(r, seen)))
     return {
         "ansible_play_role_names": named,
         "role_names": named,

@@ -46,7 +46,7 @@ def _prune(nodes: list[Node], pattern: str) -> tuple[list[Node], bool]:
         elif isinstance(node, Include) and node.static_children is not None:
             children, found = _prune(node.static_children, pattern)
             if found:
-                return [dataclasses.replace(node, static_children=children), *nodes[i + 1:]], True
+                return [dataclasses.replace(node, static_children=children), *nodes[i + 1 :]], True
         elif _matches(node, pattern):
             return nodes[i:], True
     return [], False
