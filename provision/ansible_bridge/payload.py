@@ -30,7 +30,7 @@ BUILDER = Path(__file__).parent / "gpl" / "build_payload.py"
 PARAMS_MARKER = "__PROVISION_ANSIBLE_PARAMS__"  # same text as in gpl/build_payload.py
 INSTALL_CORE = "python3 -m pip install ansible-core"
 BUILD_TIMEOUT = 120.0  # importing ansible and walking a module's imports: seconds, not minutes
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: script modules (style)
 _lock = threading.Lock()
 _python: dict[str, str | None] = {}
 _built: dict[tuple[str, str, str, tuple[str, ...]], Built | BridgeError] = {}
@@ -53,6 +53,9 @@ class Built:
     ansible_version: str
     module_path: str
     template: str  # the AnsiballZ wrapper; PARAMS_MARKER stands where the arguments go
+    # "new": template is that wrapper; "old" / "non_native_want_json": a script module Ansible
+    # runs as it is (its arguments in a file, key=value or JSON), template is the script
+    style: str = "new"
 
     def with_args(self, args: dict[str, Any]) -> bytes:
         """The program to run on the host: the wrapper with `args` in it (a Python str literal)."""
@@ -201,7 +204,11 @@ def _load_cached(file: Path) -> Built | None:
         if entry.get("stamp") is None or entry["stamp"] != _stamp(entry["module_path"]):
             return None  # the module file changed (Ansible upgraded): build again
         return Built(
-            entry["fqcn"], entry["ansible_version"], entry["module_path"], entry["payload"]
+            entry["fqcn"],
+            entry["ansible_version"],
+            entry["module_path"],
+            entry["payload"],
+            entry.get("style", "new"),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -214,6 +221,7 @@ def _store(file: Path, built: Built) -> None:
         "module_path": built.module_path,
         "stamp": _stamp(built.module_path),
         "payload": built.template,
+        "style": built.style,
     }
     try:
         file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -255,7 +263,11 @@ def _run_builder(python: str, name: str, playbook_dir: str, dirs: tuple[str, ...
     if not answer.get("ok"):
         raise BridgeError(str(answer.get("kind") or "broken"), str(answer.get("error")))
     return Built(
-        answer["fqcn"], answer["ansible_version"], answer["module_path"], answer["payload"]
+        answer["fqcn"],
+        answer["ansible_version"],
+        answer["module_path"],
+        answer["payload"],
+        str(answer.get("style") or "new"),
     )
 
 

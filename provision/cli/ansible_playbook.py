@@ -6,7 +6,7 @@ command line and output, so a script written for ansible-playbook (a CI job, ans
 
 - the same flags (`-i`, `-e`, `-l`, `-t`, `--skip-tags`, `-C`, `-D`, `-v`, `-f`, `-b`, `-u`,
   `--private-key`, `-T`, `-c local|ssh`, `--syntax-check`, `--list-tasks`, `--force-handlers`,
-  `--flush-cache`); one that provision does not implement (vault, `--start-at-task`, `--step`,
+  `--flush-cache`, `--start-at-task`); one that provision does not implement (vault, `--step`,
   prompts) is refused by name, exit 5, as Ansible's option errors;
 - several playbooks run as one run with one recap, as Ansible's;
 - the default callback's text on stdout (`provision/engine/ansible_display.py`);
@@ -23,7 +23,7 @@ from typing import Any
 OPTIONS_ERROR = 5
 _UNSUPPORTED = (
     "--vault-password-file", "--vault-pass-file", "--vault-id", "--ask-vault-pass",
-    "--ask-vault-password", "-J", "--start-at-task", "--step", "-k", "--ask-pass", "-K",
+    "--ask-vault-password", "-J", "--step", "-k", "--ask-pass", "-K",
     "--ask-become-pass", "--list-hosts", "--list-tags", "-M", "--module-path",
     "--become-method", "--become-user", "--ssh-common-args", "--ssh-extra-args",
     "--scp-extra-args", "--sftp-extra-args", "--playbook-dir",
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--connection")
     p.add_argument("--syntax-check", action="store_true")
     p.add_argument("--list-tasks", action="store_true")
+    p.add_argument("--start-at-task")
     p.add_argument("--force-handlers", action="store_true")
     p.add_argument("--flush-cache", action="store_true")  # provision keeps no fact cache
     return p
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     from provision.engine.ansible_display import AnsibleDisplay, banner, recap_lines
     from provision.engine.playbook import Playbook, load_playbook
     from provision.engine.runner import run_playbook
+    from provision.engine.start_at import start_at_task
     from provision.errors import ConfigError, ProvisionError
 
     argv = sys.argv[1:] if argv is None else argv
@@ -149,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
             for name, book in zip(ns.playbooks, loaded, strict=True):
                 print(banner(f"PLAYBOOK: {os.path.basename(name)}").lstrip("\n"))
                 print(f"{len(book.plays)} plays in {name}")
-        playbook = Playbook(path=loaded[0].path, plays=[p for b in loaded for p in b.plays])
+        plays = [p for b in loaded for p in b.plays]
+        if ns.start_at_task:
+            plays = start_at_task(plays, ns.start_at_task)
+        playbook = Playbook(path=loaded[0].path, plays=plays)
         inventory, limit = playbook_inventory(args, options)
         if ns.connection == "local":
             import dataclasses

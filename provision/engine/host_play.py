@@ -18,6 +18,7 @@ from provision.engine.playbook import (
 )
 from provision.engine.playbook_roles import FROM_KEYS
 from provision.engine.results import TaskResult
+from provision.engine.role_names import included_roles
 from provision.engine.run_state import (
     UNREACHABLE_ERRORS,
     EndRole,
@@ -223,6 +224,7 @@ class _HostPlay(TaskExecution):
                 self.task_error(block, block.name or "block", "include_role", exc)
                 return
             self.included(block, "include_role")
+            self.runner.vm.add_play_roles(included_roles(block))  # join Ansible's play.roles
             if block.role is not None and block.role.public:
                 self.rt.vars.expose_roles([block.role])
         if block.rescue:
@@ -379,7 +381,8 @@ class _HostPlay(TaskExecution):
         if isinstance(exc, UndefinedVariableError) and not exc.attribute and exc.variable:
             inside = f" in template {exc.source}" if exc.source else ""
             return (
-                f"{where}: undefined variable '{exc.variable}'{inside}. Define it (vars, inventory, "
+                # "'x' is undefined": Ansible's words, which playbooks' asserts look for
+                f"{where}: undefined variable: '{exc.variable}' is undefined{inside}. Define it (vars, inventory, "
                 f"-e {exc.variable}=...) or use `| default(...)`"
             )
         if isinstance(exc, UndefinedVariableError):

@@ -100,6 +100,7 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         self.dynamic = 0  # > 0 while loading a file only include_tasks/include_role reaches
         self.config = load_config()  # ansible.cfg: roles_path, become defaults
         self.play_roles: set[tuple[str, str]] = set()  # dependencies already in this play
+        self.dep_roles: dict[tuple[str, str], Role] = {}  # and the role each loaded
         self.role_stack: list[Path] = []
         self.collections: list[str] = []  # the play's (and role's) `collections:` keyword
         self.play_vars: dict[str, Any] = {}  # the play being loaded's `vars:` and folder
@@ -129,8 +130,11 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         if data is None:
             return []
         if not isinstance(data, list):
-            self.error(
-                pos, f"{what} must be a list of tasks (each starting with '- name:' or '- module:')"
+            shown = repr(data) if len(repr(data)) <= 120 else repr(data)[:117] + "..."
+            self.error(  # what the file holds, as Ansible shows the offending line
+                pos,
+                f"{what} must be a list of tasks (each starting with '- name:' or '- module:'),"
+                f" got {type(data).__name__}: {shown}",
             )
             return []
         nodes: list[Node] = []
@@ -455,12 +459,16 @@ class _Loader(KeywordLoading, RoleLoading, PlayLoading):
         if not is_template(file):
             path = self.find_tasks_file(file, base_dir, inherit.role, where)
             self.dynamic += 1  # Ansible loads it when the include runs: see task()
+            before = len(self.problems)
             try:
                 node.static_children = (
                     self.load_tasks_file(path, child_inherit, where) if path else []
                 )
             finally:
                 self.dynamic -= 1
+            if path is not None and len(self.problems) > before:
+                del self.problems[before:]  # a broken file fails its include when that runs
+                node.static_children = None
         return node
 
     def find_tasks_file(

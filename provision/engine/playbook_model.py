@@ -173,6 +173,9 @@ class Role:
     # its defaults and vars are seen by the whole play (Ansible: roles:/import_role, unless
     # private_role_vars; include_role only with `public: true`, once it ran)
     public: bool = True
+    dependency: bool = False  # loaded as another role's meta/main.yml dependency
+    dependencies: list[Role] = field(default_factory=list)  # its own, direct (engine/role_names.py)
+    parent: Role | None = None  # the role whose dependency it is (engine/role_vars.py)
 
     @property
     def magic(self) -> dict[str, str]:

@@ -95,6 +95,7 @@ class PlayLoading:
                                     where, f"vars file {f!r} must hold a mapping of name: value"
                                 )
         self.play_roles = set()
+        self.dep_roles = {}
         serial = self.serial_of(data)
         prompts = self.prompts_of(data)
         name = data.get("name")

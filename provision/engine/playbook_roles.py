@@ -19,6 +19,7 @@ from provision.engine.playbook_model import (
     handler_tasks,
 )
 from provision.engine.role_argspec import entry_spec, validation_task_name
+from provision.engine.role_names import role_name
 from provision.engine.templating import Templar, TemplateError, is_template, to_bool
 from provision.errors import ConfigError
 from provision.yamlpos import Pos, YList, YMap, display_path, load_yaml
@@ -42,6 +43,17 @@ PLUGIN_FOLDERS = ("library", "module_utils")
 def ships_plugins(folder: Path) -> bool:
     """A role (or playbook folder) with modules of its own, which Ansible's loader would find."""
     return any((folder / sub).is_dir() for sub in PLUGIN_FOLDERS)
+
+
+def parent_role_params(parent: Role) -> dict[str, list[str]]:
+    """IncludeRole.get_include_params: `ansible_parent_role_names`/`_paths`, the role the
+    include_role/import_role is written in first, then that role's own parents."""
+    names = list(parent.params.get("ansible_parent_role_names") or [])
+    paths = list(parent.params.get("ansible_parent_role_paths") or [])
+    return {
+        "ansible_parent_role_names": [role_name(parent), *names],
+        "ansible_parent_role_paths": [str(parent.path), *paths],
+    }
 
 
 def role_load_vars(playbook_dir: Path, play_vars: Mapping[str, Any], inherit: Inherit) -> dict[str, Any]:
@@ -108,6 +120,7 @@ class RoleLoading:
         tasks_from: str = "main",
         when_once: bool = False,
         froms: Mapping[str, str] | None = None,
+        validate: bool = True,  # include_role/import_role `rolespec_validate: false`: no check
     ) -> Block | None:
         path = self.find_role(name, base_dir, where)
         if path is None:
@@ -155,7 +168,8 @@ class RoleLoading:
         outer = self.collections
         self.collections = self.role_collections(path) + outer  # the role's meta collections
         try:
-            depends = self.role_dependencies(path, replace(inherit, vars=()), where)
+            known: list[Role] = []
+            depends = self.role_dependencies(path, replace(inherit, vars=()), where, known)
             file = role_file(path / "tasks", tasks_from)
             if file is not None:
                 tasks = self.load_tasks_file(file, role_inherit, where)
@@ -183,7 +197,11 @@ class RoleLoading:
         for dep in depends:  # meta/main.yml dependencies run first, their handlers join
             if isinstance(dep, Block) and dep.role is not None:
                 role.handlers.extend(dep.role.handlers)
-        check = self.validation_task(path, name, params, tasks_from, role_inherit)
+                dep.role.dependency = True
+                dep.role.parent = dep.role.parent or role
+                role.dependencies.append(dep.role)
+        role.dependencies += [r for r in known if all(r is not d for d in role.dependencies)]
+        check = self.validation_task(path, name, params, tasks_from, role_inherit) if validate else []
         tasks = [*depends, *check, *tasks]
         fields = self.node_fields(data, inherit, base_dir)
         fields["name"] = fields["name"] or f"role {name}"
@@ -217,7 +235,9 @@ class RoleLoading:
                     return own + self.collections_of(meta)
         return own
 
-    def role_dependencies(self, path: Path, inherit: Inherit, where: Pos) -> list[Node]:
+    def role_dependencies(
+        self, path: Path, inherit: Inherit, where: Pos, known: list[Role] | None = None
+    ) -> list[Node]:
         """The roles `meta/main.yml` lists under `dependencies:` (searched beside this role too)."""
         for ext in ("yml", "yaml"):
             file = path / "meta" / f"main.{ext}"
@@ -232,10 +252,22 @@ class RoleLoading:
                     return []
                 self.role_stack.append(path.resolve())
                 try:
-                    return self.roles_section(deps, at, inherit, path.parent, dependency=True)
+                    return self.roles_section(
+                        deps, at, inherit, path.parent, dependency=True, known=known
+                    )
                 finally:
                     self.role_stack.pop()
         return []
+
+    def allows_duplicates(self, name: str, base_dir: Path, where: Pos) -> bool:
+        """meta/main.yml `allow_duplicates: true`: the role runs again with the same parameters."""
+        path = self.find_role(name, base_dir, where)
+        for ext in ("yml", "yaml"):
+            file = path / "meta" / f"main.{ext}" if path is not None else None
+            if file is not None and file.is_file():
+                meta = self._load(file)
+                return isinstance(meta, Mapping) and to_bool(meta.get("allow_duplicates", False))
+        return False
 
     def role_argument_specs(self, path: Path) -> Any:
         """`argument_specs` of meta/argument_specs.yml, else of meta/main.yml (Ansible: the
@@ -262,12 +294,17 @@ class RoleLoading:
             return []
         action = {
             "argument_spec": spec.get("options") or {},
-            "provided_arguments": dict(params),
+            # the role's own parameters, not the include's ansible_parent_role_* (Ansible's)
+            "provided_arguments": {
+                k: v for k, v in params.items() if not str(k).startswith("ansible_parent_role_")
+            },
             "validate_args_context": {
                 "type": "role",
-                "name": name,
+                # Ansible's _role_name: a collection role's short name, a path's folder name
+                "name": os.path.basename(name) if "/" in name
+                else name.rsplit(".", 1)[-1] if is_fqcn(name) else name,
                 "argument_spec_name": entrypoint,
-                "path": str(path),
+                "path": os.path.abspath(path),  # Ansible's role path: absolute
             },
         }
         data = YMap(
@@ -303,6 +340,8 @@ class RoleLoading:
             "handlers_from",
             "public",
             "apply",
+            "allow_duplicates",  # include_role/import_role run their role each time anyway
+            "rolespec_validate",
         }
         for key in unknown:
             self.error(where, f"{action}: unknown argument '{key}'")
@@ -312,6 +351,8 @@ class RoleLoading:
                               "(use include_role)")  # fmt: skip
             return None
         params = self.vars_of(data)
+        if inherit.role is not None:  # written in a role: Ansible's include params name it
+            params = {**params, **parent_role_params(inherit.role)}
         if templated:  # Ansible renders them when the task runs, per host: loaded then
             return self.role_include_at_runtime(data, action, inherit, base_dir)
         dynamic = action == "include_role"  # loaded when it runs, in Ansible (playbook.task)
@@ -327,6 +368,9 @@ class RoleLoading:
                 tasks_from=str(raw.get("tasks_from") or "main"),
                 when_once=dynamic,
                 froms={k: str(raw[k]) for k in FROM_KEYS if raw.get(k)},
+                validate=raw.get("rolespec_validate") is None
+                or is_template(raw["rolespec_validate"])
+                or to_bool(raw["rolespec_validate"]),
             )
         finally:
             self.dynamic -= dynamic
@@ -366,7 +410,13 @@ class RoleLoading:
             return None
 
     def roles_section(
-        self, data: Any, pos: Pos, inherit: Inherit, base_dir: Path, dependency: bool = False
+        self,
+        data: Any,
+        pos: Pos,
+        inherit: Inherit,
+        base_dir: Path,
+        dependency: bool = False,
+        known: list[Role] | None = None,  # dependencies loaded before: not run again, listed here
     ) -> list[Node]:
         if data is None:
             return []
@@ -430,10 +480,14 @@ class RoleLoading:
             )
             if dependency:
                 key = (str(name), repr(sorted(params.items(), key=lambda kv: str(kv[0]))))
-                if key in self.play_roles:
+                if key in self.play_roles and not self.allows_duplicates(str(name), base_dir, where):
+                    if key in self.dep_roles and known is not None:
+                        known.append(self.dep_roles[key])  # still its dependency (vars, names)
                     continue  # Ansible runs a dependency once per play (same parameters)
                 self.play_roles.add(key)
             block = self.load_role(str(name), params, clean, inherit, base_dir, where)
             if block is not None:
                 blocks.append(block)
+                if dependency and block.role is not None:
+                    self.dep_roles[key] = block.role
         return blocks

@@ -125,7 +125,9 @@ def _to_float(value: Any) -> float:
 def _to_str(value: Any) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+    if value is None:
+        return ""  # check_type_str: None is '' (Ansible's pre-2.19 templating equivalence)
+    if isinstance(value, bool) or isinstance(value, (int, float)):
         return str(value)
     # Ansible converts any value (str()); a dict or list becomes its Python text
     return str(value)
@@ -151,17 +153,31 @@ def _convert(kind: str, value: Any) -> Any:
 
 
 def _check(
-    options: Mapping[str, Any], params: dict[str, Any], errors: list[str], context: list[str]
+    options: Mapping[str, Any],
+    params: dict[str, Any],
+    errors: list[str],
+    context: list[str],
+    unsupported: dict[str, list[str]] | None = None,
 ) -> None:
-    """Ansible's passes, in its order: required, types (and elements), choices, sub-options."""
+    """Ansible's passes, in its order: required, types (and elements), choices, sub-options;
+    a sub-option's unknown keys land in `unsupported` (dotted name: that level's options)."""
     found_in = f" found in {' -> '.join(context)}" if context else ""
     specs = {name: opt for name, opt in options.items() if isinstance(opt, Mapping)}
+    if context and unsupported is not None:  # (the top level: the role's whole scope, unchecked)
+        aliases = {str(a) for o in specs.values() for a in (o.get("aliases") or [])}
+        for key in params:
+            if key not in specs and key not in aliases:
+                unsupported[".".join([*context, str(key)])] = sorted(specs) + (
+                    [f"({', '.join(sorted(aliases))})"] if aliases else []
+                )
     missing = sorted(n for n, opt in specs.items() if opt.get("required") and n not in params)
     if missing:
         errors.append(f"missing required arguments: {', '.join(missing)}{found_in}")
     for name, opt in specs.items():
-        if params.get(name) is None:
+        if name not in params:
             continue
+        if params[name] is None and not opt.get("required") and opt.get("default") is None:
+            continue  # _validate_argument_types: a required None is converted (and may fail)
         kind = str(opt.get("type") or "str")
         value = params[name]
         try:
@@ -196,7 +212,7 @@ def _check(
             continue
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, Mapping):
-                _check(sub, dict(item), errors, [*context, name])
+                _check(sub, dict(item), errors, [*context, name], unsupported)
 
 
 def _type_name(value: Any) -> str:
@@ -231,5 +247,13 @@ def argument_errors(options: Mapping[str, Any], values: Mapping[str, Any]) -> li
     """Ansible's error messages for `values` (the variables named by the spec, rendered, with
     the role's parameters over them) against a spec's `options`; [] when they pass."""
     errors: list[str] = []
-    _check(options, dict(values), errors, [])
+    unsupported: dict[str, list[str]] = {}
+    _check(options, dict(values), errors, [], unsupported)
+    if unsupported:  # ArgumentSpecValidator.validate: one error, last; the supported names are
+        # those of the level it looked at last (Ansible's own quirk)
+        names = sorted(unsupported)
+        supported = list(unsupported.values())[-1]
+        shown = ", ".join(n for n in supported if not n.startswith("("))
+        shown += "".join(f" {n}" for n in supported if n.startswith("("))
+        errors.append(f"{', '.join(names)}. Supported parameters include: {shown}.")
     return errors

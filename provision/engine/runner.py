@@ -37,6 +37,7 @@ from provision.engine.playbook import (
 )
 from provision.engine.playbook_model import public_roles
 from provision.engine.results import HostStats, PlaybookResult, TaskResult
+from provision.engine.role_names import play_roles
 from provision.engine.run_state import HostRuntime, RunOptions, Stop, _PlayState, tags_selected
 from provision.engine.templating import (
     Templar,
@@ -281,6 +282,7 @@ class PlaybookRunner:
         pstate = _PlayState(play, hosts)
         runtimes = [self.runtime(h) for h in hosts]
         exposed = public_roles(play)
+        self.vm.set_play_roles(play_roles(play))
         for rt in runtimes:
             with self.lock:
                 self.result.recap.setdefault(rt.host.name, HostStats())

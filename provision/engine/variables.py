@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provision.engine.role_names import role_name_vars
+from provision.engine.role_vars import role_layers
 from provision.engine.templating import LazyVars, Templar
 from provision.inventory.model import Host, Inventory
 from provision.modules.facts_ansible import namespaced
@@ -123,6 +125,18 @@ class VariableManager:
         self.groups.setdefault("all", list(inventory.hosts))
         self.hostvars = HostVarsView(self)
         self.play_hosts: list[str] = []
+        self.play_roles: list[Any] = []  # Ansible's play.roles (engine/role_names.py)
+        self.role_names: dict[str, Any] = role_name_vars([])
+
+    def set_play_roles(self, roles: list[Any]) -> None:
+        """The play's roles: at its start, then each include_role that runs (once per role)."""
+        self.play_roles = list(roles)
+        self.role_names = role_name_vars(self.play_roles)
+
+    def add_play_roles(self, roles: list[Any]) -> None:
+        new = [r for r in roles if all(r is not known for known in self.play_roles)]
+        if new:
+            self.set_play_roles([*self.play_roles, *new])
 
     def state(self, host: Host) -> HostVars:
         if host.name not in self.hosts:
@@ -143,6 +157,7 @@ class VariableManager:
             "ansible_play_hosts": list(self.play_hosts),
             "ansible_play_batch": list(self.play_hosts),
             "ansible_play_hosts_all": list(self.play_hosts),
+            **self.role_names,
         }
 
     def host_layers(self, state: HostVars) -> ChainMap:
@@ -174,8 +189,9 @@ class VariableManager:
         if node is not None:
             layers.extend(reversed(node.vars))  # innermost (the task's own) first
             if node.role is not None:
-                layers.append(node.role.params)
-                layers.append(node.role.vars)
+                params, role_vars, _ = role_layers(node.role)  # its dependency chain's too
+                layers.append(params)
+                layers.append(role_vars)
                 layers.insert(0, node.role.magic)
             layers.insert(0, search_path(node))
         if state.role_vars:
@@ -184,7 +200,7 @@ class VariableManager:
         layers.append(state.facts)
         layers.append(state.host.vars)
         if node is not None and node.role is not None:
-            layers.append(node.role.defaults)
+            layers.append(role_layers(node.role)[2])
         if state.role_defaults:
             layers.append(state.role_defaults)
         layers.append(_connection_default(state.host))

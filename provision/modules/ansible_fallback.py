@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from provision.ansible_bridge.payload import BridgeError, Built, build
+from provision.modules.ansible_scripts import run_script_module
 from provision.modules.base import (
     Module,
     ModuleFailure,
@@ -42,6 +43,8 @@ class AnsibleModule(Module):
         if ctx.args.get("_raw"):
             args["_raw_params"] = ctx.args["_raw"]
         args.update(internal_args(self.built, ctx))
+        if self.built.style != "new":  # a script module (library/): run as Ansible runs it
+            return to_result(*run_script_module(self.built.template, self.built.style, args, ctx))
         python = ctx.vars.get("ansible_python_interpreter") if ctx.vars else None
         python = "python3" if python is None or str(python).strip() in _AUTO else str(python)
         done = ctx.run(f"{q(python)} -", stdin=self.built.with_args(args))

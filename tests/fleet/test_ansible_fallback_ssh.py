@@ -68,3 +68,40 @@ def test_a_collection_module_over_ssh_as_the_user_and_with_a_sudo_password(
     second = _run(tmp_path, hosts, options, tasks)
     assert [t for t, r in second.items() if r["_status"] != "ok"] == []
     own.ns_exec(host, f"rm -f {mine}")
+
+
+SCRIPT_MODULE = """#!/bin/sh
+# an old-style module from the playbook's library/: its arguments are shell words in $1
+. "$1"
+echo "noise first"
+printf '{"uid": %s, "msg": "%s"}\\n' "$(id -u)" "$msg"
+"""
+
+
+def test_a_script_module_from_library_over_ssh_as_the_user_and_with_a_sudo_password(
+    tmp_path: Path, make_fleet: Any, ssh_options: ConnectOptions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kinds import SUDO_PASSWORD_USER
+
+    payload.forget()
+    module = tmp_path / "library" / "shmod"
+    module.parent.mkdir()
+    module.write_text(SCRIPT_MODULE)
+    own = make_fleet(1, kinds="sudo")
+    host = own.hosts[0]
+    hosts = [host.as_host(user=SUDO_PASSWORD_USER)]
+    monkeypatch.setenv("PV_TEST_BECOME", host.sudo_passwords[SUDO_PASSWORD_USER])
+    options = replace(ssh_options, become_password_env="PV_TEST_BECOME")
+    tasks = """
+    - name: as user
+      shmod: {msg: "it's me"}
+    - name: as root
+      shmod: {msg: root here}
+      become: true
+    """
+    done = _run(tmp_path, hosts, options, tasks)
+    assert done["as user"]["_status"] == "ok" and done["as user"]["msg"] == "it's me"
+    assert done["as user"]["uid"] != 0 and done["as root"]["uid"] == 0
+    assert done["as root"]["msg"] == "root here"
+    left = own.ns_exec(host, "ls -A /tmp | grep -c '^.pv-module' || true").stdout.strip()
+    assert left == "0"  # the module's folder is gone

@@ -530,7 +530,7 @@ def test_undefined_variable_error_names_task_host_and_variable(tmp_path: Path) -
     failure = results(result)["uses a typo"]
     assert failure.status == "failed"
     assert "task 'uses a typo'" in failure.msg and "site.yml:4:7" in failure.msg
-    assert "host localhost" in failure.msg and "undefined variable 'data_dri'" in failure.msg
+    assert "host localhost" in failure.msg and "'data_dri' is undefined" in failure.msg
     assert debug_msgs(result) == []
 
 

@@ -18,12 +18,15 @@
 # Protocol: stdin is one JSON object {"name": "<module name as written>", "playbook_dir": "<dir>"}.
 # stdout is one JSON object: {"ok": true, "fqcn", "ansible_version", "module_path", "payload"} where
 # payload is the AnsiballZ wrapper text with its params line replaced by the PARAMS marker below, so
-# one payload serves every call of the module (the caller puts the arguments in, in memory); or
+# one payload serves every call of the module (the caller puts the arguments in, in memory); for a
+# script module Ansible does not wrap ("style": "old" or "non_native_want_json") payload is the
+# script itself, which the caller runs as Ansible does (an arguments file, its shebang); or
 # {"ok": false, "kind": "not_found" | "unsupported", "error": "<why>"}.
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 PARAMS_MARKER = "__PROVISION_ANSIBLE_PARAMS__"
@@ -72,6 +75,30 @@ def main() -> None:
             _fail("unsupported", f"{fqcn} works through its action plugin {action.resolved_fqcn},"
                   " which runs inside ansible-playbook on the controller")
 
+    with open(module_path, "rb") as fh:
+        raw = fh.read()
+    # module_common's own order (_find_module_utils): binary, then what it wraps, then WANT_JSON
+    style = None
+    if module_common._is_binary(raw):
+        style = "binary"
+    elif not _new_style(raw):
+        style = "non_native_want_json" if b"WANT_JSON" in raw else "old"
+    if style == "binary":
+        _fail("unsupported", f"{fqcn} is a binary module; only script and Python modules run"
+              " through provision")
+    if style is not None:
+        # an old-style (key=value args file) or WANT_JSON (JSON args file) script: Ansible runs it
+        # unchanged but for its shebang, which depends on the task's variables: the caller's part
+        json.dump({
+            "ok": True,
+            "fqcn": fqcn,
+            "ansible_version": __version__,
+            "module_path": module_path,
+            "style": style,
+            "payload": raw.decode("utf-8", "surrogateescape"),
+        }, sys.stdout)
+        return
+
     marker_args = {"_provision": PARAMS_MARKER}
     task_vars = {"ansible_python_interpreter": "/usr/bin/python3"}  # the caller picks the python
     built = module_common.modify_module(
@@ -99,6 +126,18 @@ def main() -> None:
         "module_path": module_path,
         "payload": "\n".join(lines),
     }, sys.stdout)
+
+
+def _new_style(raw: bytes) -> bool:
+    """module_common's test for a module it wraps itself (AnsiballZ, PowerShell, JSONARGS)."""
+    from ansible.executor import module_common as mc
+
+    if mc.REPLACER in raw or mc.NEW_STYLE_PYTHON_MODULE_RE.search(raw):
+        return True
+    if mc.REPLACER_WINDOWS in raw or mc.REPLACER_JSONARGS in raw:
+        return True
+    return bool(re.search(b"#Requires -(Module|Version)|#AnsibleRequires -(OSVersion|PowerShell|CSharpUtil|Wrapper)",
+                          raw, re.IGNORECASE))
 
 
 if __name__ == "__main__":
