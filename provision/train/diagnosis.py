@@ -13,13 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from provision.report.diagnosis import (
-    AMP_WORTH_IT,
-    THROTTLE_BAD,
-    THROTTLE_MIN_FRACTION,
-    Finding,
-    loader_curve,
-)
+from provision.bench.diagnosis import AMP_WORTH_IT, THROTTLE_BAD, THROTTLE_MIN_FRACTION
+from provision.report.schema import Finding, loader_curve
 from provision.train.causes import CAUSES, log_lines
 from provision.train.distributed import split_rank_line
 from provision.train.frameworks import user_path, workers_knob

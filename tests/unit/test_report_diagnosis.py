@@ -17,6 +17,7 @@ from report_support import (
     real_facts_and_bench,
 )
 
+from provision.bench import diagnosis as bench_dx
 from provision.report import diagnosis as dx
 from provision.report.document import build_report
 
@@ -335,14 +336,14 @@ def test_real_cpu_bench_findings_are_consistent_with_its_numbers():
     # no GPU on this machine: nothing GPU-specific may fire
     assert not {"pcie_below_max", "throttling", "low_matmul_peak", "compat_mismatch"} & set(found)
     speedup = bench["amp"]["speedup"]
-    assert ("amp_unused" in found) == (speedup >= dx.AMP_WORTH_IT)
+    assert ("amp_unused" in found) == (speedup >= bench_dx.AMP_WORTH_IT)
     if "amp_unused" in found:
         assert f"{speedup:.2f}x" in found["amp_unused"]["evidence"]
         assert (
             "torch.autocast('cpu', dtype=torch.bfloat16)" in found["amp_unused"]["recommendation"]
         )
     loader, train = bench["dataloader"]["best_samples_per_s"], bench["amp"]["train_samples_per_s"]
-    assert ("loader_bottleneck" in found) == (loader < dx.LOADER_MARGIN * train)
+    assert ("loader_bottleneck" in found) == (loader < bench_dx.LOADER_MARGIN * train)
     max_batch = bench["memory"]["models"]["convnet"]["max_batch"]
     assert ("vram_headroom" in found) == bool(max_batch)
 
