@@ -123,7 +123,10 @@ def write_files(work: Path, fleet: object, n: int) -> None:
     lines = ["hosts = ["]
     for h in hosts:
         lines.append(
-            f"    ({h.address!r}, {{'ssh_port': {h.port}, 'ssh_user': {h.user!r}, 'ssh_key': {h.key_file!r}, "
+            # named by host, the address as ssh_hostname: behind the latency proxy every host is
+            # 127.0.0.1 (its own port), and pyinfra keys hosts by name
+            f"    ({h.name!r}, {{'ssh_hostname': {h.address!r}, 'ssh_port': {h.port}, 'ssh_user': {h.user!r}, "
+            f"'ssh_key': {h.key_file!r}, "
             f"'ssh_known_hosts_file': {str(work / 'pyinfra_known_hosts')!r}, "
             f"'ssh_strict_host_key_checking': 'accept-new'}}),"
         )
