@@ -91,30 +91,6 @@ class VarsContext:
             return jinja2.utils.missing
 
 
-def _pipe(command: str) -> str:
-    try:
-        proc = subprocess.run(
-            ["/bin/sh", "-c", command],
-            capture_output=True,
-            text=True,
-            timeout=PIPE_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise jinja2.TemplateRuntimeError(
-            f"lookup('pipe'): the command did not finish within {PIPE_TIMEOUT_S:g}s"
-        ) from None
-    if proc.returncode != 0:
-        raise jinja2.TemplateRuntimeError(
-            f"lookup('pipe'): the command exited with {proc.returncode}: "
-            f"{proc.stderr.strip()[-300:] or 'no message'}"
-        )
-    return proc.stdout.rstrip("\n")
-
-
-
-
 # -- the search path ---------------------------------------------------------------------------
 _RE_TASKS = re.compile(r"(?:^|/)+tasks/?$")
 _MAINS = ("main.yml", "main.yaml", "main")
